@@ -1,0 +1,46 @@
+"""Judgment storage. A judgment is one answer to one criterion on one slot.
+
+`(slot, criterion)` is unique, so a double-click or a network retry stores one judgment; a
+revision overwrites the value and keeps the earlier one in `JudgmentRevision`.
+"""
+
+from django.db import models
+
+from evalstudy.models import AssignmentSlot, Criterion, Rater
+
+
+class Judgment(models.Model):
+    slot = models.ForeignKey(AssignmentSlot, on_delete=models.CASCADE, related_name="judgments")
+    criterion = models.ForeignKey(Criterion, on_delete=models.PROTECT, related_name="judgments")
+    # Denormalised from slot.assignment.rater: every analysis groups by rater.
+    rater = models.ForeignKey(Rater, on_delete=models.PROTECT, related_name="judgments")
+    value = models.TextField(blank=True)
+    numeric_value = models.FloatField(null=True, blank=True)
+    served_at = models.DateTimeField(null=True, blank=True)
+    submitted_at = models.DateTimeField()
+    revision = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["slot", "criterion"]
+        constraints = [
+            models.UniqueConstraint(fields=["slot", "criterion"], name="judgment_slot_criterion"),
+        ]
+        indexes = [models.Index(fields=["rater", "criterion"])]
+
+    def __str__(self) -> str:
+        return f"{self.criterion.key}={self.value}"
+
+
+class JudgmentRevision(models.Model):
+    """The value a judgment had before a revision replaced it."""
+
+    judgment = models.ForeignKey(Judgment, on_delete=models.CASCADE, related_name="history")
+    value = models.TextField(blank=True)
+    submitted_at = models.DateTimeField()
+    replaced_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["judgment", "replaced_at"]
+
+    def __str__(self) -> str:
+        return f"{self.value} (until {self.replaced_at:%Y-%m-%d %H:%M})"

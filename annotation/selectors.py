@@ -1,0 +1,141 @@
+"""What rater pages show. Nothing here returns a system name or id: raters are blinded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import markdown
+import nh3
+from django.db.models import Count, Q
+from django.utils.safestring import SafeString, mark_safe
+
+from evalstudy import criteria as rules
+from evalstudy.models import Assignment, AssignmentSlot, Criterion, Rater, Study
+
+from .models import Judgment
+
+
+def render_markdown(text: str) -> SafeString:
+    """Researcher-written Markdown as sanitised HTML (tables allowed, scripts never)."""
+    html = markdown.markdown(text or "", extensions=["tables", "sane_lists"])
+    return mark_safe(nh3.clean(html))  # noqa: S308 - nh3 has removed anything unsafe
+
+
+@dataclass
+class StudyCard:
+    study: Study
+    done: int
+    total: int
+    state: str
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.done / self.total) if self.total else 0
+
+
+def rater_study_cards(rater: Rater | None) -> list[StudyCard]:
+    """The rater's seats with progress, then open studies they may still join."""
+    cards: list[StudyCard] = []
+    joined: set[int] = set()
+    if rater is not None:
+        seats = (
+            Assignment.objects.filter(rater=rater, source=Assignment.Source.DESIGN)
+            .select_related("study")
+            .annotate(total=Count("slots"),
+                      done=Count("slots", filter=Q(slots__completed_at__isnull=False)))
+        )
+        for seat in seats:
+            joined.add(seat.study_id)
+            cards.append(StudyCard(seat.study, seat.done, seat.total, seat.state))
+    for study in Study.objects.filter(status=Study.Status.OPEN).exclude(pk__in=joined):
+        cards.append(StudyCard(study, 0, 0, "new"))
+    return cards
+
+
+@dataclass
+class Choice:
+    value: str
+    label: str
+    key: str  # keyboard shortcut
+
+
+@dataclass
+class Question:
+    criterion: Criterion
+    choices: list[Choice] | None  # None: free text
+    answer: str
+
+    @property
+    def depends_on(self) -> str:
+        parent = self.criterion.show_if_criterion
+        return parent.key if parent else ""
+
+    @property
+    def depends_values(self) -> str:
+        return "|".join(str(v) for v in self.criterion.show_if_values)
+
+
+def _choices(criterion: Criterion) -> list[Choice] | None:
+    values = criterion.rule.choices()
+    if values is None:
+        return None
+    labels = criterion.labels or {}
+    out = []
+    for index, value in enumerate(values):
+        if criterion.kind == "severity":
+            names = labels if isinstance(labels, list) and len(labels) == 3 else (
+                list(rules.SEVERITY_DEFAULT_LABELS)
+            )
+            label, key = f"{value}: {names[index]}", value
+        elif criterion.kind == "likert":
+            anchor = labels.get(value, "") if isinstance(labels, dict) else ""
+            label, key = f"{value} {anchor}".strip(), value if index < 9 else ""
+        elif criterion.kind == "binary":
+            label, key = value.capitalize(), value[0]
+        elif criterion.kind == "pairwise":
+            label = "Tie" if value == "tie" else f"{value} is better"
+            key = value.lower()[0] if value != "tie" else "t"
+        else:
+            label, key = value, str(index + 1) if index < 9 else ""
+        out.append(Choice(value, label, key))
+    return out
+
+
+@dataclass
+class SlotView:
+    slot: AssignmentSlot
+    kind: str
+    reference: str
+    context: str
+    text: str
+    text_b: str
+    position: int
+    total: int
+    questions: list[Question]
+
+
+def slot_view(slot: AssignmentSlot) -> SlotView:
+    """The texts and questions of one slot, and any answers already given (for revisions)."""
+    if slot.kind == AssignmentSlot.Kind.TARGET:
+        item = slot.output.item
+        reference, context = item.reference, item.context
+        text, text_b = slot.output.text, slot.output_b.text if slot.output_b else ""
+    else:
+        control = slot.calibration_item or slot.attention_check
+        reference, context, text, text_b = (
+            control.reference, control.context, control.text, control.text_b
+        )
+    study = slot.assignment.study
+    answers = dict(
+        Judgment.objects.filter(slot=slot).values_list("criterion__key", "value")
+    )
+    return SlotView(
+        slot=slot, kind=slot.kind, reference=reference if study.reference_shown else "",
+        context=context, text=text, text_b=text_b, position=slot.position + 1,
+        total=slot.assignment.slots.count(),
+        questions=[
+            Question(criterion, _choices(criterion), answers.get(criterion.key, ""))
+            for criterion in study.criteria.select_related("show_if_criterion")
+            .order_by("order", "id")
+        ],
+    )

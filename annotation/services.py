@@ -1,0 +1,250 @@
+"""Storing judgments: from a rater's browser (`judgment_submit`) and from files
+(`judgments_import`). Both go through `_store_value`, so a repeated answer is a no-op and a
+changed one keeps the earlier value in history.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from evalstudy.models import Assignment, AssignmentSlot, Criterion, Item, Output, Rater, Study
+from evalstudy.spec import JudgmentRow, SpecError, SpecInvalid
+
+from .models import Judgment, JudgmentRevision
+
+
+class SubmissionRefused(Exception):
+    """The post is not allowed at all (not the rater's slot, not the current slot, closed)."""
+
+    def __init__(self, message: str, *, status: int = 403):
+        super().__init__(message)
+        self.status = status
+
+
+class SubmissionInvalid(Exception):
+    """Some answers are missing or invalid; `errors` maps criterion key -> reason."""
+
+    def __init__(self, errors: dict[str, str]):
+        super().__init__("; ".join(f"{key}: {reason}" for key, reason in errors.items()))
+        self.errors = errors
+
+
+@dataclass
+class StoreCounts:
+    created: int = 0
+    revised: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    details: list[str] = field(default_factory=list)
+
+
+def _store_value(
+    *, slot: AssignmentSlot, criterion: Criterion, rater: Rater, value: str,
+    served_at: dt.datetime | None, now: dt.datetime, counts: StoreCounts,
+) -> None:
+    """Upsert one judgment. Precondition: the caller holds a lock on `slot`'s row."""
+    numeric = criterion.rule.numeric(value)
+    judgment = Judgment.objects.filter(slot=slot, criterion=criterion).first()
+    if judgment is None:
+        Judgment.objects.create(
+            slot=slot, criterion=criterion, rater=rater, value=value, numeric_value=numeric,
+            served_at=served_at, submitted_at=now,
+        )
+        counts.created += 1
+    elif judgment.value == value:
+        counts.unchanged += 1
+    else:
+        JudgmentRevision.objects.create(
+            judgment=judgment, value=judgment.value, submitted_at=judgment.submitted_at
+        )
+        judgment.value, judgment.numeric_value = value, numeric
+        judgment.submitted_at = now
+        judgment.revision += 1
+        judgment.save(update_fields=["value", "numeric_value", "submitted_at", "revision"])
+        counts.revised += 1
+
+
+def clean_answers(
+    criteria: list[Criterion], raw: Mapping[str, object]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(answers, errors) for a posted form: canonical values of the criteria that are shown.
+
+    A conditional criterion counts only when its condition holds on the other answers; then
+    it is required if it says so. Hidden criteria are dropped even when posted.
+    """
+    answers: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    for criterion in criteria:  # in display order: a condition names an earlier criterion
+        if not criterion.shown_for(answers):
+            continue
+        value = raw.get(criterion.key)
+        if value is None or (isinstance(value, str) and value.strip() == ""):
+            if criterion.required:
+                errors[criterion.key] = "an answer is required"
+            continue
+        try:
+            answers[criterion.key] = criterion.rule.normalise(value)
+        except ValueError as error:
+            errors[criterion.key] = str(error)
+    return answers, errors
+
+
+def judgment_submit(
+    *, rater: Rater, slot_id: int, answers: Mapping[str, object], now: dt.datetime | None = None
+) -> StoreCounts:
+    """Store a rater's answers to one slot. Idempotent: the same post twice stores one judgment.
+
+    Refused (nothing stored) unless the slot is in the rater's own active seat and is either
+    the current slot (the first not completed) or, when the study allows revisions, an earlier
+    completed one. Raises SubmissionRefused or SubmissionInvalid.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        slot = (
+            AssignmentSlot.objects.select_for_update(of=("self",))
+            .select_related("assignment__study")
+            .filter(pk=slot_id, assignment__rater=rater)
+            .first()
+        )
+        if slot is None:
+            raise SubmissionRefused("This item is not in your list.", status=404)
+        seat = slot.assignment
+        study = seat.study
+        if seat.state == Assignment.State.EXPIRED:
+            raise SubmissionRefused("Your time on this study ran out.", status=409)
+        if study.status != Study.Status.OPEN:
+            raise SubmissionRefused("This study is not open.", status=409)
+        criteria = list(study.criteria.select_related("show_if_criterion").order_by("order", "id"))
+        if slot.completed_at is None:
+            current = seat.slots.filter(completed_at__isnull=True).order_by("position").first()
+            if current is None or current.pk != slot.pk:
+                raise SubmissionRefused("This is not your current item.", status=409)
+        cleaned, errors = clean_answers(criteria, answers)
+        if errors:
+            raise SubmissionInvalid(errors)
+        if slot.completed_at is not None:
+            stored = dict(slot.judgments.values_list("criterion__key", "value"))
+            if stored == cleaned:
+                return StoreCounts(unchanged=len(cleaned))
+            if not study.allow_revision:
+                raise SubmissionRefused("This study does not allow changing answers.", status=409)
+        counts = StoreCounts()
+        by_key = {c.key: c for c in criteria}
+        for key, value in cleaned.items():
+            _store_value(slot=slot, criterion=by_key[key], rater=rater, value=value,
+                         served_at=slot.served_at, now=now, counts=counts)
+        # Answers to questions that the new answers hide no longer apply.
+        counts.removed, _ = slot.judgments.exclude(criterion__key__in=cleaned).delete()
+        if slot.completed_at is None:
+            slot.completed_at = now
+            slot.save(update_fields=["completed_at"])
+        seat.lease_expires_at = now + dt.timedelta(minutes=study.lease_minutes)
+        if not seat.slots.filter(completed_at__isnull=True).exists():
+            seat.state, seat.completed_at = Assignment.State.DONE, now
+        seat.save(update_fields=["lease_expires_at", "state", "completed_at"])
+        return counts
+
+
+def judgments_import(
+    *, study: Study, rows: list[JudgmentRow], source: str, default_rater_kind: str = "expert",
+    now: dt.datetime | None = None,
+) -> StoreCounts:
+    """Load tidy judgments made elsewhere, for re-analysis. All rows valid or nothing stored.
+
+    Each rater gets one `imported` seat in the study with a slot per output (or output pair,
+    for pairwise criteria, where `system` is A and `system_b` is B). Re-importing the same file
+    changes nothing; a changed value is stored as a revision. Raises SpecInvalid.
+    """
+    now = now or timezone.now()
+    errors: list[SpecError] = []
+    items = dict(Item.objects.filter(study=study).values_list("external_id", "id"))
+    outputs = {
+        (item_id, name): pk
+        for pk, item_id, name in Output.objects.filter(item__study=study).values_list(
+            "id", "item_id", "system__name"
+        )
+    }
+    criteria = {c.key: c for c in study.criteria.all()}
+    kinds = set(Rater.Kind.values)
+    plan: dict[tuple[str, str], dict[tuple[int, int | None], dict[str, tuple[str, int]]]] = {}
+    for row in rows:
+        def fail(where: str, message: str, row: JudgmentRow = row) -> None:
+            errors.append(SpecError(source, row.line, where, message))
+
+        kind = row.rater_kind or default_rater_kind
+        if kind not in kinds:
+            fail("rater_kind", f"{kind!r} is not one of {', '.join(sorted(kinds))}")
+        item_id = items.get(row.item)
+        criterion = criteria.get(row.criterion)
+        if item_id is None:
+            fail("item", f"no item {row.item!r} in study {study.slug!r}")
+            continue
+        if criterion is None:
+            fail("criterion", f"no criterion {row.criterion!r} in study {study.slug!r}")
+            continue
+        output = outputs.get((item_id, row.system))
+        if output is None:
+            fail("system", f"no output of system {row.system!r} for item {row.item!r}")
+            continue
+        output_b = None
+        if criterion.kind == Criterion.Kind.PAIRWISE:
+            if not row.system_b:
+                fail("system_b", "a pairwise criterion needs system_b (the output shown as B)")
+                continue
+            output_b = outputs.get((item_id, row.system_b))
+            if output_b is None or output_b == output:
+                fail("system_b", f"no other output of system {row.system_b!r} for {row.item!r}")
+                continue
+        elif row.system_b:
+            fail("system_b", f"criterion {criterion.key!r} is not pairwise")
+            continue
+        try:
+            value = criterion.rule.normalise(row.value)
+        except ValueError as error:
+            fail("value", f"criterion {criterion.key!r}: {error}")
+            continue
+        slot_answers = plan.setdefault((kind, row.rater), {}).setdefault((output, output_b), {})
+        earlier = slot_answers.get(criterion.key)
+        if earlier is not None and earlier[0] != value:
+            fail("value", f"conflicts with line {earlier[1]} for the same rater, output and "
+                          "criterion")
+            continue
+        slot_answers[criterion.key] = (value, row.line)
+    if errors:
+        raise SpecInvalid(errors)
+
+    counts = StoreCounts()
+    with transaction.atomic():
+        for (kind, external_id), slots in plan.items():
+            rater, _ = Rater.objects.get_or_create(
+                kind=kind, external_id=external_id, defaults={"display_name": external_id}
+            )
+            seat, _ = Assignment.objects.get_or_create(
+                study=study, rater=rater,
+                defaults={"source": Assignment.Source.IMPORTED, "state": Assignment.State.DONE,
+                          "claimed_at": now, "completed_at": now},
+            )
+            if seat.source != Assignment.Source.IMPORTED:
+                raise SpecInvalid([SpecError(
+                    source, None, "rater", f"rater {external_id!r} already rates this study in "
+                    "the browser; import their judgments under another rater id",
+                )])
+            existing = {(s.output_id, s.output_b_id): s for s in seat.slots.all()}
+            next_position = max((s.position for s in existing.values()), default=-1) + 1
+            for (output, output_b), answers in slots.items():
+                slot = existing.get((output, output_b))
+                if slot is None:
+                    slot = AssignmentSlot.objects.create(
+                        assignment=seat, position=next_position, kind=AssignmentSlot.Kind.TARGET,
+                        output_id=output, output_b_id=output_b, completed_at=now,
+                    )
+                    next_position += 1
+                for key, (value, _line) in answers.items():
+                    _store_value(slot=slot, criterion=criteria[key], rater=rater, value=value,
+                                 served_at=None, now=now, counts=counts)
+    return counts

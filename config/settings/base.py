@@ -1,0 +1,152 @@
+"""Settings shared by every environment.
+
+Every value that differs between machines comes from the environment through `env`, which fails
+loudly (ImproperlyConfigured naming the variable) when a required value is missing. With no
+variables at all the app runs on the embedded default: SQLite in `var/` and a Celery broker on
+the filesystem, so `make run` needs no server.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+VAR_DIR = Path(environ.Env().str("EVALSTUDY_VAR_DIR", default=str(BASE_DIR / "var")))
+
+env = environ.Env()
+# A .env file beside manage.py is optional; real environment variables win over it.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+SECRET_KEY = env.str("SECRET_KEY")
+DEBUG = env.bool("DEBUG", default=False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "evalstudy",
+    "annotation",
+    "metrics",
+    "analysis",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db_url(
+        "DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'evalstudy.sqlite3'}"
+    ),
+}
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Wait for the worker's writes instead of failing with "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "annotation:dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns on every request otherwise
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+# Uploads (spec, CSV, JSONL) are read in memory up to this size and refused above it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=50 * 1024 * 1024)
+FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+
+# --- Celery -------------------------------------------------------------------------------
+# Embedded default: kombu's filesystem transport, which needs no server; the web process and
+# the worker exchange messages through files in var/broker.
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+_BROKER_DIR = VAR_DIR / "broker"
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    # kombu's filesystem transport expects its folders to exist.
+    for _folder in ("processed", "control"):
+        (_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_BROKER_DIR),
+        "data_folder_out": str(_BROKER_DIR),
+        "processed_folder": str(_BROKER_DIR / "processed"),
+        "control_folder": str(_BROKER_DIR / "control"),
+        "store_processed": False,
+    }
+CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None) or None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_TASK_ROUTES = {
+    "metrics.gpu.*": {"queue": "gpu"},
+    "metrics.llm.*": {"queue": "llm"},
+    "metrics.cpu.*": {"queue": "cpu"},
+    "analysis.*": {"queue": "cpu"},
+}
+CELERY_BEAT_SCHEDULE = {
+    "expire-abandoned-leases": {
+        "task": "evalstudy.assignments_expire_leases",
+        "schedule": 60.0,
+    },
+}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}

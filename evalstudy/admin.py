@@ -1,0 +1,431 @@
+"""The researcher's side: every model, with inlines, filters, search and study actions.
+
+Non-superusers see only the studies they own or collaborate on (and the rows under them).
+Study actions call the services, so the admin enforces the same rules as the command line.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import yaml
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db.models import Count, Q
+from django.http import HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from annotation.services import judgments_import
+
+from . import services
+from .forms import ItemsUploadForm, JudgmentsUploadForm, SpecUploadForm
+from .importers import items_import, spec_to_document, study_import_spec, study_to_spec
+from .models import (
+    Assignment,
+    AssignmentSlot,
+    AttentionCheck,
+    CalibrationItem,
+    Criterion,
+    Item,
+    Output,
+    Rater,
+    Study,
+    StudyCollaborator,
+    System,
+)
+from .selectors import design_write_csv, studies_visible_to
+from .spec import SpecInvalid, decode, parse_items_file, parse_judgments_csv, parse_study_spec
+
+
+class StudyScopedAdmin(admin.ModelAdmin):
+    """Limits rows to the studies the user may see; `study_path` leads from the row to Study."""
+
+    study_path = "study"
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        visible = studies_visible_to(request.user).values("pk")
+        return queryset.filter(**{f"{self.study_path}__in": visible})
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.related_model is Study and not request.user.is_superuser:
+            kwargs["queryset"] = studies_visible_to(request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class SystemInline(admin.TabularInline):
+    model = System
+    extra = 0
+    fields = ("name", "description", "metadata")
+
+
+class CriterionInline(admin.StackedInline):
+    model = Criterion
+    extra = 0
+    fk_name = "study"
+    fields = (
+        ("key", "kind", "order", "required"), "prompt", "description",
+        ("scale_points", "allow_tie"), ("labels", "options"),
+        ("show_if_criterion", "show_if_values"),
+    )
+
+
+class CalibrationInline(admin.StackedInline):
+    model = CalibrationItem
+    extra = 0
+    fields = (("key", "order"), "reference", "context", "text", "text_b", "expected", "feedback")
+
+
+class AttentionInline(admin.StackedInline):
+    model = AttentionCheck
+    extra = 0
+    fields = (("key", "order"), "reference", "context", "text", "text_b", "expected")
+
+
+class CollaboratorInline(admin.TabularInline):
+    model = StudyCollaborator
+    extra = 0
+    autocomplete_fields = ("user",)
+
+
+def _report_spec_errors(request, error: SpecInvalid) -> None:
+    messages.error(request, f"Nothing was imported ({len(error.errors)} problem(s)).")
+    for problem in error.errors[:50]:
+        messages.error(request, str(problem))
+    if len(error.errors) > 50:
+        messages.error(request, f"... and {len(error.errors) - 50} more.")
+
+
+@admin.register(Study)
+class StudyAdmin(admin.ModelAdmin):
+    list_display = ("slug", "title", "status", "design", "n_systems", "n_items",
+                    "ratings_per_output", "seats", "updated_at")
+    list_filter = ("status", "design", "reference_shown")
+    search_fields = ("slug", "title")
+    readonly_fields = ("status", "seed", "created_at", "updated_at")
+    prepopulated_fields = {"slug": ("title",)}
+    inlines = (SystemInline, CriterionInline, CalibrationInline, AttentionInline,
+               CollaboratorInline)
+    actions = ("open_studies", "close_studies", "build_assignments", "export_specs")
+    change_form_template = "admin/evalstudy/study/change_form.html"
+    change_list_template = "admin/evalstudy/study/change_list.html"
+    fieldsets = (
+        (None, {"fields": ("slug", "title", "status", "owner")}),
+        ("Design", {"fields": ("design", "ratings_per_output", "items_per_rater",
+                               "randomise_order", "seed")}),
+        ("What raters see", {"fields": ("reference_shown", "instructions", "consent_text",
+                                        "allow_revision")}),
+        ("Crowd platforms and quality", {"fields": (
+            "completion_url", "completion_code", "lease_minutes", "attention_check_every",
+            "attention_fail_limit")}),
+        ("Timestamps", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
+    )
+
+    def get_queryset(self, request):
+        queryset = studies_visible_to(request.user) if not request.user.is_superuser else (
+            super().get_queryset(request)
+        )
+        return queryset.annotate(
+            n_systems_=Count("systems", distinct=True),
+            n_items_=Count("items", distinct=True),
+            seats_=Count("assignments", filter=Q(assignments__source="design"), distinct=True),
+        )
+
+    def save_model(self, request, obj, form, change):
+        if not change and obj.owner_id is None:
+            obj.owner = request.user
+        super().save_model(request, obj, form, change)
+
+    @admin.display(description="systems", ordering="n_systems_")
+    def n_systems(self, study):
+        return study.n_systems_
+
+    @admin.display(description="items", ordering="n_items_")
+    def n_items(self, study):
+        return study.n_items_
+
+    @admin.display(description="seats", ordering="seats_")
+    def seats(self, study):
+        return study.seats_
+
+    # --- actions ------------------------------------------------------------------------
+    def _each(self, request, queryset, service, done: str) -> None:
+        for study in queryset:
+            try:
+                service(study=study)
+            except ValidationError as error:
+                messages.error(request, f"{study.slug}: " + " ".join(error.messages))
+            else:
+                messages.success(request, f"{study.slug}: {done}")
+
+    @admin.action(description="Open selected studies for raters")
+    def open_studies(self, request, queryset):
+        self._each(request, queryset, services.study_open, "opened")
+
+    @admin.action(description="Close selected studies")
+    def close_studies(self, request, queryset):
+        self._each(request, queryset, services.study_close, "closed")
+
+    @admin.action(description="Build (or rebuild) the rater lists of selected studies")
+    def build_assignments(self, request, queryset):
+        self._each(request, queryset, services.study_build_assignments, "lists built")
+
+    @admin.action(description="Export selected studies as spec (YAML)")
+    def export_specs(self, request, queryset):
+        documents = [spec_to_document(study_to_spec(study)) for study in queryset]
+        text = yaml.safe_dump_all(documents, sort_keys=False, allow_unicode=True, width=100)
+        name = queryset.first().slug if len(documents) == 1 else "studies"
+        response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{name}.yaml"'
+        return response
+
+    # --- extra pages --------------------------------------------------------------------
+    def get_urls(self):
+        own = [
+            path("import-spec/", self.admin_site.admin_view(self.import_spec_view),
+                 name="evalstudy_study_import_spec"),
+            path("<int:pk>/import-items/", self.admin_site.admin_view(self.import_items_view),
+                 name="evalstudy_study_import_items"),
+            path("<int:pk>/import-judgments/",
+                 self.admin_site.admin_view(self.import_judgments_view),
+                 name="evalstudy_study_import_judgments"),
+            path("<int:pk>/design.csv", self.admin_site.admin_view(self.design_csv_view),
+                 name="evalstudy_study_design_csv"),
+            path("<int:pk>/spec.<str:fmt>", self.admin_site.admin_view(self.spec_view),
+                 name="evalstudy_study_spec"),
+        ]
+        return own + super().get_urls()
+
+    def _study_or_404(self, request, pk, *, change: bool) -> Study:
+        study = get_object_or_404(self.get_queryset(request), pk=pk)
+        allowed = self.has_change_permission(request, study) if change else (
+            self.has_view_permission(request, study)
+        )
+        if not allowed:
+            raise admin.sites.PermissionDenied
+        return study
+
+    def _upload_page(self, request, form, title, study=None, help_text=""):
+        context = {
+            **self.admin_site.each_context(request), "form": form, "title": title,
+            "study": study, "opts": self.model._meta, "help_text": help_text,
+        }
+        return render(request, "admin/evalstudy/study/upload.html", context)
+
+    def import_spec_view(self, request):
+        if not self.has_add_permission(request):
+            raise admin.sites.PermissionDenied
+        form = SpecUploadForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            try:
+                spec = parse_study_spec(decode(upload.read(), upload.name), upload.name)
+                study, outcome = study_import_spec(spec=spec, source=upload.name,
+                                                   owner=request.user)
+            except SpecInvalid as error:
+                _report_spec_errors(request, error)
+            else:
+                messages.success(request, f"{outcome} study {study.slug}")
+                if form.cleaned_data["open_after_import"]:
+                    self._each(request, [study], services.study_open, "opened")
+                return HttpResponseRedirect(
+                    reverse("admin:evalstudy_study_change", args=[study.pk])
+                )
+        return self._upload_page(
+            request, form, "Import a study spec",
+            help_text="YAML or JSON; see the README for the format. Re-importing the same "
+                      "spec changes nothing.",
+        )
+
+    def import_items_view(self, request, pk):
+        study = self._study_or_404(request, pk, change=True)
+        form = ItemsUploadForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            fmt = "jsonl" if upload.name.lower().endswith(".jsonl") else "csv"
+            try:
+                items = parse_items_file(decode(upload.read(), upload.name), upload.name, fmt)
+                n_items, n_outputs = items_import(study=study, items=items, source=upload.name)
+            except SpecInvalid as error:
+                _report_spec_errors(request, error)
+            else:
+                messages.success(request, f"wrote {n_items} items and {n_outputs} outputs")
+                return HttpResponseRedirect(
+                    reverse("admin:evalstudy_study_change", args=[study.pk])
+                )
+        return self._upload_page(
+            request, form, f"Import items and outputs into {study.slug}", study,
+            help_text="CSV with columns item,system,output (optional reference, context and "
+                      "metadata columns), or JSONL with one item per line.",
+        )
+
+    def import_judgments_view(self, request, pk):
+        study = self._study_or_404(request, pk, change=True)
+        form = JudgmentsUploadForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            upload = form.cleaned_data["file"]
+            try:
+                rows = parse_judgments_csv(decode(upload.read(), upload.name), upload.name)
+                counts = judgments_import(study=study, rows=rows, source=upload.name,
+                                          default_rater_kind=form.cleaned_data["rater_kind"])
+            except SpecInvalid as error:
+                _report_spec_errors(request, error)
+            else:
+                messages.success(request, f"{counts.created} judgments created, "
+                                          f"{counts.revised} revised, {counts.unchanged} unchanged")
+                return HttpResponseRedirect(
+                    reverse("admin:evalstudy_study_change", args=[study.pk])
+                )
+        return self._upload_page(
+            request, form, f"Import judgments into {study.slug}", study,
+            help_text="Tidy CSV: rater,item,system,criterion,value (optional rater_kind; "
+                      "system_b for pairwise criteria).",
+        )
+
+    def design_csv_view(self, request, pk):
+        study = self._study_or_404(request, pk, change=False)
+        buffer = io.StringIO()
+        design_write_csv(study, buffer)
+        response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{study.slug}-design.csv"'
+        return response
+
+    def spec_view(self, request, pk, fmt):
+        study = self._study_or_404(request, pk, change=False)
+        document = spec_to_document(study_to_spec(study))
+        if fmt == "json":
+            text, content_type = json.dumps(document, indent=2, ensure_ascii=False), "json"
+        else:
+            text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
+            content_type = "yaml"
+        response = HttpResponse(text, content_type=f"application/{content_type}; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{study.slug}.{fmt}"'
+        return response
+
+
+@admin.register(System)
+class SystemAdmin(StudyScopedAdmin):
+    list_display = ("name", "study", "description")
+    list_filter = ("study",)
+    search_fields = ("name", "description", "study__slug")
+
+
+class OutputInline(admin.TabularInline):
+    model = Output
+    extra = 0
+    fields = ("system", "text")
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "system" and request.resolver_match.kwargs.get("object_id"):
+            item = Item.objects.filter(pk=request.resolver_match.kwargs["object_id"]).first()
+            if item is not None:
+                kwargs["queryset"] = System.objects.filter(study_id=item.study_id)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+@admin.register(Item)
+class ItemAdmin(StudyScopedAdmin):
+    list_display = ("external_id", "study", "short_reference", "metadata")
+    list_filter = ("study",)
+    search_fields = ("external_id", "reference", "context")
+    inlines = (OutputInline,)
+    list_select_related = ("study",)
+
+    @admin.display(description="reference")
+    def short_reference(self, item):
+        return item.reference[:80]
+
+
+@admin.register(Output)
+class OutputAdmin(StudyScopedAdmin):
+    study_path = "item__study"
+    list_display = ("item", "system", "short_text")
+    list_filter = ("system__study", "system")
+    search_fields = ("item__external_id", "text")
+    list_select_related = ("item", "system")
+    raw_id_fields = ("item",)
+
+    @admin.display(description="text")
+    def short_text(self, output):
+        return output.text[:100]
+
+
+@admin.register(Criterion)
+class CriterionAdmin(StudyScopedAdmin):
+    list_display = ("key", "study", "kind", "required", "show_if_criterion", "order")
+    list_filter = ("kind", "study")
+    search_fields = ("key", "prompt")
+
+
+@admin.register(CalibrationItem)
+class CalibrationItemAdmin(StudyScopedAdmin):
+    list_display = ("key", "study", "order", "expected")
+    list_filter = ("study",)
+    search_fields = ("key", "text", "reference")
+
+
+@admin.register(AttentionCheck)
+class AttentionCheckAdmin(StudyScopedAdmin):
+    list_display = ("key", "study", "order", "expected")
+    list_filter = ("study",)
+    search_fields = ("key", "text", "reference")
+
+
+@admin.register(StudyCollaborator)
+class StudyCollaboratorAdmin(StudyScopedAdmin):
+    list_display = ("study", "user", "role")
+    list_filter = ("role",)
+
+
+@admin.register(Rater)
+class RaterAdmin(admin.ModelAdmin):
+    list_display = ("__str__", "kind", "user", "external_id", "created_at", "entry_link")
+    list_filter = ("kind",)
+    search_fields = ("external_id", "display_name", "user__username")
+    readonly_fields = ("entry_link", "created_at")
+    raw_id_fields = ("user",)
+
+    @admin.display(description="personal entry link")
+    def entry_link(self, rater):
+        if not rater.pk:
+            return "-"
+        url = reverse("annotation:enter", args=[rater.access_token])
+        return format_html('<a href="{}">{}</a>', url, url)
+
+
+class SlotInline(admin.TabularInline):
+    model = AssignmentSlot
+    extra = 0
+    can_delete = False
+    fields = ("position", "kind", "output", "output_b", "calibration_item", "attention_check",
+              "served_at", "completed_at")
+    readonly_fields = fields
+    max_num = 0
+    show_change_link = False
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(StudyScopedAdmin):
+    list_display = ("study", "seat_index", "list_index", "part_index", "replica", "rater",
+                    "state", "progress", "lease_expires_at")
+    list_filter = ("state", "source", "study")
+    search_fields = ("rater__external_id", "rater__display_name", "study__slug")
+    raw_id_fields = ("rater", "replaces")
+    readonly_fields = ("seed", "claimed_at", "completed_at")
+    inlines = (SlotInline,)
+    list_select_related = ("study", "rater")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            n_slots=Count("slots"),
+            n_done=Count("slots", filter=Q(slots__completed_at__isnull=False)),
+        )
+
+    @admin.display(description="done")
+    def progress(self, seat):
+        return f"{seat.n_done} of {seat.n_slots}"

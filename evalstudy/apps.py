@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class EvalstudyConfig(AppConfig):
+    name = "evalstudy"
+    verbose_name = "Studies"

@@ -1,0 +1,292 @@
+"""Writing parsed specs and item files to the database, and reading a study back as a spec.
+
+Imports are atomic: a spec either lands whole or not at all. Re-importing the same spec is a
+no-op; a changed spec updates a draft study in place (matching systems, criteria, items and
+control items by their keys) and is refused for a study that raters have started, because
+changing what people already judged would corrupt the data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from typing import Any
+
+from django.db import transaction
+from django.db.models import ProtectedError
+
+from .models import (
+    Assignment,
+    AttentionCheck,
+    CalibrationItem,
+    Criterion,
+    Item,
+    Output,
+    Study,
+    System,
+)
+from .spec import (
+    STUDY_FIELDS,
+    ControlSpec,
+    CriterionSpec,
+    ItemSpec,
+    SpecError,
+    SpecInvalid,
+    StudySpec,
+    SystemSpec,
+    check_items_against_systems,
+)
+
+BATCH_SIZE = 2000
+
+
+# --- reading a study back ---------------------------------------------------------------------
+def study_to_spec(study: Study) -> StudySpec:
+    """The study as a StudySpec: what `export_study` writes and what re-import compares to."""
+    systems = list(study.systems.order_by("id"))
+    names = {system.pk: system.name for system in systems}
+    outputs: dict[int, dict[str, str]] = {}
+    for item_id, system_id, text in (
+        Output.objects.filter(item__study=study).order_by("system_id")
+        .values_list("item_id", "system_id", "text")
+    ):
+        outputs.setdefault(item_id, {})[names[system_id]] = text
+    return StudySpec(
+        settings={name: getattr(study, name) for name in STUDY_FIELDS},
+        systems=[SystemSpec(s.name, s.description, s.metadata) for s in systems],
+        criteria=[
+            CriterionSpec(
+                key=c.key, kind=c.kind, prompt=c.prompt, description=c.description,
+                scale_points=c.scale_points, labels=c.labels, options=list(c.options),
+                allow_tie=c.allow_tie, required=c.required,
+                show_if_criterion=c.show_if_criterion.key if c.show_if_criterion else None,
+                show_if_values=list(c.show_if_values),
+            )
+            for c in study.criteria.select_related("show_if_criterion").order_by("order", "id")
+        ],
+        items=[
+            ItemSpec(item.external_id, item.reference, item.context, item.metadata,
+                     outputs.get(item.pk, {}))
+            for item in study.items.order_by("id")
+        ],
+        calibration=[_control_spec(c) for c in study.calibration_items.order_by("order", "id")],
+        attention_checks=[_control_spec(c) for c in study.attention_checks.order_by("order", "id")],
+    )
+
+
+def _control_spec(control: CalibrationItem | AttentionCheck) -> ControlSpec:
+    return ControlSpec(
+        key=control.key, reference=control.reference, context=control.context, text=control.text,
+        text_b=control.text_b, expected=dict(control.expected),
+        feedback=getattr(control, "feedback", ""),
+    )
+
+
+def spec_to_document(spec: StudySpec) -> dict[str, Any]:
+    """A StudySpec as the YAML/JSON document `parse_study_spec` reads (round-trip)."""
+    pairwise = spec.settings.get("design") == "pairwise"
+
+    def criterion(c: CriterionSpec) -> dict[str, Any]:
+        doc: dict[str, Any] = {"key": c.key, "kind": c.kind, "prompt": c.prompt}
+        if c.description:
+            doc["description"] = c.description
+        if c.scale_points is not None:
+            doc["scale_points"] = c.scale_points
+        if c.labels:
+            doc["labels"] = c.labels
+        if c.options:
+            doc["options"] = c.options
+        if c.allow_tie:
+            doc["allow_tie"] = True
+        doc["required"] = c.required
+        if c.show_if_criterion:
+            doc["show_if"] = {"criterion": c.show_if_criterion, "in": c.show_if_values}
+        return doc
+
+    def control(c: ControlSpec, with_feedback: bool) -> dict[str, Any]:
+        doc: dict[str, Any] = {"id": c.key, "reference": c.reference}
+        if c.context:
+            doc["context"] = c.context
+        if pairwise:
+            doc["output_a"], doc["output_b"] = c.text, c.text_b
+        else:
+            doc["output"] = c.text
+        doc["expected"] = c.expected
+        if with_feedback:
+            doc["feedback"] = c.feedback
+        return doc
+
+    return {
+        "study": dict(spec.settings),
+        "systems": [asdict(s) for s in spec.systems],
+        "criteria": [criterion(c) for c in spec.criteria],
+        "items": [
+            {"id": i.external_id, "reference": i.reference, "context": i.context,
+             "metadata": i.metadata, "outputs": i.outputs}
+            for i in spec.items
+        ],
+        "calibration": [control(c, True) for c in spec.calibration],
+        "attention_checks": [control(c, False) for c in spec.attention_checks],
+    }
+
+
+# --- writing ---------------------------------------------------------------------------------
+def _started(study: Study) -> bool:
+    return study.status != Study.Status.DRAFT or study.assignments.filter(
+        rater__isnull=False
+    ).exists()
+
+
+def study_import_spec(*, spec: StudySpec, source: str, owner: Any = None) -> tuple[Study, str]:
+    """Create or update the study a spec describes; returns (study, "created"|"updated"|
+    "unchanged"). Raises SpecInvalid (nothing written) when the spec would change a study that
+    raters have started, or when the database refuses a change.
+    """
+    slug = spec.settings["slug"]
+    with transaction.atomic():
+        study = Study.objects.select_for_update().filter(slug=slug).first()
+        if study is not None:
+            if _same_content(study_to_spec(study), spec):
+                return study, "unchanged"
+            if _started(study):
+                raise SpecInvalid([SpecError(
+                    source, None, "study.slug",
+                    f"study {slug!r} is {study.status} and has raters; a changed spec cannot be "
+                    "imported over it (import it under a new slug, or re-import the same spec)",
+                )])
+            outcome = "updated"
+        else:
+            study = Study(owner=owner)
+            outcome = "created"
+        for name, value in spec.settings.items():
+            setattr(study, name, value)
+        study.save()
+        try:
+            _sync(study, spec)
+        except ProtectedError as error:
+            raise SpecInvalid([SpecError(
+                source, None, "", f"cannot remove rows that judgments refer to: {error.args[0]}"
+            )]) from None
+        # Seats built from the old content are stale; study_open rebuilds them.
+        study.assignments.filter(source=Assignment.Source.DESIGN, rater__isnull=True).delete()
+    return study, outcome
+
+
+def _same_content(a: StudySpec, b: StudySpec) -> bool:
+    """Whether two specs describe the same study. Systems and items have no order in the
+    database (a study reads them back by id), so their order in the file does not count."""
+
+    def canonical(spec: StudySpec) -> StudySpec:
+        return replace(
+            spec, systems=sorted(spec.systems, key=lambda s: s.name),
+            items=sorted(spec.items, key=lambda i: i.external_id),
+        )
+
+    return canonical(a) == canonical(b)
+
+
+def _sync(study: Study, spec: StudySpec) -> None:
+    systems = {s.name: s for s in study.systems.all()}
+    for s in spec.systems:
+        system = systems.get(s.name) or System(study=study, name=s.name)
+        system.description, system.metadata = s.description, s.metadata
+        system.save()
+        systems[s.name] = system
+    study.systems.exclude(name__in=[s.name for s in spec.systems]).delete()
+
+    criteria = {c.key: c for c in study.criteria.all()}
+    for order, c in enumerate(spec.criteria):
+        criterion = criteria.get(c.key) or Criterion(study=study, key=c.key)
+        for name in ("kind", "prompt", "description", "scale_points", "labels", "options",
+                     "allow_tie", "required", "show_if_values"):
+            setattr(criterion, name, getattr(c, name))
+        criterion.order = order
+        criterion.show_if_criterion = None
+        criterion.save()
+        criteria[c.key] = criterion
+    for c in spec.criteria:
+        if c.show_if_criterion:
+            criteria[c.key].show_if_criterion = criteria[c.show_if_criterion]
+            criteria[c.key].save(update_fields=["show_if_criterion"])
+    study.criteria.exclude(key__in=[c.key for c in spec.criteria]).delete()
+
+    _write_items(study, spec.items, systems, delete_missing=True)
+    for model, controls in (
+        (CalibrationItem, spec.calibration), (AttentionCheck, spec.attention_checks)
+    ):
+        existing = {c.key: c for c in model.objects.filter(study=study)}
+        for order, c in enumerate(controls):
+            row = existing.get(c.key) or model(study=study, key=c.key)
+            row.reference, row.context, row.text, row.text_b = (
+                c.reference, c.context, c.text, c.text_b
+            )
+            row.expected, row.order = c.expected, order
+            if model is CalibrationItem:
+                row.feedback = c.feedback
+            row.save()
+        model.objects.filter(study=study).exclude(key__in=[c.key for c in controls]).delete()
+
+
+def _write_items(
+    study: Study, items: list[ItemSpec], systems: dict[str, System], *, delete_missing: bool
+) -> tuple[int, int]:
+    """Upsert items and their outputs in bulk; returns (items written, outputs written)."""
+    existing = {item.external_id: item for item in study.items.all()}
+    new_items, changed_items = [], []
+    for spec in items:
+        item = existing.get(spec.external_id)
+        if item is None:
+            new_items.append(Item(study=study, external_id=spec.external_id,
+                                  reference=spec.reference, context=spec.context,
+                                  metadata=spec.metadata))
+        elif (item.reference, item.context, item.metadata) != (
+            spec.reference, spec.context, spec.metadata
+        ):
+            item.reference, item.context = spec.reference, spec.context
+            item.metadata = spec.metadata
+            changed_items.append(item)
+    Item.objects.bulk_create(new_items, batch_size=BATCH_SIZE)
+    Item.objects.bulk_update(changed_items, ["reference", "context", "metadata"],
+                             batch_size=BATCH_SIZE)
+    if delete_missing:
+        study.items.exclude(external_id__in=[spec.external_id for spec in items]).delete()
+    ids = dict(study.items.values_list("external_id", "id"))
+
+    current = {
+        (o.item_id, o.system_id): o for o in Output.objects.filter(item__study=study)
+    }
+    new_outputs, changed_outputs = [], []
+    for spec in items:
+        for name, text in spec.outputs.items():
+            key = (ids[spec.external_id], systems[name].pk)
+            output = current.get(key)
+            if output is None:
+                new_outputs.append(Output(item_id=key[0], system_id=key[1], text=text))
+            elif output.text != text:
+                output.text = text
+                changed_outputs.append(output)
+    Output.objects.bulk_create(new_outputs, batch_size=BATCH_SIZE)
+    Output.objects.bulk_update(changed_outputs, ["text"], batch_size=BATCH_SIZE)
+    return len(new_items) + len(changed_items), len(new_outputs) + len(changed_outputs)
+
+
+def items_import(*, study: Study, items: list[ItemSpec], source: str) -> tuple[int, int]:
+    """Add or update items and outputs of a draft study from a parsed CSV/JSONL file.
+
+    Every item must give an output for each of the study's systems. Atomic; returns
+    (items written, outputs written). Raises SpecInvalid naming the file and line.
+    """
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if _started(study):
+            raise SpecInvalid([SpecError(
+                source, None, "", f"study {study.slug!r} is {study.status} and has raters; "
+                "items can only be added to a draft study",
+            )])
+        systems = {s.name: s for s in study.systems.all()}
+        if not systems:
+            raise SpecInvalid([SpecError(source, None, "", f"study {study.slug!r} has no "
+                                         "systems yet: define them before importing outputs")])
+        check_items_against_systems(items, set(systems), source)
+        written = _write_items(study, items, systems, delete_missing=False)
+        study.assignments.filter(source=Assignment.Source.DESIGN, rater__isnull=True).delete()
+        return written

@@ -1,0 +1,32 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evalstudy.importers import items_import
+from evalstudy.management.base import get_study, read_text, spec_errors
+from evalstudy.spec import SpecInvalid, parse_items_file
+
+
+class Command(BaseCommand):
+    help = (
+        "Add items and outputs to a draft study from CSV (item,system,output[,reference,"
+        "context,metadata columns...]) or JSONL (one spec item per line). Atomic."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("file")
+        parser.add_argument("--study", required=True, help="study slug")
+        parser.add_argument("--format", choices=["csv", "jsonl"], default=None,
+                            help="default: from the file extension")
+
+    def handle(self, *args, file, study, format=None, **options):
+        fmt = format or Path(file).suffix.lower().lstrip(".")
+        if fmt not in ("csv", "jsonl"):
+            raise CommandError(f"{file}: cannot tell the format; pass --format csv or jsonl")
+        target = get_study(study)
+        try:
+            items = parse_items_file(read_text(file), file, fmt)
+            n_items, n_outputs = items_import(study=target, items=items, source=file)
+        except SpecInvalid as error:
+            raise spec_errors(error) from None
+        self.stdout.write(f"{target.slug}: wrote {n_items} items and {n_outputs} outputs")

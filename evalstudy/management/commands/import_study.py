@@ -1,0 +1,39 @@
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from evalstudy.importers import study_import_spec
+from evalstudy.management.base import read_text, spec_errors
+from evalstudy.services import study_open
+from evalstudy.spec import SpecInvalid, parse_study_spec
+
+
+class Command(BaseCommand):
+    help = "Create or update a study from a spec file (YAML or JSON). Atomic; safe to re-run."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file")
+        parser.add_argument("--owner", help="username of the researcher who owns the study")
+        parser.add_argument("--open", action="store_true", help="open the study for raters")
+
+    def handle(self, *args, file, owner=None, open=False, **options):
+        owner_user = None
+        if owner:
+            owner_user = get_user_model().objects.filter(username=owner).first()
+            if owner_user is None:
+                raise CommandError(f"no user {owner!r}")
+        try:
+            spec = parse_study_spec(read_text(file), file)
+            study, outcome = study_import_spec(spec=spec, source=file, owner=owner_user)
+        except SpecInvalid as error:
+            raise spec_errors(error) from None
+        self.stdout.write(
+            f"{outcome} study {study.slug}: {study.systems.count()} systems, "
+            f"{study.items.count()} items, {study.criteria.count()} criteria"
+        )
+        if open:
+            try:
+                study_open(study=study)
+            except ValidationError as error:
+                raise CommandError("cannot open: " + "; ".join(error.messages)) from None
+            self.stdout.write(f"opened with {study.assignments.count()} seats")

@@ -1,0 +1,419 @@
+"""The study model: what is compared, on which items, by which criteria, and who rates what.
+
+Invariants live in the database where a constraint can hold them (one output per item and
+system, one seat per rater and study, ordered unique slots). Everything that needs a query
+across rows (an output's system belongs to the item's study, a study is complete enough to
+open) is checked by the services.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from . import criteria as rules
+
+
+def _new_seed() -> int:
+    return secrets.randbits(62)
+
+
+def _new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class Study(models.Model):
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        OPEN = "open", "Open"
+        CLOSED = "closed", "Closed"
+
+    class Design(models.TextChoices):
+        LATIN_SQUARE = "latin_square", "Latin square (each rater sees each item once)"
+        CROSSED = "crossed", "Crossed (every rater rates every output)"
+        PAIRWISE = "pairwise", "Pairwise (two outputs side by side)"
+
+    slug = models.SlugField(max_length=80, unique=True)
+    title = models.CharField(max_length=200)
+    instructions = models.TextField(blank=True, help_text="Markdown, shown before rating.")
+    consent_text = models.TextField(blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.DRAFT)
+    design = models.CharField(max_length=20, choices=Design.choices, default=Design.LATIN_SQUARE)
+    ratings_per_output = models.PositiveIntegerField(
+        default=1, help_text="How many raters judge each output (each list gets this many seats)."
+    )
+    items_per_rater = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Split each list into parts of at most this many items."
+    )
+    randomise_order = models.BooleanField(default=True)
+    reference_shown = models.BooleanField(
+        default=True, help_text="Show the reference (ground truth): reference-based evaluation."
+    )
+    completion_url = models.URLField(max_length=500, blank=True)
+    completion_code = models.CharField(max_length=64, blank=True)
+    lease_minutes = models.PositiveIntegerField(
+        default=60, help_text="An assignment idle this long is handed to the next rater."
+    )
+    attention_check_every = models.PositiveIntegerField(
+        default=0, help_text="One attention check per this many target items (0: none)."
+    )
+    attention_fail_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Stop a rater after this many failed attention checks."
+    )
+    allow_revision = models.BooleanField(default=True)
+    seed = models.BigIntegerField(default=_new_seed, help_text="Seeds every list's order.")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="owned_studies",
+    )
+    collaborators = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="StudyCollaborator", blank=True,
+        related_name="shared_studies",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "studies"
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ratings_per_output__gte=1), name="study_ratings_per_output_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(items_per_rater__isnull=True) | Q(items_per_rater__gte=1),
+                name="study_items_per_rater_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class StudyCollaborator(models.Model):
+    class Role(models.TextChoices):
+        EDITOR = "editor", "Editor"
+        VIEWER = "viewer", "Viewer"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "user"], name="collaborator_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.role}) on {self.study}"
+
+
+class System(models.Model):
+    """A system under comparison. Never shown to raters: their pages see outputs only."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="systems")
+    name = models.CharField(max_length=100)
+    description = models.TextField(blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["study", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["study", "name"], name="system_name_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Item(models.Model):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="items")
+    external_id = models.CharField(max_length=200)
+    reference = models.TextField(blank=True, help_text="Ground truth (what the speaker said).")
+    context = models.TextField(blank=True, help_text="E.g. the article or conversation.")
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["study", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["study", "external_id"], name="item_external_id_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.external_id
+
+
+class Output(models.Model):
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="outputs")
+    system = models.ForeignKey(System, on_delete=models.CASCADE, related_name="outputs")
+    text = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["item", "system"]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "system"], name="output_item_system_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}/{self.system_id}"
+
+
+class Criterion(models.Model):
+    class Kind(models.TextChoices):
+        LIKERT = rules.LIKERT, "Likert scale"
+        BINARY = rules.BINARY, "Yes / no"
+        SEVERITY = rules.SEVERITY, "3-point error severity"
+        PAIRWISE = rules.PAIRWISE, "A/B preference"
+        CATEGORICAL = rules.CATEGORICAL, "Categorical"
+        TEXT = rules.TEXT, "Free text"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="criteria")
+    key = models.SlugField(max_length=60)
+    prompt = models.TextField()
+    description = models.TextField(blank=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    scale_points = models.PositiveSmallIntegerField(null=True, blank=True)
+    labels = models.JSONField(
+        default=list, blank=True,
+        help_text='Likert anchors {"1": "poor", "5": "excellent"}; severity: 3 descriptions.',
+    )
+    options = models.JSONField(default=list, blank=True, help_text="Categorical options.")
+    allow_tie = models.BooleanField(default=False, help_text="Pairwise: offer 'tie'.")
+    required = models.BooleanField(default=True)
+    show_if_criterion = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="dependents",
+        help_text="Show this question only when that criterion's answer is in show_if_values.",
+    )
+    show_if_values = models.JSONField(default=list, blank=True)
+    order = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["study", "order", "id"]
+        verbose_name_plural = "criteria"
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="criterion_key_unique"),
+            models.CheckConstraint(
+                condition=Q(kind__in=rules.KINDS), name="criterion_kind_valid"
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind=rules.LIKERT)
+                | Q(scale_points__gte=rules.LIKERT_MIN_POINTS,
+                    scale_points__lte=rules.LIKERT_MAX_POINTS),
+                name="criterion_likert_points",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def rule(self) -> rules.CriterionRule:
+        return rules.CriterionRule(
+            kind=self.kind, scale_points=self.scale_points, options=tuple(self.options or ()),
+            allow_tie=self.allow_tie,
+        )
+
+    def shown_for(self, answers: dict[str, str]) -> bool:
+        """Whether the question is shown, given the answers so far keyed by criterion key."""
+        if self.show_if_criterion_id is None:
+            return True
+        answer = answers.get(self.show_if_criterion.key)
+        return answer is not None and answer in [str(v) for v in self.show_if_values]
+
+
+class ControlItem(models.Model):
+    """An item with expected answers that is not part of the comparison."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=100)
+    reference = models.TextField(blank=True)
+    context = models.TextField(blank=True)
+    text = models.TextField(blank=True, help_text="The output shown (left output if pairwise).")
+    text_b = models.TextField(blank=True, help_text="Pairwise studies: the right output.")
+    expected = models.JSONField(default=dict, blank=True, help_text="{criterion key: value}")
+    order = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+        ordering = ["study", "order", "id"]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class CalibrationItem(ControlItem):
+    """Burn-in: shown first, in order, with feedback; stored but excluded from analysis."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="calibration_items")
+    feedback = models.TextField(blank=True)
+
+    class Meta(ControlItem.Meta):
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="calibration_key_unique"),
+        ]
+
+
+class AttentionCheck(ControlItem):
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="attention_checks")
+
+    class Meta(ControlItem.Meta):
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="attention_key_unique"),
+        ]
+
+
+class Rater(models.Model):
+    """Anyone or anything that gives judgments: people and proxies go through the same code."""
+
+    class Kind(models.TextChoices):
+        SLP = "slp", "Speech-language pathologist"
+        CROWD = "crowd", "Crowd worker"
+        EXPERT = "expert", "Expert"
+        LLM = "llm", "LLM judge"
+        METRIC = "metric", "Automatic metric / learned proxy"
+
+    HUMAN_KINDS = (Kind.SLP, Kind.CROWD, Kind.EXPERT)
+
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="rater",
+    )
+    external_id = models.CharField(
+        max_length=200, blank=True, help_text="E.g. a Prolific PID or a proxy's name."
+    )
+    display_name = models.CharField(max_length=200, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    access_token = models.CharField(
+        max_length=64, unique=True, default=_new_token, editable=False,
+        help_text="Secret of the rater's personal entry link (/enter/<token>/).",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "external_id"], condition=~Q(external_id=""),
+                name="rater_external_id_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.display_name or self.external_id or f"rater {self.pk}"
+
+    @property
+    def is_human(self) -> bool:
+        return self.kind in self.HUMAN_KINDS
+
+
+class Assignment(models.Model):
+    """One seat: a rater's copy of a design list (or a part of it), with its own order.
+
+    Seats are built unclaimed (rater empty, state open) when a study's design is built; a rater
+    claims one through `assignment_claim`. An abandoned seat whose lease ran out is handed on.
+    """
+
+    class State(models.TextChoices):
+        OPEN = "open", "Open (no rater yet)"
+        ACTIVE = "active", "Active"
+        DONE = "done", "Done"
+        EXPIRED = "expired", "Expired (lease ran out; unjudged slots handed on)"
+
+    class Source(models.TextChoices):
+        DESIGN = "design", "Built from the design"
+        IMPORTED = "imported", "Imported judgments"
+        PROXY = "proxy", "Proxy judge (LLM or metric) over every output"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="assignments")
+    rater = models.ForeignKey(
+        Rater, null=True, blank=True, on_delete=models.PROTECT, related_name="assignments"
+    )
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.DESIGN)
+    seat_index = models.PositiveIntegerField(null=True, blank=True)
+    list_index = models.PositiveIntegerField(null=True, blank=True)
+    part_index = models.PositiveIntegerField(default=0)
+    replica = models.PositiveIntegerField(default=0)
+    seed = models.BigIntegerField(default=0)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN)
+    replaces = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replacements"
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["study", "list_index", "part_index", "replica", "id"]
+        indexes = [models.Index(fields=["study", "state", "list_index", "part_index", "replica"])]
+        constraints = [
+            # One seat per rater per study: a rater never gets a second list, so never sees an
+            # item twice.
+            models.UniqueConstraint(
+                fields=["study", "rater"], condition=Q(rater__isnull=False),
+                name="assignment_one_per_rater",
+            ),
+            models.UniqueConstraint(
+                fields=["study", "seat_index"],
+                condition=Q(seat_index__isnull=False) & ~Q(state="expired"),
+                name="assignment_seat_unique",
+            ),
+            models.CheckConstraint(
+                condition=Q(state="open", rater__isnull=True) | ~Q(state="open"),
+                name="assignment_open_has_no_rater",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.study.slug} seat {self.seat_index}"
+
+
+class AssignmentSlot(models.Model):
+    class Kind(models.TextChoices):
+        CALIBRATION = "calibration", "Calibration"
+        TARGET = "target", "Target"
+        ATTENTION = "attention", "Attention check"
+
+    assignment = models.ForeignKey(Assignment, on_delete=models.CASCADE, related_name="slots")
+    position = models.PositiveIntegerField()
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    output = models.ForeignKey(
+        Output, null=True, blank=True, on_delete=models.PROTECT, related_name="slots",
+        help_text="The output judged (the left one, 'A', for pairwise slots).",
+    )
+    output_b = models.ForeignKey(
+        Output, null=True, blank=True, on_delete=models.PROTECT, related_name="slots_as_b",
+        help_text="Pairwise slots: the right output, 'B'.",
+    )
+    calibration_item = models.ForeignKey(
+        CalibrationItem, null=True, blank=True, on_delete=models.PROTECT
+    )
+    attention_check = models.ForeignKey(
+        AttentionCheck, null=True, blank=True, on_delete=models.PROTECT
+    )
+    served_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["assignment", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["assignment", "position"], name="slot_position_unique"),
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="target", output__isnull=False, calibration_item__isnull=True,
+                      attention_check__isnull=True)
+                    | Q(kind="calibration", calibration_item__isnull=False, output__isnull=True,
+                        output_b__isnull=True, attention_check__isnull=True)
+                    | Q(kind="attention", attention_check__isnull=False, output__isnull=True,
+                        output_b__isnull=True, calibration_item__isnull=True)
+                ),
+                name="slot_kind_matches_content",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"slot {self.position} of assignment {self.assignment_id}"

@@ -1,0 +1,392 @@
+"""Services that change studies and their designs. Keyword-only arguments, one transaction each.
+
+Concurrency: `assignment_claim` is the only place seats change hands. It locks the rater row
+(so one rater's parallel requests get one seat) and picks a seat with
+`SELECT ... FOR UPDATE SKIP LOCKED` (so two raters never get the same seat and never wait on
+each other). On SQLite, which has no row locks, the database-wide write lock serialises claims.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Count, Exists, OuterRef, Q
+from django.utils import timezone
+
+from . import criteria as rules
+from .design import (
+    DesignError,
+    crossed,
+    latin_square,
+    order_seat,
+    pairwise,
+    seat_seed,
+    split_list,
+)
+from .models import (
+    Assignment,
+    AssignmentSlot,
+    AttentionCheck,
+    CalibrationItem,
+    Criterion,
+    Item,
+    Output,
+    Rater,
+    Study,
+    System,
+)
+
+SLOT_BATCH_SIZE = 5000
+BUILDERS = {
+    Study.Design.LATIN_SQUARE: latin_square,
+    Study.Design.CROSSED: crossed,
+    Study.Design.PAIRWISE: pairwise,
+}
+_MAX_LISTED = 10
+
+
+class StudyNotOpen(Exception):
+    """The study does not accept raters (draft or closed)."""
+
+
+class StudyFull(Exception):
+    """Every seat is taken: the redundancy target is met."""
+
+
+class AssignmentExpired(Exception):
+    """The rater's lease ran out and their unjudged slots went to another rater."""
+
+
+def _listing(names: list[str]) -> str:
+    shown = ", ".join(names[:_MAX_LISTED])
+    more = len(names) - _MAX_LISTED
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def study_validate(*, study: Study) -> list[str]:
+    """Everything that stops `study` from being opened, as sentences a researcher can act on."""
+    problems: list[str] = []
+    systems = list(study.systems.all())
+    criteria = list(study.criteria.select_related("show_if_criterion"))
+    n_items = study.items.count()
+    if not criteria:
+        problems.append("The study has no criteria: add at least one question for raters.")
+    if not systems:
+        problems.append("The study has no systems.")
+    if n_items == 0:
+        problems.append("The study has no items.")
+    if study.design == Study.Design.PAIRWISE:
+        if len(systems) < 2:
+            problems.append("A pairwise design needs at least 2 systems.")
+        if criteria and not any(c.kind == rules.PAIRWISE for c in criteria):
+            problems.append("A pairwise design needs a pairwise (A/B) criterion.")
+    elif any(c.kind == rules.PAIRWISE for c in criteria):
+        problems.append(
+            f"Pairwise criteria need the pairwise design; this study is {study.design}."
+        )
+    missing = (
+        Item.objects.filter(study=study)
+        .annotate(n_outputs=Count("outputs", filter=Q(outputs__system__study=study)))
+        .filter(n_outputs__lt=len(systems))
+    )
+    if systems and missing.exists():
+        have = {
+            (item_id, system_id)
+            for item_id, system_id in Output.objects.filter(item__in=missing).values_list(
+                "item_id", "system_id"
+            )
+        }
+        pairs = [
+            f"{item.external_id}/{system.name}"
+            for item in missing.order_by("id")[:_MAX_LISTED + 1]
+            for system in systems
+            if (item.pk, system.pk) not in have
+        ]
+        problems.append(
+            f"{missing.count()} item(s) lack an output for some system (item/system): "
+            f"{_listing(pairs)}."
+        )
+    for criterion in criteria:
+        for problem in rules.check_rule(
+            criterion.kind, scale_points=criterion.scale_points, labels=criterion.labels,
+            options=list(criterion.options or []),
+        ):
+            problems.append(f"Criterion {criterion.key!r}: {problem}.")
+        parent = criterion.show_if_criterion
+        if parent is not None:
+            if parent.study_id != study.pk or parent.pk == criterion.pk:
+                problems.append(f"Criterion {criterion.key!r}: show_if names an invalid criterion.")
+            elif not criterion.show_if_values:
+                problems.append(f"Criterion {criterion.key!r}: show_if lists no values.")
+            else:
+                for value in criterion.show_if_values:
+                    try:
+                        parent.rule.normalise(value)
+                    except ValueError as error:
+                        problems.append(
+                            f"Criterion {criterion.key!r}: show_if value for "
+                            f"{parent.key!r}: {error}."
+                        )
+    by_key = {c.key: c for c in criteria}
+    controls: list[CalibrationItem | AttentionCheck] = [
+        *study.calibration_items.all(), *study.attention_checks.all()
+    ]
+    for control in controls:
+        label = "Calibration item" if isinstance(control, CalibrationItem) else "Attention check"
+        for key, value in (control.expected or {}).items():
+            if key not in by_key:
+                problems.append(f"{label} {control.key!r}: expected answer for unknown "
+                                f"criterion {key!r}.")
+                continue
+            try:
+                by_key[key].rule.normalise(value)
+            except ValueError as error:
+                problems.append(f"{label} {control.key!r}: expected {key}: {error}.")
+        if study.design == Study.Design.PAIRWISE and not control.text_b:
+            problems.append(f"{label} {control.key!r}: a pairwise study needs output B too.")
+    if study.attention_check_every and not study.attention_checks.exists():
+        problems.append("attention_check_every is set but the study has no attention checks.")
+    return problems
+
+
+def _raise_if_invalid(study: Study) -> None:
+    problems = study_validate(study=study)
+    if problems:
+        raise ValidationError(problems)
+
+
+@transaction.atomic
+def study_build_assignments(*, study: Study) -> int:
+    """(Re)build every seat and slot of `study` from its design; returns the number of seats.
+
+    Refused once any seat has a rater: rebuilding would reshuffle what people already rated.
+    """
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    if study.assignments.filter(rater__isnull=False, source=Assignment.Source.DESIGN).exists():
+        raise ValidationError(
+            "Seats of this study already have raters; its design can no longer be rebuilt."
+        )
+    _raise_if_invalid(study)
+    study.assignments.filter(source=Assignment.Source.DESIGN).delete()
+
+    items = list(study.items.order_by("id").values_list("id", "external_id"))
+    systems = list(study.systems.order_by("id").values_list("id", "name"))
+    item_key = {pk: str(pk) for pk, _ in items}
+    system_key = {pk: str(pk) for pk, _ in systems}
+    output_id = {
+        (str(item_id), str(system_id)): pk
+        for pk, item_id, system_id in Output.objects.filter(item__study=study).values_list(
+            "id", "item_id", "system_id"
+        )
+    }
+    calibration = {str(pk): pk for pk in study.calibration_items.values_list("id", flat=True)}
+    attention = {str(pk): pk for pk in study.attention_checks.values_list("id", flat=True)}
+    try:
+        lists = BUILDERS[study.design](list(item_key.values()), list(system_key.values()))
+    except DesignError as error:
+        raise ValidationError(str(error)) from error
+
+    seats: list[Assignment] = []
+    orders = []
+    for list_index, cells in enumerate(lists):
+        for part_index, part in enumerate(split_list(cells, study.items_per_rater)):
+            for replica in range(study.ratings_per_output):
+                seat_index = len(seats)
+                seed = seat_seed(study.seed, seat_index)
+                seats.append(Assignment(
+                    study=study, seat_index=seat_index, list_index=list_index,
+                    part_index=part_index, replica=replica, seed=seed,
+                ))
+                orders.append(order_seat(
+                    part, calibration=list(calibration), attention_checks=list(attention),
+                    attention_every=study.attention_check_every, seed=seed,
+                    randomise=study.randomise_order,
+                ))
+    Assignment.objects.bulk_create(seats, batch_size=SLOT_BATCH_SIZE)
+
+    def slot_rows() -> Iterable[AssignmentSlot]:
+        for seat, order in zip(seats, orders, strict=True):
+            for position, slot in enumerate(order):
+                row = AssignmentSlot(assignment_id=seat.pk, position=position, kind=slot.kind)
+                if slot.cell is not None:
+                    row.output_id = output_id[(slot.cell.item, slot.cell.system)]
+                    if slot.cell.system_b is not None:
+                        row.output_b_id = output_id[(slot.cell.item, slot.cell.system_b)]
+                elif slot.kind == AssignmentSlot.Kind.CALIBRATION:
+                    row.calibration_item_id = calibration[slot.control]
+                else:
+                    row.attention_check_id = attention[slot.control]
+                yield row
+
+    batch: list[AssignmentSlot] = []
+    for row in slot_rows():
+        batch.append(row)
+        if len(batch) >= SLOT_BATCH_SIZE:
+            AssignmentSlot.objects.bulk_create(batch)
+            batch = []
+    AssignmentSlot.objects.bulk_create(batch)
+    return len(seats)
+
+
+@transaction.atomic
+def study_open(*, study: Study) -> Study:
+    """Validate, build the design if it has no seats yet, and let raters in."""
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    if study.status == Study.Status.OPEN:
+        return study
+    _raise_if_invalid(study)
+    if not study.assignments.filter(source=Assignment.Source.DESIGN).exists():
+        study_build_assignments(study=study)
+    study.status = Study.Status.OPEN
+    study.save(update_fields=["status", "updated_at"])
+    return study
+
+
+@transaction.atomic
+def study_close(*, study: Study) -> Study:
+    """Stop handing out seats; raters with a seat can no longer be served new slots."""
+    study = Study.objects.select_for_update().get(pk=study.pk)
+    study.status = Study.Status.CLOSED
+    study.save(update_fields=["status", "updated_at"])
+    return study
+
+
+def _lease_end(study: Study, now: dt.datetime) -> dt.datetime:
+    return now + dt.timedelta(minutes=study.lease_minutes)
+
+
+def _has_open_slots() -> Exists:
+    """Whether a seat still has slots to judge: a finished seat is never handed on."""
+    return Exists(
+        AssignmentSlot.objects.filter(assignment=OuterRef("pk"), completed_at__isnull=True)
+    )
+
+
+def _hand_on(seat: Assignment, now: dt.datetime) -> Assignment:
+    """Expire an abandoned seat and open a replacement holding its unjudged slots.
+
+    The abandoned rater keeps what they judged (their judgments count towards the outputs'
+    redundancy); the replacement repeats the calibration items and carries every slot that was
+    not completed, in the same order. Precondition: `seat` is locked by the caller.
+    """
+    seat.state = Assignment.State.EXPIRED
+    seat.save(update_fields=["state"])
+    replacement = Assignment.objects.create(
+        study_id=seat.study_id, source=seat.source, seat_index=seat.seat_index,
+        list_index=seat.list_index, part_index=seat.part_index, replica=seat.replica,
+        seed=seat.seed, replaces=seat,
+    )
+    carried = seat.slots.filter(
+        Q(completed_at__isnull=True) | Q(kind=AssignmentSlot.Kind.CALIBRATION)
+    ).order_by("position")
+    AssignmentSlot.objects.bulk_create(
+        AssignmentSlot(
+            assignment=replacement, position=position, kind=slot.kind, output_id=slot.output_id,
+            output_b_id=slot.output_b_id, calibration_item_id=slot.calibration_item_id,
+            attention_check_id=slot.attention_check_id,
+        )
+        for position, slot in enumerate(carried)
+    )
+    return replacement
+
+
+def assignment_claim(*, study: Study, rater: Rater, now: dt.datetime | None = None) -> Assignment:
+    """The rater's seat in `study`, claiming the next free one if they have none.
+
+    Free seats are handed out in (list, part, replica) order, which completes the outputs of one
+    list before starting the next. A seat whose lease expired counts as free. Idempotent: the
+    same rater always gets the same seat. Raises StudyNotOpen, StudyFull, AssignmentExpired.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        Rater.objects.select_for_update().filter(pk=rater.pk).first()
+        existing = Assignment.objects.filter(study=study, rater=rater).first()
+        if existing is not None:
+            if existing.state == Assignment.State.EXPIRED:
+                raise AssignmentExpired(
+                    "Your time on this study ran out and your remaining items went to another "
+                    "rater. What you submitted is kept."
+                )
+            return existing
+        study = Study.objects.get(pk=study.pk)
+        if study.status != Study.Status.OPEN:
+            raise StudyNotOpen(f"Study {study.slug} is not open.")
+        seat = (
+            Assignment.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(study=study, source=Assignment.Source.DESIGN)
+            .annotate(has_open_slots=_has_open_slots())
+            .filter(
+                Q(state=Assignment.State.OPEN)
+                | Q(state=Assignment.State.ACTIVE, lease_expires_at__lt=now, has_open_slots=True)
+            )
+            .order_by("list_index", "part_index", "replica", "id")
+            .first()
+        )
+        if seat is None:
+            raise StudyFull(f"Study {study.slug} has no free seat.")
+        if seat.state == Assignment.State.ACTIVE:
+            seat = _hand_on(seat, now)
+        seat.rater = rater
+        seat.state = Assignment.State.ACTIVE
+        seat.claimed_at = now
+        seat.lease_expires_at = _lease_end(study, now)
+        seat.save(update_fields=["rater", "state", "claimed_at", "lease_expires_at"])
+        return seat
+
+
+def assignment_next(
+    *, study: Study, rater: Rater, now: dt.datetime | None = None
+) -> AssignmentSlot | None:
+    """The rater's next slot to judge (claiming a seat if needed); None when their list is done.
+
+    Marks the slot served (time on task starts at the first serve) and renews the lease.
+    """
+    now = now or timezone.now()
+    seat = assignment_claim(study=study, rater=rater, now=now)
+    with transaction.atomic():
+        seat = Assignment.objects.select_for_update().select_related("study").get(pk=seat.pk)
+        if seat.state == Assignment.State.EXPIRED:
+            raise AssignmentExpired("Your time on this study ran out.")
+        slot = seat.slots.filter(completed_at__isnull=True).order_by("position").first()
+        if slot is None:
+            if seat.state != Assignment.State.DONE:
+                seat.state = Assignment.State.DONE
+                seat.completed_at = now
+                seat.save(update_fields=["state", "completed_at"])
+            return None
+        if seat.study.status != Study.Status.OPEN:
+            raise StudyNotOpen(f"Study {seat.study.slug} is not open.")
+        if slot.served_at is None:
+            slot.served_at = now
+            slot.save(update_fields=["served_at"])
+        seat.lease_expires_at = _lease_end(seat.study, now)
+        seat.save(update_fields=["lease_expires_at"])
+        return slot
+
+
+def assignments_expire_leases(*, now: dt.datetime | None = None) -> int:
+    """Hand on every active seat whose lease ran out; returns how many. Safe to run twice."""
+    now = now or timezone.now()
+    handed_on = 0
+    with transaction.atomic():
+        stale = (
+            Assignment.objects.select_for_update(skip_locked=True)
+            .filter(state=Assignment.State.ACTIVE, lease_expires_at__lt=now)
+            .annotate(has_open_slots=_has_open_slots())
+            .filter(has_open_slots=True)
+        )
+        for seat in stale:
+            _hand_on(seat, now)
+            handed_on += 1
+    return handed_on
+
+
+def systems_by_name(study: Study) -> dict[str, System]:
+    return {system.name: system for system in study.systems.all()}
+
+
+def criteria_by_key(study: Study) -> dict[str, Criterion]:
+    return {c.key: c for c in study.criteria.select_related("show_if_criterion")}

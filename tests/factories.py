@@ -1,0 +1,117 @@
+"""factory_boy factories and a builder for complete, valid studies."""
+
+from __future__ import annotations
+
+import factory
+from django.contrib.auth import get_user_model
+
+from evalstudy.models import (
+    AttentionCheck,
+    CalibrationItem,
+    Criterion,
+    Item,
+    Output,
+    Rater,
+    Study,
+    System,
+)
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.django.Password("pw-for-tests")
+
+
+class StudyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Study
+
+    slug = factory.Sequence(lambda n: f"study-{n}")
+    title = factory.Sequence(lambda n: f"Study {n}")
+
+
+class SystemFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = System
+
+    study = factory.SubFactory(StudyFactory)
+    name = factory.Sequence(lambda n: f"system-{n}")
+
+
+class ItemFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Item
+
+    study = factory.SubFactory(StudyFactory)
+    external_id = factory.Sequence(lambda n: f"item-{n:04d}")
+    reference = factory.Faker("sentence")
+
+
+class CriterionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Criterion
+
+    study = factory.SubFactory(StudyFactory)
+    key = factory.Sequence(lambda n: f"criterion-{n}")
+    prompt = "Does the output preserve the meaning?"
+    kind = Criterion.Kind.BINARY
+
+
+class RaterFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Rater
+
+    kind = Rater.Kind.CROWD
+    external_id = factory.Sequence(lambda n: f"PID{n:06d}")
+
+
+def make_study(
+    *, n_items: int = 6, n_systems: int = 3, design: str = "latin_square",
+    ratings_per_output: int = 1, items_per_rater: int | None = None,
+    attention_check_every: int = 0, status: str = Study.Status.DRAFT, **settings,
+) -> Study:
+    """A complete study that passes validation (every item has every system's output)."""
+    study = StudyFactory(
+        design=design, ratings_per_output=ratings_per_output, items_per_rater=items_per_rater,
+        attention_check_every=attention_check_every, **settings,
+    )
+    systems = [SystemFactory(study=study, name=f"sys-{k}") for k in range(n_systems)]
+    items = [ItemFactory(study=study, external_id=f"item-{i:03d}") for i in range(n_items)]
+    Output.objects.bulk_create(
+        Output(item=item, system=system, text=f"{item.reference} (variant {k})")
+        for item in items for k, system in enumerate(systems)
+    )
+    if design == "pairwise":
+        CriterionFactory(study=study, key="preference", kind=Criterion.Kind.PAIRWISE,
+                         prompt="Which is better?")
+    else:
+        severity = CriterionFactory(study=study, key="severity", kind=Criterion.Kind.SEVERITY,
+                                    prompt="How severe are the errors?", order=0)
+        CriterionFactory(study=study, key="usable", kind=Criterion.Kind.BINARY, order=1)
+        CriterionFactory(study=study, key="note", kind=Criterion.Kind.TEXT, order=2,
+                         required=False, show_if_criterion=severity, show_if_values=["2"])
+    pair = design == "pairwise"
+    CalibrationItem.objects.create(
+        study=study, key="calib-good", reference="turn on the light", text="turn on the light",
+        text_b="turn off the light" if pair else "", feedback="Identical: no errors.",
+        expected={"preference": "A"} if pair else {"severity": "0", "usable": "yes"},
+    )
+    if attention_check_every:
+        AttentionCheck.objects.create(
+            study=study, key="attn-1", reference="call my sister", text="banana umbrella",
+            text_b="call my sister" if pair else "",
+            expected={"preference": "B"} if pair else {"severity": "2"},
+        )
+    if status != Study.Status.DRAFT:
+        from evalstudy.services import study_open
+
+        study_open(study=study)
+        if status == Study.Status.CLOSED:
+            study.status = status
+            study.save()
+    study.refresh_from_db()
+    return study

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from evalstudy.admin import StudyScopedAdmin
+from evalstudy.admin import ONLY_VISIBLE, StudyScopedAdmin
 
 from .models import Judgment, JudgmentRevision
 
@@ -20,7 +20,7 @@ class JudgmentAdmin(StudyScopedAdmin):
     study_path = "criterion__study"
     list_display = ("criterion", "value", "rater", "slot", "served_at", "submitted_at",
                     "revision")
-    list_filter = ("criterion__study", "criterion", "rater__kind")
+    list_filter = (("criterion__study", ONLY_VISIBLE), ("criterion", ONLY_VISIBLE), "rater__kind")
     search_fields = ("rater__external_id", "value")
     list_select_related = ("criterion", "rater", "slot")
     readonly_fields = ("slot", "criterion", "rater", "value", "numeric_value", "served_at",

@@ -214,7 +214,8 @@ def judgments_import(
             fail("value", f"conflicts with line {earlier[1]} for the same rater, output and "
                           "criterion")
             continue
-        slot_answers[criterion.key] = (value, row.line)
+        if earlier is None:  # a repeated identical row keeps pointing at the first
+            slot_answers[criterion.key] = (value, row.line)
     if errors:
         raise SpecInvalid(errors)
 

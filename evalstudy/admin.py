@@ -12,6 +12,7 @@ import json
 import yaml
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.db import models
 from django.db.models import Count, Q
 from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
@@ -38,6 +39,10 @@ from .models import (
 )
 from .selectors import design_write_csv, studies_visible_to
 from .spec import SpecInvalid, decode, parse_items_file, parse_judgments_csv, parse_study_spec
+
+# Filter choices drawn from the rows the user may see: a plain related filter would list every
+# study's (and system's) name to every researcher.
+ONLY_VISIBLE = admin.RelatedOnlyFieldListFilter
 
 
 class StudyScopedAdmin(admin.ModelAdmin):
@@ -96,7 +101,7 @@ class CollaboratorInline(admin.TabularInline):
 def _report_spec_errors(request, error: SpecInvalid) -> None:
     messages.error(request, f"Nothing was imported ({len(error.errors)} problem(s)).")
     for problem in error.errors[:50]:
-        messages.error(request, str(problem))
+        messages.error(request, f"Problem in {problem}")
     if len(error.errors) > 50:
         messages.error(request, f"... and {len(error.errors) - 50} more.")
 
@@ -112,6 +117,7 @@ class StudyAdmin(admin.ModelAdmin):
     inlines = (SystemInline, CriterionInline, CalibrationInline, AttentionInline,
                CollaboratorInline)
     actions = ("open_studies", "close_studies", "build_assignments", "export_specs")
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     change_form_template = "admin/evalstudy/study/change_form.html"
     change_list_template = "admin/evalstudy/study/change_list.html"
     fieldsets = (
@@ -311,7 +317,7 @@ class StudyAdmin(admin.ModelAdmin):
 @admin.register(System)
 class SystemAdmin(StudyScopedAdmin):
     list_display = ("name", "study", "description")
-    list_filter = ("study",)
+    list_filter = (("study", ONLY_VISIBLE),)
     search_fields = ("name", "description", "study__slug")
 
 
@@ -331,7 +337,7 @@ class OutputInline(admin.TabularInline):
 @admin.register(Item)
 class ItemAdmin(StudyScopedAdmin):
     list_display = ("external_id", "study", "short_reference", "metadata")
-    list_filter = ("study",)
+    list_filter = (("study", ONLY_VISIBLE),)
     search_fields = ("external_id", "reference", "context")
     inlines = (OutputInline,)
     list_select_related = ("study",)
@@ -345,7 +351,7 @@ class ItemAdmin(StudyScopedAdmin):
 class OutputAdmin(StudyScopedAdmin):
     study_path = "item__study"
     list_display = ("item", "system", "short_text")
-    list_filter = ("system__study", "system")
+    list_filter = (("system__study", ONLY_VISIBLE), ("system", ONLY_VISIBLE))
     search_fields = ("item__external_id", "text")
     list_select_related = ("item", "system")
     raw_id_fields = ("item",)
@@ -358,21 +364,21 @@ class OutputAdmin(StudyScopedAdmin):
 @admin.register(Criterion)
 class CriterionAdmin(StudyScopedAdmin):
     list_display = ("key", "study", "kind", "required", "show_if_criterion", "order")
-    list_filter = ("kind", "study")
+    list_filter = ("kind", ("study", ONLY_VISIBLE))
     search_fields = ("key", "prompt")
 
 
 @admin.register(CalibrationItem)
 class CalibrationItemAdmin(StudyScopedAdmin):
     list_display = ("key", "study", "order", "expected")
-    list_filter = ("study",)
+    list_filter = (("study", ONLY_VISIBLE),)
     search_fields = ("key", "text", "reference")
 
 
 @admin.register(AttentionCheck)
 class AttentionCheckAdmin(StudyScopedAdmin):
     list_display = ("key", "study", "order", "expected")
-    list_filter = ("study",)
+    list_filter = (("study", ONLY_VISIBLE),)
     search_fields = ("key", "text", "reference")
 
 
@@ -413,7 +419,7 @@ class SlotInline(admin.TabularInline):
 class AssignmentAdmin(StudyScopedAdmin):
     list_display = ("study", "seat_index", "list_index", "part_index", "replica", "rater",
                     "state", "progress", "lease_expires_at")
-    list_filter = ("state", "source", "study")
+    list_filter = ("state", "source", ("study", ONLY_VISIBLE))
     search_fields = ("rater__external_id", "rater__display_name", "study__slug")
     raw_id_fields = ("rater", "replaces")
     readonly_fields = ("seed", "claimed_at", "completed_at")

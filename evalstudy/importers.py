@@ -160,14 +160,15 @@ def study_import_spec(*, spec: StudySpec, source: str, owner: Any = None) -> tup
         for name, value in spec.settings.items():
             setattr(study, name, value)
         study.save()
+        # Seats built from the old content are stale; study_open rebuilds them. They go first:
+        # their slots protect the outputs that the new content may remove.
+        study.assignments.filter(source=Assignment.Source.DESIGN, rater__isnull=True).delete()
         try:
             _sync(study, spec)
         except ProtectedError as error:
             raise SpecInvalid([SpecError(
                 source, None, "", f"cannot remove rows that judgments refer to: {error.args[0]}"
             )]) from None
-        # Seats built from the old content are stale; study_open rebuilds them.
-        study.assignments.filter(source=Assignment.Source.DESIGN, rater__isnull=True).delete()
     return study, outcome
 
 

@@ -8,6 +8,7 @@ cells into the sequence of slots the rater will see.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -55,14 +56,31 @@ def _spread_items(cells: list[TargetCell]) -> list[TargetCell]:
     arrangement without repeats exists (one item holds more than half the cells), the most
     frequent other item is taken instead, which gives the fewest possible repeats.
     """
+    if all(a.item != b.item for a, b in zip(cells, cells[1:], strict=False)):
+        return list(cells)  # nothing to repair (always the case when every item is distinct)
     remaining = list(cells)
     counts = Counter(cell.item for cell in remaining)
+    # Max-heap of (-count, item) with lazy deletion: a count that changed is pushed again and
+    # its stale entry skipped when it surfaces. Keeps "the two largest counts" O(log n) per
+    # step instead of a scan of every item (which made long crossed lists quadratic).
+    heap = [(-count, item) for item, count in counts.items()]
+    heapq.heapify(heap)
+
+    def top_two() -> list[tuple[str, int]]:
+        found: list[tuple[str, int]] = []
+        while heap and len(found) < 2:
+            negative, item = heapq.heappop(heap)
+            if counts.get(item, 0) == -negative and all(item != f[0] for f in found):
+                found.append((item, -negative))
+        for item, count in found:
+            heapq.heappush(heap, (-count, item))
+        return found
+
     out: list[TargetCell] = []
     prev: str | None = None
     while remaining:
         left = len(remaining)
-        # The two largest counts let us get "largest count among the other items" in O(1).
-        top = counts.most_common(2)
+        top = top_two()
         choice: int | None = None
         for idx, cell in enumerate(remaining):
             item = cell.item
@@ -87,6 +105,8 @@ def _spread_items(cells: list[TargetCell]) -> list[TargetCell]:
         counts[cell.item] -= 1
         if counts[cell.item] == 0:
             del counts[cell.item]
+        else:
+            heapq.heappush(heap, (-counts[cell.item], cell.item))
         out.append(cell)
         prev = cell.item
     return out

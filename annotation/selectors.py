@@ -139,3 +139,56 @@ def slot_view(slot: AssignmentSlot) -> SlotView:
             .order_by("order", "id")
         ],
     )
+
+
+@dataclass
+class FeedbackLine:
+    prompt: str
+    given: str
+    expected: str
+
+    @property
+    def correct(self) -> bool:
+        return self.given == self.expected
+
+
+@dataclass
+class Feedback:
+    lines: list[FeedbackLine]
+    explanation: str
+
+    @property
+    def all_correct(self) -> bool:
+        return all(line.correct for line in self.lines)
+
+
+def _label(criterion: Criterion, value: str) -> str:
+    for choice in _choices(criterion) or []:
+        if choice.value == value:
+            return choice.label
+    return value or "(no answer)"
+
+
+def calibration_feedback(slot: AssignmentSlot) -> Feedback:
+    """The rater's answers to a practice item beside the expected ones, as labels."""
+    control = slot.calibration_item
+    given = dict(Judgment.objects.filter(slot=slot).values_list("criterion__key", "value"))
+    criteria = {c.key: c for c in slot.assignment.study.criteria.all()}
+    lines = [
+        FeedbackLine(criteria[key].prompt, _label(criteria[key], given.get(key, "")),
+                     _label(criteria[key], str(value)))
+        for key, value in control.expected.items() if key in criteria
+    ]
+    return Feedback(lines, control.feedback)
+
+
+def previous_revisable_slot(slot: AssignmentSlot) -> AssignmentSlot | None:
+    """The completed target slot just before `slot` that the rater may go back to."""
+    if not slot.assignment.study.allow_revision:
+        return None
+    return (
+        AssignmentSlot.objects.filter(
+            assignment_id=slot.assignment_id, position__lt=slot.position,
+            kind=AssignmentSlot.Kind.TARGET, completed_at__isnull=False,
+        ).order_by("-position").first()
+    )

@@ -7,14 +7,24 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
 
-from evalstudy.models import Assignment, AssignmentSlot, Criterion, Item, Output, Rater, Study
+from evalstudy.models import (
+    Assignment,
+    AssignmentSlot,
+    Criterion,
+    Enrollment,
+    Item,
+    Output,
+    Rater,
+    Study,
+)
 from evalstudy.spec import JudgmentRow, SpecError, SpecInvalid
 
+from .flow import after_attention_check
 from .models import Judgment, JudgmentRevision
 
 
@@ -40,7 +50,8 @@ class StoreCounts:
     revised: int = 0
     unchanged: int = 0
     removed: int = 0
-    details: list[str] = field(default_factory=list)
+    slot_kind: str = ""
+    stopped: bool = False  # the rater was stopped by this submission (attention-check limit)
 
 
 def _store_value(
@@ -119,6 +130,8 @@ def judgment_submit(
             raise SubmissionRefused("Your time on this study ran out.", status=409)
         if study.status != Study.Status.OPEN:
             raise SubmissionRefused("This study is not open.", status=409)
+        if Enrollment.objects.filter(study=study, rater=rater, stopped_at__isnull=False).exists():
+            raise SubmissionRefused("Your participation in this study has ended.", status=409)
         criteria = list(study.criteria.select_related("show_if_criterion").order_by("order", "id"))
         if slot.completed_at is None:
             current = seat.slots.filter(completed_at__isnull=True).order_by("position").first()
@@ -130,10 +143,15 @@ def judgment_submit(
         if slot.completed_at is not None:
             stored = dict(slot.judgments.values_list("criterion__key", "value"))
             if stored == cleaned:
-                return StoreCounts(unchanged=len(cleaned))
+                return StoreCounts(unchanged=len(cleaned), slot_kind=slot.kind)
             if not study.allow_revision:
                 raise SubmissionRefused("This study does not allow changing answers.", status=409)
-        counts = StoreCounts()
+            if slot.kind != AssignmentSlot.Kind.TARGET:
+                # Practice items were already answered with feedback, and a check that could
+                # be retried would check nothing.
+                raise SubmissionRefused("Practice items and checks cannot be changed.",
+                                        status=409)
+        counts = StoreCounts(slot_kind=slot.kind)
         by_key = {c.key: c for c in criteria}
         for key, value in cleaned.items():
             _store_value(slot=slot, criterion=by_key[key], rater=rater, value=value,
@@ -147,6 +165,8 @@ def judgment_submit(
         if not seat.slots.filter(completed_at__isnull=True).exists():
             seat.state, seat.completed_at = Assignment.State.DONE, now
         seat.save(update_fields=["lease_expires_at", "state", "completed_at"])
+        if slot.kind == AssignmentSlot.Kind.ATTENTION:
+            counts.stopped = after_attention_check(study=study, rater=rater)
         return counts
 
 

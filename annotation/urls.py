@@ -1,12 +1,20 @@
 from django.urls import path
 
-from . import views
+from . import monitor, views
 
 app_name = "annotation"
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("enter/<str:token>/", views.enter, name="enter"),
+    path("c/<slug:slug>/", views.crowd_entry, name="crowd_entry"),
     path("s/<slug:slug>/", views.rate, name="rate"),
+    path("s/<slug:slug>/consent/", views.consent, name="consent"),
+    path("s/<slug:slug>/instructions/", views.instructions, name="instructions"),
     path("s/<slug:slug>/slots/<int:slot_id>/", views.submit, name="submit"),
+    path("s/<slug:slug>/slots/<int:slot_id>/edit/", views.slot, name="slot"),
+    path("s/<slug:slug>/slots/<int:slot_id>/feedback/", views.feedback, name="feedback"),
+    path("monitor/<slug:slug>/", monitor.monitor_page, name="monitor"),
+    path("monitor/<slug:slug>/live/", monitor.monitor_fragment, name="monitor_fragment"),
+    path("monitor/<slug:slug>/progress.csv", monitor.monitor_csv, name="monitor_csv"),
 ]

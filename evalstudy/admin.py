@@ -10,6 +10,7 @@ import io
 import json
 
 import yaml
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -112,7 +113,7 @@ class StudyAdmin(admin.ModelAdmin):
                     "ratings_per_output", "seats", "updated_at")
     list_filter = ("status", "design", "reference_shown")
     search_fields = ("slug", "title")
-    readonly_fields = ("status", "seed", "created_at", "updated_at")
+    readonly_fields = ("status", "seed", "created_at", "updated_at", "crowd_url")
     prepopulated_fields = {"slug": ("title",)}
     inlines = (SystemInline, CriterionInline, CalibrationInline, AttentionInline,
                CollaboratorInline)
@@ -127,7 +128,8 @@ class StudyAdmin(admin.ModelAdmin):
         ("What raters see", {"fields": ("reference_shown", "instructions", "consent_text",
                                         "allow_revision")}),
         ("Crowd platforms and quality", {"fields": (
-            "completion_url", "completion_code", "lease_minutes", "attention_check_every",
+            "crowd_url", "completion_url", "completion_code", "screen_out_url",
+            "screen_out_code", "excluded_studies", "lease_minutes", "attention_check_every",
             "attention_fail_limit")}),
         ("Timestamps", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
@@ -142,10 +144,23 @@ class StudyAdmin(admin.ModelAdmin):
             seats_=Count("assignments", filter=Q(assignments__source="design"), distinct=True),
         )
 
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "excluded_studies":
+            kwargs["queryset"] = studies_visible_to(request.user)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
     def save_model(self, request, obj, form, change):
         if not change and obj.owner_id is None:
             obj.owner = request.user
         super().save_model(request, obj, form, change)
+
+    @admin.display(description="crowd entry URL (paste into Prolific)")
+    def crowd_url(self, study):
+        if not study.pk:
+            return "-"
+        path = reverse("annotation:crowd_entry", args=[study.slug])
+        return (f"{settings.SITE_URL.rstrip('/')}{path}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
+                "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}")
 
     @admin.display(description="systems", ordering="n_systems_")
     def n_systems(self, study):

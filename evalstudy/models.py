@@ -54,6 +54,15 @@ class Study(models.Model):
     )
     completion_url = models.URLField(max_length=500, blank=True)
     completion_code = models.CharField(max_length=64, blank=True)
+    screen_out_url = models.URLField(
+        max_length=500, blank=True,
+        help_text="Where screened-out crowd participants are sent (e.g. Prolific's screen-out).",
+    )
+    screen_out_code = models.CharField(max_length=64, blank=True)
+    excluded_studies = models.ManyToManyField(
+        "self", symmetrical=False, blank=True, related_name="+",
+        help_text="Screening: participants who took part in any of these are screened out.",
+    )
     lease_minutes = models.PositiveIntegerField(
         default=60, help_text="An assignment idle this long is handed to the next rater."
     )
@@ -309,6 +318,34 @@ class Rater(models.Model):
     @property
     def is_human(self) -> bool:
         return self.kind in self.HUMAN_KINDS
+
+
+class Enrollment(models.Model):
+    """A rater's participation in one study, before and beside their seat: consent, crowd
+    platform ids, instructions seen, and whether they were stopped (screened out)."""
+
+    class StopReason(models.TextChoices):
+        SCREENING = "screening", "Failed the study's screening rules"
+        ATTENTION = "attention", "Too many failed attention checks"
+        DECLINED = "declined", "Did not give consent"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="enrollments")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="enrollments")
+    platform_study_id = models.CharField(max_length=100, blank=True)
+    platform_session_id = models.CharField(max_length=100, blank=True)
+    entered_at = models.DateTimeField(auto_now_add=True)
+    consented_at = models.DateTimeField(null=True, blank=True)
+    instructions_seen_at = models.DateTimeField(null=True, blank=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=12, choices=StopReason.choices, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "rater"], name="enrollment_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rater} in {self.study}"
 
 
 class Assignment(models.Model):

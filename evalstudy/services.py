@@ -390,3 +390,21 @@ def systems_by_name(study: Study) -> dict[str, System]:
 
 def criteria_by_key(study: Study) -> dict[str, Criterion]:
     return {c.key: c for c in study.criteria.select_related("show_if_criterion")}
+
+
+def assignment_withdraw(*, study: Study, rater: Rater, now: dt.datetime | None = None) -> bool:
+    """Take a stopped rater's seat back now: their unjudged slots go to the next rater (as when
+    a lease expires) and what they submitted stays. Returns whether a seat was handed on."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        seat = (
+            Assignment.objects.select_for_update()
+            .filter(study=study, rater=rater, state=Assignment.State.ACTIVE)
+            .annotate(has_open_slots=_has_open_slots())
+            .filter(has_open_slots=True)
+            .first()
+        )
+        if seat is None:
+            return False
+        _hand_on(seat, now)
+        return True

@@ -191,6 +191,8 @@ STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "reference_shown": (_bool, True),
     "completion_url": (_url, ""),
     "completion_code": (_short(64), ""),
+    "screen_out_url": (_url, ""),
+    "screen_out_code": (_short(64), ""),
     "lease_minutes": (_int(1), 60),
     "attention_check_every": (_int(0), 0),
     "attention_fail_limit": (_int(1, nullable=True), None),

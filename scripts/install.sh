@@ -26,6 +26,19 @@ if ! command -v R >/dev/null 2>&1 || ! Rscript -e 'library(ordinal); library(lme
   fi
 fi
 
+# --- Chromium for the browser tests (Playwright drives Debian's build; it never downloads one) ---
+if [ "$REQS" = requirements-dev.txt ] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Chromium with apt-get for the browser tests"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq chromium >/dev/null
+  else
+    say "Chromium is not installed (Debian/Ubuntu: sudo apt-get install chromium);"
+    say "the browser tests will fail until it is, or set EVALSTUDY_CHROMIUM to its path."
+  fi
+fi
+
 # --- Python -------------------------------------------------------------------------------
 if [ ! -x .venv/bin/python ]; then
   say "creating .venv with $($PYTHON --version)"

@@ -70,6 +70,8 @@ def test_conditional_question_counts_only_when_its_condition_holds(open_study):
 
 def test_revision_keeps_the_earlier_value_in_history(open_study):
     rater = RaterFactory()
+    calibration = assignment_next(study=open_study, rater=rater)
+    judgment_submit(rater=rater, slot_id=calibration.pk, answers=GOOD)
     slot = assignment_next(study=open_study, rater=rater)
     judgment_submit(rater=rater, slot_id=slot.pk, answers=GOOD)
     assignment_next(study=open_study, rater=rater)  # moves on
@@ -79,6 +81,15 @@ def test_revision_keeps_the_earlier_value_in_history(open_study):
     judgment = Judgment.objects.get(slot=slot, criterion__key="severity")
     assert (judgment.value, judgment.numeric_value, judgment.revision) == ("1", 1.0, 1)
     assert list(JudgmentRevision.objects.values_list("value", flat=True)) == ["0"]
+
+
+def test_practice_items_cannot_be_revised(open_study):
+    rater = RaterFactory()
+    calibration = assignment_next(study=open_study, rater=rater)
+    judgment_submit(rater=rater, slot_id=calibration.pk, answers=GOOD)
+    with pytest.raises(SubmissionRefused, match="cannot be changed"):
+        judgment_submit(rater=rater, slot_id=calibration.pk,
+                        answers={"severity": "2", "usable": "no"})
 
 
 def test_revision_refused_when_the_study_does_not_allow_it(db):

@@ -86,10 +86,10 @@ def _choices(criterion: Criterion) -> list[Choice] | None:
             names = labels if isinstance(labels, list) and len(labels) == 3 else (
                 list(rules.SEVERITY_DEFAULT_LABELS)
             )
-            label, key = f"{value}: {names[index]}", value
+            label, key = names[index], value
         elif criterion.kind == "likert":
             anchor = labels.get(value, "") if isinstance(labels, dict) else ""
-            label, key = f"{value} {anchor}".strip(), value if index < 9 else ""
+            label, key = anchor, value if index < 9 else ""
         elif criterion.kind == "binary":
             label, key = value.capitalize(), value[0]
         elif criterion.kind == "pairwise":
@@ -165,6 +165,8 @@ class Feedback:
 def _label(criterion: Criterion, value: str) -> str:
     for choice in _choices(criterion) or []:
         if choice.value == value:
+            if criterion.kind in ("severity", "likert"):
+                return f"{value}: {choice.label}" if choice.label else value
             return choice.label
     return value or "(no answer)"
 

@@ -1,0 +1,236 @@
+"""The rater's browser, for real: Chromium through the whole crowd journey, keyboard only,
+resuming, a 375 px screen, an XSS payload, and the researcher's live monitor."""
+
+import re
+
+import pytest
+from django.utils import timezone
+
+from annotation.models import Judgment
+from evalstudy.models import (
+    AttentionCheck,
+    CalibrationItem,
+    Criterion,
+    Enrollment,
+    Item,
+    Output,
+    Study,
+    System,
+)
+from evalstudy.services import study_open
+from tests.factories import UserFactory
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+PID = "60a1b2c3d4e5f60718293a4b"
+
+
+def every_kind_study(**settings) -> Study:
+    """A Latin-square study with every criterion kind but pairwise, a conditional question,
+    a practice item and an attention check after every 2 items."""
+    fields = {
+        "slug": "browser-study", "title": "Browser study", "design": "latin_square",
+        "ratings_per_output": 1, "attention_check_every": 2, "attention_fail_limit": 3,
+        "consent_text": "I agree to take part in this study.",
+        "instructions": "Judge each transcript against what was **said**.",
+        "completion_code": "BRW0K42", "completion_url": "", "screen_out_code": "BRWOUT",
+    }
+    study = Study.objects.create(**{**fields, **settings})
+    a = System.objects.create(study=study, name="secret-system-a")
+    b = System.objects.create(study=study, name="secret-system-b")
+    texts = [("turn on the light", "turn on the light", "turn of the light"),
+             ("call my sister", "call my sister", "all my sister"),
+             ("set an alarm for seven", "set an alarm for eleven", "set an alarm for seven"),
+             ("what is the weather", "what is the weather", "what is whether")]
+    for index, (reference, text_a, text_b) in enumerate(texts):
+        item = Item.objects.create(study=study, external_id=f"i{index}", reference=reference)
+        Output.objects.create(item=item, system=a, text=text_a)
+        Output.objects.create(item=item, system=b, text=text_b)
+    severity = Criterion.objects.create(study=study, key="severity", kind="severity", order=0,
+                                        prompt="How much meaning is preserved?")
+    Criterion.objects.create(study=study, key="usable", kind="binary", order=1,
+                             prompt="Is it usable?")
+    Criterion.objects.create(study=study, key="fluency", kind="likert", order=2, scale_points=5,
+                             labels={"1": "very poor", "5": "excellent"},
+                             prompt="How fluent is it?")
+    Criterion.objects.create(study=study, key="error_type", kind="categorical", order=3,
+                             options=["none", "word", "meaning"], prompt="Main error type?")
+    Criterion.objects.create(study=study, key="note", kind="text", order=4, required=True,
+                             prompt="What went wrong?", show_if_criterion=severity,
+                             show_if_values=["2"])
+    expected_good = {"severity": "0", "usable": "yes", "fluency": "5", "error_type": "none"}
+    CalibrationItem.objects.create(study=study, key="c1", reference="open the door",
+                                   text="open the door", expected=expected_good,
+                                   feedback="The transcript is identical to what was said.")
+    AttentionCheck.objects.create(study=study, key="a1", reference="good morning",
+                                  text="purple elephant accordion",
+                                  expected={"severity": "2"})
+    return study_open(study=study)
+
+
+def _progress(page):
+    return page.locator(".progress span").inner_text()
+
+
+def _answer_item_with_mouse(page, *, attention: bool):
+    if attention:
+        page.locator('input[name="severity"][value="2"]').check()
+        note = page.locator('textarea[name="note"]')
+        assert note.is_visible(), "the conditional question appears when its condition holds"
+        note.fill("nonsense words")
+        page.locator('input[name="usable"][value="no"]').check()
+    else:
+        page.locator('input[name="severity"][value="0"]').check()
+        assert not page.locator('textarea[name="note"]').is_visible()
+        page.locator('input[name="usable"][value="yes"]').check()
+    page.locator('input[name="fluency"][value="4"]').check()
+    page.locator('input[name="error_type"][value="word"]').check()
+    page.get_by_role("button", name=re.compile("Submit")).click()
+
+
+def test_crowd_journey_from_entry_url_to_completion_code(live_server, new_page, shot):
+    study = every_kind_study()
+    page = new_page()
+    page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}&STUDY_ID=s1&SESSION_ID=x1")
+    assert "I agree to take part" in page.content()
+    shot(page, "01-consent")
+    page.get_by_role("button", name="I agree and want to take part").click()
+    assert page.get_by_role("heading", name="Instructions").is_visible()
+    shot(page, "02-instructions")
+    page.get_by_role("button", name=re.compile("Start")).click()
+
+    # practice item, answered wrongly on purpose: feedback shows the expected answers
+    assert "Practice item" in page.content()
+    shot(page, "03-calibration")
+    page.get_by_label("Meaning mostly preserved (minor errors)").check()
+    page.locator('input[name="usable"][value="yes"]').check()
+    page.locator('input[name="fluency"][value="5"]').check()
+    page.locator('input[name="error_type"][value="none"]').check()
+    # a required conditional question is not required while hidden
+    page.get_by_role("button", name=re.compile("Submit")).click()
+    assert "Some of your answers differ" in page.content()
+    assert "The transcript is identical" in page.content()
+    shot(page, "04-feedback")
+    page.get_by_role("link", name=re.compile("Continue")).click()
+
+    # a required question left empty: the page says so and keeps the answers
+    page.locator('input[name="severity"][value="0"]').check()
+    page.get_by_role("button", name=re.compile("Submit")).click()
+    assert page.locator(".error").first.is_visible()
+    assert page.locator('input[name="severity"][value="0"]').is_checked()
+    shot(page, "05-validation-error")
+
+    seen_attention = False
+    for _ in range(12):
+        if "completion code" in page.content():
+            break
+        attention = "purple elephant accordion" in page.content()
+        seen_attention |= attention
+        if attention:
+            shot(page, "06-attention-check")
+        else:
+            shot(page, "07-item")
+        _answer_item_with_mouse(page, attention=attention)
+    assert seen_attention
+    assert page.locator("#completion-code").inner_text() == "BRW0K42"
+    shot(page, "08-completion")
+    for name in ("secret-system-a", "secret-system-b"):
+        assert name not in page.content()
+    rater_judgments = Judgment.objects.filter(rater__external_id=PID)
+    # calibration (4) + 2 items x 4 + 2 items x 4 + 2 checks x 5 (note shown)
+    assert rater_judgments.filter(criterion__key="note").count() == 2
+    assert Enrollment.objects.get(rater__external_id=PID).consented_at is not None
+    timings = rater_judgments.exclude(served_at=None).values_list("served_at", "submitted_at")
+    assert timings and all(served <= submitted for served, submitted in timings)
+
+
+def test_keyboard_only_run(live_server, new_page, shot):
+    study = every_kind_study()
+    page = new_page()
+    page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")  # "I agree" has the focus
+    assert "/instructions/" in page.url
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    for _ in range(14):
+        page.wait_for_load_state()
+        content = page.content()
+        if "completion code" in content:
+            break
+        if "/feedback/" in page.url:
+            with page.expect_navigation():
+                page.keyboard.press("Enter")
+            continue
+        attention = "purple elephant accordion" in content
+        page.keyboard.press("2" if attention else "0")
+        if attention:
+            page.locator('textarea[name="note"]').focus()
+            page.keyboard.type("garbage")
+            page.keyboard.press("Tab")
+        page.keyboard.press("n" if attention else "y")
+        page.keyboard.press("4")  # goes to the first unanswered question offering "4"
+        page.keyboard.press("1")  # categorical option 1
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+    assert page.locator("#completion-code").inner_text() == "BRW0K42"
+    values = dict(Judgment.objects.filter(
+        rater__external_id=PID, slot__kind="target"
+    ).values_list("criterion__key", "value").distinct())
+    assert values["fluency"] == "4" and values["usable"] == "yes"
+    assert values["error_type"] == "none"
+    shot(page, "09-keyboard-done")
+
+
+def test_resumed_session_continues_where_it_left(live_server, new_page):
+    study = every_kind_study(instructions="")
+    first = new_page()
+    first.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
+    first.get_by_role("button", name="I agree and want to take part").click()
+    # practice item + feedback, then one item
+    _answer_item_with_mouse(first, attention=False)
+    first.get_by_role("link", name=re.compile("Continue")).click()
+    _answer_item_with_mouse(first, attention="purple elephant" in first.content())
+    before = _progress(first)
+    first.context.close()
+
+    again = new_page()  # a new browser profile: no cookies
+    again.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
+    assert _progress(again) == before
+    assert before.startswith("3 of")
+
+
+def test_375px_screen_and_xss_payload_shown_as_text(live_server, new_page, shot):
+    study = every_kind_study(consent_text="", instructions="")
+    payload = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
+    Output.objects.filter(item__study=study).update(text=payload)
+    page = new_page(width=375, height=740)
+    page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
+    _answer_item_with_mouse(page, attention=False)  # practice item
+    page.get_by_role("link", name=re.compile("Continue")).click()
+    output = page.locator(".text.output p").first
+    assert output.inner_text() == payload
+    assert page.evaluate("window.__xss") is None
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    shot(page, "10-mobile-375px")
+
+
+def test_monitor_updates_live(live_server, new_page, shot, client):
+    study = every_kind_study()
+    researcher = UserFactory(username="mon", is_staff=True)
+    Study.objects.filter(pk=study.pk).update(owner=researcher)
+    client.force_login(researcher)
+    page = new_page()
+    page.context.add_cookies([{
+        "name": "sessionid", "value": client.cookies["sessionid"].value,
+        "url": live_server.url,
+    }])
+    page.goto(f"{live_server.url}/monitor/{study.slug}/")
+    assert "No rater has started yet." in page.content()
+    assert page.evaluate("typeof htmx") == "object"
+    shot(page, "11-monitor")
+    rater_page = new_page()
+    rater_page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
+    rater_page.get_by_role("button", name="I agree and want to take part").click()
+    rater_page.get_by_role("button", name=re.compile("Start")).click()  # claims a seat
+    page.wait_for_selector(f"text={PID}", timeout=15_000)  # htmx polls every 5 s
+    assert Enrollment.objects.get().entered_at <= timezone.now()

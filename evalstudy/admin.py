@@ -31,6 +31,7 @@ from .models import (
     AttentionCheck,
     CalibrationItem,
     Criterion,
+    Enrollment,
     Item,
     Output,
     Rater,
@@ -417,6 +418,22 @@ class RaterAdmin(admin.ModelAdmin):
             return "-"
         url = reverse("annotation:enter", args=[rater.access_token])
         return format_html('<a href="{}">{}</a>', url, url)
+
+
+@admin.register(Enrollment)
+class EnrollmentAdmin(StudyScopedAdmin):
+    """Participation records: consent and stop times are evidence, so they are read-only."""
+
+    list_display = ("rater", "study", "entered_at", "consented_at", "instructions_seen_at",
+                    "stopped_at", "stop_reason", "platform_study_id", "platform_session_id")
+    list_filter = ("stop_reason", ("study", ONLY_VISIBLE))
+    search_fields = ("rater__external_id", "rater__display_name", "platform_session_id")
+    readonly_fields = ("study", "rater", "entered_at", "consented_at", "instructions_seen_at",
+                       "stopped_at", "stop_reason", "platform_study_id", "platform_session_id")
+    list_select_related = ("rater", "study")
+
+    def has_add_permission(self, request):
+        return False
 
 
 class SlotInline(admin.TabularInline):

@@ -234,3 +234,35 @@ def test_monitor_updates_live(live_server, new_page, shot, client):
     rater_page.get_by_role("button", name=re.compile("Start")).click()  # claims a seat
     page.wait_for_selector(f"text={PID}", timeout=15_000)  # htmx polls every 5 s
     assert Enrollment.objects.get().entered_at <= timezone.now()
+
+
+def test_pairwise_outputs_side_by_side_with_a_b_keys(live_server, new_page, shot):
+    from tests.factories import RaterFactory, make_study
+
+    study = make_study(n_items=2, n_systems=2, design="pairwise", status=Study.Status.OPEN)
+    rater = RaterFactory()
+    page = new_page()
+    page.goto(f"{live_server.url}/enter/{rater.access_token}/")
+    page.goto(f"{live_server.url}/s/{study.slug}/")
+    with page.expect_navigation():  # practice item: A expected
+        page.keyboard.press("a")
+        page.keyboard.press("Enter")
+    assert "Your answers match the expected answers" in page.content()
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    boxes = page.locator(".pair .output")
+    assert boxes.count() == 2
+    assert [boxes.nth(i).locator("h2").inner_text() for i in range(2)] == ["A", "B"]
+    left, right = (boxes.nth(i).bounding_box() for i in range(2))
+    assert left["x"] < right["x"] and abs(left["y"] - right["y"]) < 2, "side by side"
+    shot(page, "12-pairwise")
+    slot_id = int(re.search(r"/slots/(\d+)/", page.locator("#rate-form").get_attribute(
+        "action")).group(1))
+    with page.expect_navigation():
+        page.keyboard.press("b")
+        page.keyboard.press("Enter")
+    stored = Judgment.objects.get(slot_id=slot_id, criterion__key="preference")
+    assert stored.value == "B"
+    assert stored.slot.output_id is not None and stored.slot.output_b_id is not None
+    for name in ("sys-0", "sys-1"):
+        assert name not in page.content()

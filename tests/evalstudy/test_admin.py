@@ -26,12 +26,13 @@ def admin_client(db):
 
 @pytest.mark.parametrize("model", [
     "study", "system", "item", "output", "criterion", "calibrationitem", "attentioncheck",
-    "rater", "assignment", "studycollaborator",
+    "rater", "assignment", "studycollaborator", "enrollment",
 ])
 def test_every_changelist_and_add_page_loads(admin_client, model):
     make_study(status=Study.Status.OPEN)
     assert admin_client.get(reverse(f"admin:evalstudy_{model}_changelist")).status_code == 200
-    assert admin_client.get(reverse(f"admin:evalstudy_{model}_add")).status_code == 200
+    expected = 403 if model == "enrollment" else 200  # participation records are evidence
+    assert admin_client.get(reverse(f"admin:evalstudy_{model}_add")).status_code == expected
 
 
 def test_judgment_admin_is_read_only(admin_client):

@@ -239,72 +239,69 @@ class StudyAdmin(admin.ModelAdmin):
         }
         return render(request, "admin/evalstudy/study/upload.html", context)
 
-    def import_spec_view(self, request):
-        if not self.has_add_permission(request):
-            raise admin.sites.PermissionDenied
-        form = SpecUploadForm(request.POST or None, request.FILES or None)
+    def _upload(self, request, form_class, *, title, help_text, run, study=None):
+        """An upload page: `run(text, file name, cleaned form data)` imports the file and
+        returns (study, success message); SpecInvalid problems are listed as messages."""
+        form = form_class(request.POST or None, request.FILES or None)
         if request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["file"]
             try:
-                spec = parse_study_spec(decode(upload.read(), upload.name), upload.name)
-                study, outcome = study_import_spec(spec=spec, source=upload.name,
-                                                   owner=request.user)
+                target, message = run(decode(upload.read(), upload.name), upload.name,
+                                      form.cleaned_data)
             except SpecInvalid as error:
                 _report_spec_errors(request, error)
             else:
-                messages.success(request, f"{outcome} study {study.slug}")
-                if form.cleaned_data["open_after_import"]:
-                    self._each(request, [study], services.study_open, "opened")
+                messages.success(request, message)
                 return HttpResponseRedirect(
-                    reverse("admin:evalstudy_study_change", args=[study.pk])
+                    reverse("admin:evalstudy_study_change", args=[target.pk])
                 )
-        return self._upload_page(
-            request, form, "Import a study spec",
+        return self._upload_page(request, form, title, study, help_text=help_text)
+
+    def import_spec_view(self, request):
+        if not self.has_add_permission(request):
+            raise admin.sites.PermissionDenied
+
+        def run(text, name, data):
+            spec = parse_study_spec(text, name)
+            study, outcome = study_import_spec(spec=spec, source=name, owner=request.user)
+            if data["open_after_import"]:
+                self._each(request, [study], services.study_open, "opened")
+            return study, f"{outcome} study {study.slug}"
+
+        return self._upload(
+            request, SpecUploadForm, title="Import a study spec", run=run,
             help_text="YAML or JSON; see the README for the format. Re-importing the same "
                       "spec changes nothing.",
         )
 
     def import_items_view(self, request, pk):
         study = self._study_or_404(request, pk, change=True)
-        form = ItemsUploadForm(request.POST or None, request.FILES or None)
-        if request.method == "POST" and form.is_valid():
-            upload = form.cleaned_data["file"]
-            fmt = "jsonl" if upload.name.lower().endswith(".jsonl") else "csv"
-            try:
-                items = parse_items_file(decode(upload.read(), upload.name), upload.name, fmt)
-                n_items, n_outputs = items_import(study=study, items=items, source=upload.name)
-            except SpecInvalid as error:
-                _report_spec_errors(request, error)
-            else:
-                messages.success(request, f"wrote {n_items} items and {n_outputs} outputs")
-                return HttpResponseRedirect(
-                    reverse("admin:evalstudy_study_change", args=[study.pk])
-                )
-        return self._upload_page(
-            request, form, f"Import items and outputs into {study.slug}", study,
+
+        def run(text, name, data):
+            fmt = "jsonl" if name.lower().endswith(".jsonl") else "csv"
+            items = parse_items_file(text, name, fmt)
+            n_items, n_outputs = items_import(study=study, items=items, source=name)
+            return study, f"wrote {n_items} items and {n_outputs} outputs"
+
+        return self._upload(
+            request, ItemsUploadForm, title=f"Import items and outputs into {study.slug}",
+            study=study, run=run,
             help_text="CSV with columns item,system,output (optional reference, context and "
                       "metadata columns), or JSONL with one item per line.",
         )
 
     def import_judgments_view(self, request, pk):
         study = self._study_or_404(request, pk, change=True)
-        form = JudgmentsUploadForm(request.POST or None, request.FILES or None)
-        if request.method == "POST" and form.is_valid():
-            upload = form.cleaned_data["file"]
-            try:
-                rows = parse_judgments_csv(decode(upload.read(), upload.name), upload.name)
-                counts = judgments_import(study=study, rows=rows, source=upload.name,
-                                          default_rater_kind=form.cleaned_data["rater_kind"])
-            except SpecInvalid as error:
-                _report_spec_errors(request, error)
-            else:
-                messages.success(request, f"{counts.created} judgments created, "
-                                          f"{counts.revised} revised, {counts.unchanged} unchanged")
-                return HttpResponseRedirect(
-                    reverse("admin:evalstudy_study_change", args=[study.pk])
-                )
-        return self._upload_page(
-            request, form, f"Import judgments into {study.slug}", study,
+
+        def run(text, name, data):
+            counts = judgments_import(study=study, rows=parse_judgments_csv(text, name),
+                                      source=name, default_rater_kind=data["rater_kind"])
+            return study, (f"{counts.created} judgments created, {counts.revised} revised, "
+                           f"{counts.unchanged} unchanged")
+
+        return self._upload(
+            request, JudgmentsUploadForm, title=f"Import judgments into {study.slug}",
+            study=study, run=run,
             help_text="Tidy CSV: rater,item,system,criterion,value (optional rater_kind; "
                       "system_b for pairwise criteria).",
         )

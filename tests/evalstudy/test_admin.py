@@ -133,3 +133,20 @@ def test_researchers_see_only_their_own_studies(db):
     ).status_code == 404
     items = client.get(reverse("admin:evalstudy_item_changelist")).content.decode()
     assert mine.slug in items and theirs.slug not in items
+
+
+def test_import_judgments_upload_and_its_errors(admin_client):
+    from annotation.models import Judgment
+
+    study = make_study(n_items=1, n_systems=2)
+    url = reverse("admin:evalstudy_study_import_judgments", args=[study.pk])
+    good = "rater,item,system,criterion,value\nr1,item-000,sys-0,severity,2\n"
+    response = admin_client.post(url, {"file": SimpleUploadedFile("j.csv", good.encode()),
+                                       "rater_kind": "slp"}, follow=True)
+    assert "1 judgments created" in response.content.decode()
+    assert Judgment.objects.get().rater.kind == "slp"
+    bad = "rater,item,system,criterion,value\nr1,nope,sys-0,severity,2\n"
+    response = admin_client.post(url, {"file": SimpleUploadedFile("j.csv", bad.encode()),
+                                       "rater_kind": "slp"})
+    assert "Problem in j.csv:2: item: no item &#x27;nope&#x27;" in response.content.decode()
+    assert Judgment.objects.count() == 1

@@ -8,5 +8,6 @@ admin.site.index_title = "Studies, raters and results"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("studies/", include("metrics.urls")),
     path("", include("annotation.urls")),
 ]

@@ -118,7 +118,8 @@ class StudyAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ("title",)}
     inlines = (SystemInline, CriterionInline, CalibrationInline, AttentionInline,
                CollaboratorInline)
-    actions = ("open_studies", "close_studies", "build_assignments", "export_specs")
+    actions = ("open_studies", "close_studies", "build_assignments", "export_specs",
+               "compute_metrics")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     change_form_template = "admin/evalstudy/study/change_form.html"
     change_list_template = "admin/evalstudy/study/change_list.html"
@@ -196,6 +197,15 @@ class StudyAdmin(admin.ModelAdmin):
     @admin.action(description="Build (or rebuild) the rater lists of selected studies")
     def build_assignments(self, request, queryset):
         self._each(request, queryset, services.study_build_assignments, "lists built")
+
+    @admin.action(description="Compute the default automatic metrics (on the workers)")
+    def compute_metrics(self, request, queryset):
+        from metrics.services import metric_run_start
+
+        def start(*, study):
+            return metric_run_start(study=study, user=request.user)
+
+        self._each(request, queryset, start, "metric run started (see its Metrics page)")
 
     @admin.action(description="Export selected studies as spec (YAML)")
     def export_specs(self, request, queryset):

@@ -117,6 +117,12 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_BROKER_DIR / "control"),
         "store_processed": False,
     }
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # An unacknowledged task (its worker died) goes back to the queue after this many seconds.
+    # Tasks are idempotent, so a redelivery while a slow original still runs costs only time.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600),
+    }
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None) or None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -130,6 +136,10 @@ CELERY_TASK_ROUTES = {
     "metrics.cpu.*": {"queue": "cpu"},
     "analysis.*": {"queue": "cpu"},
 }
+# Encoder model used by the model-backed metrics when a run names none.
+EVALSTUDY_ENCODER_PATH = env.str("EVALSTUDY_ENCODER_PATH", default="")
+# Outputs per metric task: big enough to batch the encoder well, small enough to spread work.
+EVALSTUDY_METRIC_BATCH_SIZE = env.int("EVALSTUDY_METRIC_BATCH_SIZE", default=256)
 CELERY_BEAT_SCHEDULE = {
     "expire-abandoned-leases": {
         "task": "evalstudy.assignments_expire_leases",

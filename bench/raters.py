@@ -541,7 +541,18 @@ def latency(samples: list[float]) -> str:
             f"p99 {percentile(samples, 99):7.1f} ms")
 
 
-def print_environment(args: argparse.Namespace, url: str, server: Server) -> None:
+def busy_share(seconds: float = 1.0) -> float | None:
+    """The share of all cores busy (any process) over the next `seconds`."""
+    before = machine_cpu_ticks()
+    time.sleep(seconds)
+    after = machine_cpu_ticks()
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
+def print_environment(args: argparse.Namespace, url: str, server: Server,
+                      idle_check: float | None) -> None:
     from django.db import connection
 
     (version,) = execute("SHOW server_version")[0]
@@ -552,14 +563,10 @@ def print_environment(args: argparse.Namespace, url: str, server: Server) -> Non
           f"/{connection.settings_dict['NAME']} (CONN_MAX_AGE "
           f"{connection.settings_dict['CONN_MAX_AGE']})")
     print(f"gunicorn:   {args.workers} sync workers x 1 thread on 127.0.0.1:{server.port}")
-    before = machine_cpu_ticks()
-    time.sleep(1)
-    after = machine_cpu_ticks()
-    if before is not None and after is not None and after[1] > before[1]:
-        busy = (after[0] - before[0]) / (after[1] - before[1])
-        print(f"load:       {busy:.0%} of all cores busy in the second before the run, "
-              f"load average {os.getloadavg()[0]:.2f}"
-              + ("  (NOT IDLE: figures will be low and noisy)" if busy > 0.1 else ""))
+    if idle_check is not None:
+        print(f"load:       {idle_check:.0%} of all cores busy in a second before the bench "
+              f"started, load average {os.getloadavg()[0]:.2f}"
+              + ("  (NOT IDLE: figures will be low and noisy)" if idle_check > 0.1 else ""))
     print(f"parameters: raters={args.raters} judgments_per_rater={args.judgments_per_rater} "
           f"double_rate={args.double_rate}")
 
@@ -584,6 +591,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    idle_check = busy_share()  # before this script loads anything
     url = setup_django()
     delete_bench_data(drop_table=False)
     reset_insert_table()
@@ -610,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         server.start()
-        print_environment(args, url, server)
+        print_environment(args, url, server, idle_check)
         phase("entry", SimulatedRater.enter)
         reset_insert_table()
         # The reference runs before and after the rater loop, so that a change in the

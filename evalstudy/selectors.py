@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
 
+from .csvsafe import SafeDictWriter
 from .models import AssignmentSlot, Study
 
 DESIGN_COLUMNS = (
@@ -47,7 +47,7 @@ def design_rows(study: Study) -> Iterator[dict[str, object]]:
 
 def design_write_csv(study: Study, stream: IO[str]) -> int:
     """Write `design_rows` as CSV to `stream`; returns the number of rows."""
-    writer = csv.DictWriter(stream, fieldnames=DESIGN_COLUMNS)
+    writer = SafeDictWriter(stream, fieldnames=DESIGN_COLUMNS)
     writer.writeheader()
     count = 0
     for row in design_rows(study):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Iterator
 from typing import IO
 
+from evalstudy.csvsafe import SafeDictWriter
 from evalstudy.models import Study
 
 from .models import MetricConfig, MetricResult
@@ -42,7 +42,7 @@ def metric_rows(study: Study, *, metrics: list[str] | None = None) -> Iterator[d
 
 
 def metrics_write_csv(study: Study, stream: IO[str], **filters) -> int:
-    writer = csv.DictWriter(stream, fieldnames=TIDY_COLUMNS)
+    writer = SafeDictWriter(stream, fieldnames=TIDY_COLUMNS)
     writer.writeheader()
     count = 0
     for row in metric_rows(study, **filters):

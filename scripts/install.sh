@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 REQS=${1:-requirements.txt}
 PYTHON=${PYTHON:-python3}
 R_APT_PACKAGES="r-base-core r-base-dev r-cran-lme4 r-cran-lmertest r-cran-emmeans r-cran-ordinal"
+# WeasyPrint (PDF reports) needs Pango; R pulls it in, but say so explicitly.
+PDF_APT_PACKAGES="libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core"
 say() { printf '\033[1m[install]\033[0m %s\n' "$*"; }
 
 # --- R (rpy2 builds against it; ordinal::clmm and lme4::glmer fit the models) ---------------
@@ -16,7 +18,7 @@ if ! command -v R >/dev/null 2>&1 || ! Rscript -e 'library(ordinal); library(lme
     say "installing R and its model packages with apt-get (about 90 s, once)"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq $R_APT_PACKAGES >/dev/null
+    apt-get install -y -qq $R_APT_PACKAGES $PDF_APT_PACKAGES >/dev/null
   else
     say "R with the 'ordinal' and 'lme4' packages is not installed, and this script cannot"
     say "install it (needs root and apt-get). Install it yourself, e.g. on Debian/Ubuntu:"

@@ -1,9 +1,11 @@
 import pytest
 
-from tests.factories import make_study
-
 
 @pytest.fixture
 def study(db):
     """A small valid latin-square study: 3 systems x 6 items, severity + binary criteria."""
+    # Imported here so that the Django-free suites (metrics/scorers, analysis/stats) also run
+    # with `-p no:django`.
+    from tests.factories import make_study
+
     return make_study()

@@ -1,0 +1,1260 @@
+"""Regression models for human-evaluation data: ordinal (Likert), binary and pairwise preference.
+
+Input convention: a tidy pandas DataFrame, one row per judgment, with ``rating`` (ordinal) or
+``y`` (binary 0/1), ``system``, ``rater``, ``item`` and possibly other factor columns (system
+metadata such as ``temp``/``contact``). Formulas use R / lme4 syntax; random intercepts are
+written ``(1|rater)``. Any column named in the formula is used; non-numeric columns and all
+grouping factors of random terms become factors; numeric fixed-effect columns stay numeric
+(covariates). Rows with a missing value in a used column are dropped (with a warning).
+
+Reference levels: the first level of each factor is the reference of R's treatment contrasts,
+so ``system`` coefficients read "level minus reference". Level order: ``levels={col: [...]}``
+if given, else a pandas Categorical's order, else sorted values (numerically when numeric).
+``reference="B"`` (or ``{"system": "B", "temp": "warm"}``) moves that level to the front.
+Coefficient names follow R: factor name + level, e.g. ``systemB``, ``tempwarm``; the
+statsmodels fallbacks are renamed to the same convention.
+
+Engines (``ModelFit.engine`` always says which one ran, with versions read at run time):
+
+* ``fit_clmm`` / ``fit_clm``: R ``ordinal::clmm`` / ``ordinal::clm`` (logit link) through
+  rpy2. Without R (or ``engine="statsmodels"``): statsmodels ``OrderedModel(distr="logit")``
+  fitted with BFGS, no constant -> the same model as R's ``clm``; random-effect terms are
+  dropped and a warning says so.
+* ``fit_binomial_glmm``: pymer4 ``Lmer(..., family="binomial")`` (lme4::glmer, Laplace);
+  ``engine="R"`` calls ``lme4::glmer`` through rpy2 directly (also accepts a
+  ``cbind(successes, failures)`` response). Without R (or ``engine="statsmodels"``): a plain
+  logistic regression (statsmodels GLM Binomial/logit) with cluster-robust standard errors by
+  the grouping factors of the random terms (two-way when there are two, e.g. rater and item).
+  That is NOT glmer: estimates are population-averaged (marginal) log-odds, which are smaller
+  in magnitude than glmer's conditional ones when the random-effect variance is large; no
+  variances are estimated. The engine string and a warning say so.
+
+Results are plain dataclasses (:class:`Coefficient`, :class:`ModelFit`, ...).
+Confidence intervals are Wald intervals (estimate +- z * SE) at ``conf_level``; p-values are
+two-sided Wald z tests.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import warnings as warnings_module
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from analysis.stats import rbridge
+from analysis.stats.rbridge import level_label
+
+__all__ = [
+    "Coefficient",
+    "Contrast",
+    "ModelFit",
+    "PairwiseContrasts",
+    "PreferenceResult",
+    "PreferenceShare",
+    "fit_binomial_glmm",
+    "fit_clm",
+    "fit_clmm",
+    "holm_adjust",
+    "pairwise_contrasts",
+    "preference_model",
+]
+
+DEFAULT_CLMM_FORMULA = "rating ~ system + (1|rater) + (1|item)"
+DEFAULT_CLM_FORMULA = "rating ~ system"
+DEFAULT_GLMM_FORMULA = "y ~ system + (1|rater) + (1|item)"
+
+#: ``ModelFit.warnings`` entry of the statsmodels fallbacks for models with random terms.
+RANDOM_EFFECTS_DROPPED = (
+    "random effects were NOT modelled (R unavailable or statsmodels engine forced): "
+    "fixed-effects-only fit"
+)
+
+
+# --------------------------------------------------------------------------------------------
+# result types
+
+
+@dataclass
+class Coefficient:
+    """One estimated parameter.
+
+    ``estimate`` is on the model's link scale (log-odds for logit models). ``ci_low``/``ci_high``
+    is the Wald interval at the fit's ``conf_level``; ``p_value`` the two-sided Wald z test of
+    ``estimate == 0`` (None for ordinal thresholds, where that test is meaningless);
+    ``statistic`` the z value.
+    """
+
+    term: str
+    estimate: float
+    se: float
+    ci_low: float
+    ci_high: float
+    p_value: float | None
+    statistic: float | None = None
+
+    @property
+    def odds_ratio(self) -> float:
+        """exp(estimate): an odds ratio for logit-link coefficients."""
+        return _safe_exp(self.estimate)
+
+    @property
+    def odds_ratio_ci(self) -> tuple[float, float]:
+        return _safe_exp(self.ci_low), _safe_exp(self.ci_high)
+
+
+@dataclass
+class ModelFit:
+    """A fitted model.
+
+    Fields
+    ------
+    formula: the formula as given (random terms included even when the engine dropped them).
+    engine: what actually fitted it, with versions, e.g.
+        ``"R ordinal::clmm 2022.11-16 via rpy2 3.5.17 (R 4.2.2)"``.
+    family, link: ``"cumulative"``/``"binomial"``/``"bradley-terry (binomial)"``; ``"logit"``.
+    n_obs: rows used (after dropping missing values; for a ``cbind`` response: rows, not trials).
+    coefficients: fixed effects (binomial models include ``(Intercept)``; ordinal ones have
+        no intercept, the thresholds play that role). Ordinal sign convention as R's clm:
+        logit P(Y <= j) = theta_j - x'beta, so a positive coefficient means higher ratings.
+    thresholds: ordinal cut points ``"1|2"``, ``"2|3"``, ... (empty for binary models).
+    random_effects: variances of the random effects: ``{"rater": 0.41, "item": 1.2}`` for
+        random intercepts; a random slope ``x`` of ``rater`` appears as ``"rater:x"``.
+        Empty for the fallbacks (not modelled).
+    converged: optimiser reported success, the gradient is small and all SEs are finite.
+    warnings: optimiser/R warnings, singular fits, dropped rows, fallback notices.
+    extra: ``conf_level``; ``levels`` {fixed-effect factor: level order, first = reference};
+        ``reference`` {factor: reference level}; ``vcov`` {"terms": [...], "matrix": [[...]]}
+        (covariance of ``coefficients``, used by :func:`pairwise_contrasts`); ``loglik``,
+        ``aic``; ``n_groups`` {grouping factor: number of levels}; ``random_effects_sd``;
+        ``elapsed_s`` (wall time of the fit); ``versions``; ``fallback`` (bool); per model:
+        ``nominal_test`` (fit_clm), ``odds_ratios`` (binomial), ``cond_hessian``, ...
+    """
+
+    formula: str
+    engine: str
+    family: str
+    link: str
+    n_obs: int
+    coefficients: list[Coefficient]
+    thresholds: list[Coefficient] = field(default_factory=list)
+    random_effects: dict[str, float] = field(default_factory=dict)
+    converged: bool = True
+    warnings: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def coefficient(self, term: str) -> Coefficient:
+        for c in [*self.coefficients, *self.thresholds]:
+            if c.term == term:
+                return c
+        raise KeyError(f"no term {term!r}; have {[c.term for c in self.coefficients]}")
+
+    def estimates(self) -> dict[str, float]:
+        return {c.term: c.estimate for c in self.coefficients}
+
+    def coefficient_frame(self) -> pd.DataFrame:
+        rows = [{"kind": "coefficient", **asdict(c)} for c in self.coefficients]
+        rows += [{"kind": "threshold", **asdict(c)} for c in self.thresholds]
+        return pd.DataFrame(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Contrast:
+    """``level_a - level_b`` on the model's scale (log-odds / latent logit)."""
+
+    level_a: str
+    level_b: str
+    estimate: float
+    se: float
+    statistic: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    p_adjusted: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.level_a} - {self.level_b}"
+
+
+@dataclass
+class PairwiseContrasts:
+    """All pairwise contrasts of one factor. CIs are unadjusted Wald intervals; ``p_adjusted``
+    uses ``adjust`` (Holm by default) over the whole family."""
+
+    factor: str
+    scale: str
+    adjust: str
+    conf_level: float
+    contrasts: list[Contrast]
+    engine: str
+    warnings: list[str] = field(default_factory=list)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{**asdict(c), "contrast": c.label} for c in self.contrasts])
+
+
+@dataclass
+class PreferenceShare:
+    """How often a system won its A/B comparisons, with Wilson CIs, ties excluded
+    (wins / (wins + losses)) and ties counted as half ((wins + ties/2) / n)."""
+
+    system: str
+    n: int
+    wins: int
+    losses: int
+    ties: int
+    share_ties_excluded: float | None
+    ci_ties_excluded: tuple[float, float] | None
+    share_ties_half: float | None
+    ci_ties_half: tuple[float, float] | None
+
+
+@dataclass
+class PreferenceResult:
+    """Output of :func:`preference_model`.
+
+    ``ties_excluded`` / ``ties_half``: Bradley-Terry logistic models
+    P(choose left) = logit^-1(position + beta_left - beta_right), fitted without ties and with
+    ties as half a win for each side (response 0.5). ``position_*`` is the position (left/"A")
+    effect on the log-odds scale: > 0 means "A" is chosen more often than the systems'
+    strengths explain. ``extra['left_share_*']`` gives the raw share of "A" choices with a
+    Wilson CI (and an exact binomial test against 0.5, ties excluded).
+    """
+
+    n_comparisons: int
+    n_ties: int
+    shares: list[PreferenceShare]
+    ties_excluded: ModelFit | None
+    ties_half: ModelFit | None
+    position_ties_excluded: Coefficient | None
+    position_ties_half: Coefficient | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def _safe_exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def _z(conf_level: float) -> float:
+    return float(sps.norm.ppf(0.5 + conf_level / 2.0))
+
+
+def _coef(term: str, est: float, se: float, conf_level: float, p: float | None = None,
+          with_p: bool = True) -> Coefficient:
+    est, se = float(est), float(se)
+    z = est / se if se > 0 and math.isfinite(se) else math.nan
+    if with_p and p is None:
+        p = float(2 * sps.norm.sf(abs(z))) if math.isfinite(z) else math.nan
+    half = _z(conf_level) * se
+    return Coefficient(term, est, se, est - half, est + half,
+                       (float(p) if p is not None else None) if with_p else None, z)
+
+
+_IDENT = r"[A-Za-z.][A-Za-z0-9._]*"
+_RANDOM_TERM = re.compile(r"\(([^()|]*?)\|\|?([^()]*)\)")
+
+
+def _split_formula(formula: str) -> tuple[str, str]:
+    if "~" not in formula:
+        raise ValueError(f"formula needs a '~': {formula!r}")
+    lhs, rhs = formula.split("~", 1)
+    return lhs.strip(), rhs.strip()
+
+
+def _random_terms(rhs: str) -> list[tuple[str, str]]:
+    return [(m.group(1).strip(), m.group(2).strip()) for m in _RANDOM_TERM.finditer(rhs)]
+
+
+def _fixed_rhs(rhs: str) -> str:
+    fixed = _RANDOM_TERM.sub(" ", rhs)
+    parts = [p.strip() for p in fixed.split("+")]
+    parts = [p for p in parts if p]
+    return " + ".join(parts) if parts else "1"
+
+
+def _columns_in(text: str, columns: Sequence[str]) -> list[str]:
+    found = set(re.findall(_IDENT, text))
+    return [c for c in columns if c in found]
+
+
+def _normalise_reference(reference: str | Mapping[str, Any] | None) -> dict[str, Any]:
+    if reference is None:
+        return {}
+    if isinstance(reference, Mapping):
+        return dict(reference)
+    return {"system": reference}
+
+
+@dataclass
+class _Prepared:
+    data: pd.DataFrame
+    response: list[str]
+    factors: dict[str, list[str]]
+    groups: list[str]
+    fixed_rhs: str
+    warnings: list[str]
+
+
+def _prepare(
+    df: pd.DataFrame,
+    formula: str,
+    *,
+    kind: str,
+    reference: str | Mapping[str, Any] | None,
+    levels: Mapping[str, Sequence[Any]] | None,
+) -> _Prepared:
+    """Select the formula's columns, drop incomplete rows, build factors (see module doc)."""
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError("df must be a pandas DataFrame")
+    lhs, rhs = _split_formula(formula)
+    cols = [str(c) for c in df.columns]
+    response = _columns_in(lhs, cols)
+    if not response:
+        raise ValueError(f"response of {formula!r} is not a column of the data")
+    groups: list[str] = []
+    for _, grp in _random_terms(rhs):
+        for g in _columns_in(grp, cols):
+            if g not in groups:
+                groups.append(g)
+    used = _columns_in(formula, cols)
+    ref = _normalise_reference(reference)
+    for col in ref:
+        if col not in used:
+            raise ValueError(f"reference given for {col!r}, which the formula does not use")
+    warnings: list[str] = []
+    data = df[used].copy()
+    n0 = len(data)
+    data = data.dropna()
+    if len(data) < n0:
+        warnings.append(f"dropped {n0 - len(data)} of {n0} rows with missing values")
+    if data.empty:
+        raise ValueError("no complete rows for this formula")
+    levels = dict(levels or {})
+    factor_cols = []
+    for col in used:
+        if col in response:
+            continue
+        s = data[col]
+        if (
+            col in groups
+            or col in levels
+            or col in ref
+            or not (pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s))
+        ):
+            factor_cols.append(col)
+    ordered: list[str] = []
+    if kind == "ordinal":
+        if len(response) != 1:
+            raise ValueError("an ordinal model needs one response column")
+        r = data[response[0]]
+        if not (pd.api.types.is_numeric_dtype(r.dtype) or isinstance(r.dtype, pd.CategoricalDtype)
+                or response[0] in levels):
+            raise ValueError(
+                f"ordinal response {response[0]!r} has text values: give their order with "
+                f"levels={{{response[0]!r}: [...]}} or use an ordered pandas Categorical")
+        factor_cols.append(response[0])
+        ordered = [response[0]]
+    elif kind == "binary" and len(response) == 1:
+        y = data[response[0]]
+        if pd.api.types.is_bool_dtype(y.dtype):
+            data[response[0]] = y.astype(int)
+        elif not pd.api.types.is_numeric_dtype(y.dtype) or not set(
+            np.unique(y.to_numpy(dtype=float))
+        ) <= {0.0, 1.0}:
+            raise ValueError(f"binary response {response[0]!r} must be 0/1 (or bool)")
+    data, lv = rbridge.make_factors(data, factor_cols, levels=levels, reference=ref,
+                                    ordered=ordered)
+    for col, order in lv.items():
+        if col not in response and len(order) < 2 and col not in groups:
+            raise ValueError(f"factor {col!r} has fewer than two observed levels: {order}")
+    if kind == "ordinal" and len(lv[response[0]]) < 2:
+        raise ValueError("the ordinal response needs at least two observed categories")
+    return _Prepared(data, response, lv, groups, _fixed_rhs(rhs), warnings)
+
+
+def _vcov_extra(terms: Sequence[str], matrix: np.ndarray) -> dict[str, Any]:
+    return {"terms": list(terms), "matrix": np.asarray(matrix, dtype=float).tolist()}
+
+
+def _versions() -> dict[str, str | None]:
+    return rbridge.r_versions()
+
+
+def _r_engine(what: str, pkg: str) -> str:
+    v = _versions()
+    return f"R {what} {v.get(pkg)} via rpy2 {v.get('rpy2')} (R {v.get('R')})"
+
+
+def _use_r(engine: str) -> bool:
+    e = engine.lower()
+    if e == "statsmodels":
+        return False
+    if e in ("r", "rpy2", "pymer4"):
+        if not rbridge.r_available():
+            raise rbridge.RUnavailableError(
+                f"engine={engine!r} requested but R is unavailable: "
+                f"{rbridge.r_unavailable_reason()}"
+            )
+        return True
+    if e == "auto":
+        return rbridge.r_available()
+    raise ValueError(f"unknown engine {engine!r}")
+
+
+def _r_list(res: Any) -> dict[str, Any]:
+    return {str(k): v for k, v in zip(res.names, res, strict=True)}
+
+
+def _strs(v: Any) -> list[str]:
+    if v is None or type(v).__name__ == "NULLType":
+        return []
+    return [str(x) for x in v]
+
+
+def _floats(v: Any) -> np.ndarray:
+    if v is None or type(v).__name__ == "NULLType":
+        return np.array([], dtype=float)
+    return np.asarray(v, dtype=float)
+
+
+# --------------------------------------------------------------------------------------------
+# ordinal models
+
+
+_R_ORDINAL = r"""
+function(formula, data, link, mixed, nominal) {
+  warns <- character()
+  out <- withCallingHandlers({
+    f <- stats::as.formula(formula)
+    fitter <- if (mixed) ordinal::clmm else ordinal::clm
+    # do.call embeds the data in the call, so that update() (nominal_test) finds it.
+    fit <- do.call(fitter, list(formula = f, data = data, link = link))
+    s <- summary(fit)
+    co <- s$coefficients
+    vc <- as.matrix(stats::vcov(fit))
+    out <- list(
+      names = rownames(co), est = unname(co[, 1]), se = unname(co[, 2]),
+      p = unname(co[, ncol(co)]),
+      alpha = names(fit$alpha), beta = names(fit$beta)[!is.na(fit$beta)],
+      vcov = unname(vc), vcov_names = rownames(vc),
+      nobs = length(fit$fitted.values),
+      loglik = as.numeric(stats::logLik(fit)), aic = stats::AIC(fit),
+      maxgrad = max(abs(fit$gradient))
+    )
+    if (mixed) {
+      vcr <- ordinal::VarCorr(fit)
+      g <- character(); nm <- character(); v <- numeric()
+      for (gr in names(vcr)) {
+        m <- as.matrix(vcr[[gr]])
+        g <- c(g, rep(gr, nrow(m))); nm <- c(nm, rownames(m)); v <- c(v, diag(m))
+      }
+      out$re_group <- g; out$re_name <- nm; out$re_var <- unname(v)
+      out$ngrps <- unlist(fit$dims$nlev.gf)
+      out$ngrps_names <- names(fit$dims$nlev.gf)
+      out$conv_code <- as.integer(fit$optRes$convergence)
+      out$conv_msg <- as.character(fit$optRes$message)
+      out$cond_h <- if (is.null(s$condHess)) NA_real_ else as.numeric(s$condHess)
+    } else {
+      out$conv_code <- as.integer(fit$convergence$code)
+      out$conv_msg <- paste(c(fit$convergence$messages, fit$convergence$alg.message),
+                            collapse = "; ")
+      out$cond_h <- as.numeric(fit$cond.H)
+      if (nominal) {
+        nt <- tryCatch(as.data.frame(ordinal::nominal_test(fit)),
+                       error = function(e) {
+                         warns <<- c(warns, paste("nominal_test failed:", conditionMessage(e)))
+                         NULL
+                       })
+        if (!is.null(nt)) {
+          out$nt_terms <- rownames(nt); out$nt_df <- as.numeric(nt[[1]])
+          out$nt_loglik <- as.numeric(nt[[2]]); out$nt_aic <- as.numeric(nt[[3]])
+          out$nt_lrt <- as.numeric(nt[[4]]); out$nt_p <- as.numeric(nt[[5]])
+        }
+      }
+    }
+    out
+  },
+  warning = function(w) { warns <<- c(warns, conditionMessage(w))
+                          invokeRestart("muffleWarning") },
+  message = function(m) { warns <<- c(warns, trimws(conditionMessage(m)))
+                          invokeRestart("muffleMessage") })
+  out$warnings <- unique(warns)
+  out
+}
+"""
+
+
+def fit_clmm(
+    df: pd.DataFrame,
+    formula: str = DEFAULT_CLMM_FORMULA,
+    reference: str | Mapping[str, Any] | None = None,
+    *,
+    levels: Mapping[str, Sequence[Any]] | None = None,
+    link: str = "logit",
+    engine: str = "auto",
+    conf_level: float = 0.95,
+) -> ModelFit:
+    """Cumulative link mixed model (R ``ordinal::clmm``, Laplace approximation).
+
+    ``df``'s response (``rating``) is treated as ordered: numeric values in numeric order, a
+    pandas Categorical in its category order, or ``levels={"rating": [...]}``. ``reference``:
+    the reference level of ``system`` (str) or ``{column: level}``. ``engine``: ``"auto"``
+    (R when available, else statsmodels), ``"R"`` (required), ``"statsmodels"`` (forced
+    fallback: fixed effects only, see the module docstring).
+    Example: ``fit_clmm(wine, "rating ~ temp + contact + (1|judge)")``. A formula without
+    random-effect terms is fitted with ``ordinal::clm``.
+    """
+    return _fit_ordinal(df, formula, reference, levels, link, engine, conf_level,
+                        mixed=True, nominal=False)
+
+
+def fit_clm(
+    df: pd.DataFrame,
+    formula: str = DEFAULT_CLM_FORMULA,
+    reference: str | Mapping[str, Any] | None = None,
+    *,
+    levels: Mapping[str, Sequence[Any]] | None = None,
+    link: str = "logit",
+    engine: str = "auto",
+    conf_level: float = 0.95,
+    nominal_test: bool = True,
+    alpha: float = 0.05,
+) -> ModelFit:
+    """Cumulative link model without random effects (R ``ordinal::clm``) plus the
+    proportional-odds check ``ordinal::nominal_test`` (likelihood-ratio test per term of the
+    model with that term's effect allowed to differ per threshold).
+
+    ``extra["nominal_test"]``: list of ``{"term", "df", "loglik", "aic", "lrt", "p_value"}``
+    (the first row, ``"<none>"``, is the proportional-odds model itself);
+    ``extra["proportional_odds_violations"]``: terms with p < ``alpha`` (a warning is added for
+    each). With the statsmodels engine the test is not available (``None`` + a warning).
+    """
+    if _split_formula(formula)[1] and _random_terms(_split_formula(formula)[1]):
+        raise ValueError("fit_clm takes no random-effect terms; use fit_clmm")
+    fit = _fit_ordinal(df, formula, reference, levels, link, engine, conf_level,
+                       mixed=False, nominal=nominal_test)
+    nt = fit.extra.get("nominal_test")
+    if nt is not None:
+        bad = [r["term"] for r in nt
+               if r["p_value"] is not None and not math.isnan(r["p_value"])
+               and r["p_value"] < alpha]
+        fit.extra["proportional_odds_violations"] = bad
+        for term in bad:
+            fit.warnings.append(
+                f"proportional-odds assumption questionable for {term!r} "
+                f"(nominal_test p < {alpha})"
+            )
+    elif nominal_test:
+        fit.extra["proportional_odds_violations"] = None
+    return fit
+
+
+def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mixed, nominal):
+    prep = _prepare(df, formula, kind="ordinal", reference=reference, levels=levels)
+    has_random = bool(_random_terms(_split_formula(formula)[1]))
+    if _use_r(engine):
+        return _fit_ordinal_r(prep, formula, link, conf_level, mixed=mixed and has_random,
+                              nominal=nominal)
+    if link != "logit":
+        raise ValueError("the statsmodels fallback supports link='logit' only")
+    fit = _fit_ordinal_statsmodels(prep, formula, conf_level)
+    if has_random:
+        fit.warnings.append(RANDOM_EFFECTS_DROPPED)
+    if nominal:
+        fit.extra["nominal_test"] = None
+        fit.warnings.append("nominal_test (proportional odds) not computed: needs R ordinal")
+    return fit
+
+
+def _fit_ordinal_r(prep: _Prepared, formula: str, link: str, conf_level: float, *,
+                   mixed: bool, nominal: bool) -> ModelFit:
+    resp = prep.response[0]
+    t0 = time.perf_counter()
+    with rbridge.r_session():
+        rdf = rbridge.to_r_dataframe(prep.data, levels=prep.factors, ordered=[resp])
+        res = rbridge.r_function(_R_ORDINAL)(formula, rdf, link, mixed, nominal)
+        out = _r_list(res)
+        names = _strs(out["names"])
+        est, se, p = _floats(out["est"]), _floats(out["se"]), _floats(out["p"])
+        alpha_names, beta_names = _strs(out["alpha"]), _strs(out["beta"])
+        vcov = _floats(out["vcov"])
+        vcov_names = _strs(out["vcov_names"])
+        r_warn = _strs(out["warnings"])
+        conv_code = int(_floats(out["conv_code"])[0])
+        conv_msg = " ".join(_strs(out["conv_msg"]))
+        maxgrad = float(_floats(out["maxgrad"])[0])
+        cond_h = float(_floats(out["cond_h"])[0])
+        extra: dict[str, Any] = {
+            "loglik": float(_floats(out["loglik"])[0]),
+            "aic": float(_floats(out["aic"])[0]),
+            "max_gradient": maxgrad,
+            "cond_hessian": cond_h,
+            "convergence_code": conv_code,
+            "convergence_message": conv_msg,
+        }
+        n_obs = int(_floats(out["nobs"])[0])
+        random_effects: dict[str, float] = {}
+        if mixed:
+            for g, nm, v in zip(_strs(out["re_group"]), _strs(out["re_name"]),
+                                _floats(out["re_var"]), strict=True):
+                random_effects[g if nm == "(Intercept)" else f"{g}:{nm}"] = float(v)
+            extra["n_groups"] = {
+                n: int(k) for n, k in zip(_strs(out["ngrps_names"]), _floats(out["ngrps"]),
+                                          strict=True)
+            }
+        if nominal and "nt_terms" in out:
+            extra["nominal_test"] = [
+                {"term": t, "df": _nan_none(d), "loglik": float(ll), "aic": float(a),
+                 "lrt": _nan_none(lr), "p_value": _nan_none(pv)}
+                for t, d, ll, a, lr, pv in zip(
+                    _strs(out["nt_terms"]), _floats(out["nt_df"]), _floats(out["nt_loglik"]),
+                    _floats(out["nt_aic"]), _floats(out["nt_lrt"]), _floats(out["nt_p"]),
+                    strict=True)
+            ]
+        elif nominal:
+            extra["nominal_test"] = None
+    elapsed = time.perf_counter() - t0
+    row = {n: i for i, n in enumerate(names)}
+    coefs = [_coef(b, est[row[b]], se[row[b]], conf_level, p[row[b]]) for b in beta_names
+             if b in row]
+    thresholds = [_coef(a, est[row[a]], se[row[a]], conf_level, with_p=False)
+                  for a in alpha_names if a in row]
+    idx = [vcov_names.index(b) for b in beta_names if b in vcov_names]
+    vc = vcov[np.ix_(idx, idx)] if idx else np.zeros((0, 0))
+    warnings = list(prep.warnings) + r_warn
+    finite = all(math.isfinite(c.se) for c in coefs + thresholds)
+    converged = conv_code == 0 and maxgrad < 1e-3 and finite
+    if not converged:
+        warnings.append(
+            f"model did not converge cleanly (code {conv_code}: {conv_msg}; "
+            f"max |gradient| {maxgrad:.2g}; finite SEs: {finite})"
+        )
+    if math.isfinite(cond_h) and cond_h > 1e5:
+        warnings.append(f"Hessian condition number {cond_h:.3g} is large: model may be "
+                        "ill-defined (e.g. a level with only one rating category)")
+    if mixed:
+        for g, v in random_effects.items():
+            if v < 1e-6:
+                warnings.append(f"random-effect variance of {g!r} is ~0 (singular fit)")
+    extra.update(
+        conf_level=conf_level,
+        levels={k: v for k, v in prep.factors.items()
+                if k != prep.response[0] and k not in prep.groups},
+        response_levels=prep.factors[prep.response[0]],
+        reference={k: v[0] for k, v in prep.factors.items()
+                   if k != prep.response[0] and k not in prep.groups},
+        vcov=_vcov_extra([c.term for c in coefs], vc),
+        random_effects_sd={k: math.sqrt(max(v, 0.0)) for k, v in random_effects.items()},
+        elapsed_s=elapsed,
+        versions=_versions(),
+        fallback=False,
+    )
+    return ModelFit(
+        formula=formula,
+        engine=_r_engine("ordinal::clmm" if mixed else "ordinal::clm", "ordinal"),
+        family="cumulative",
+        link=link,
+        n_obs=n_obs,
+        coefficients=coefs,
+        thresholds=thresholds,
+        random_effects=random_effects,
+        converged=converged,
+        warnings=warnings,
+        extra=extra,
+    )
+
+
+def _nan_none(x: Any) -> float | None:
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+_PATSY_LEVEL = re.compile(r"\[T\.([^\]]*)\]")
+
+
+def _r_style(name: str) -> str:
+    """patsy ``temp[T.warm]:contact[T.yes]`` -> R ``tempwarm:contactyes``."""
+    return _PATSY_LEVEL.sub(lambda m: m.group(1), name)
+
+
+def _design(prep: _Prepared, rhs: str) -> pd.DataFrame:
+    import patsy
+
+    X = patsy.dmatrix(rhs, prep.data, return_type="dataframe", NA_action="raise")
+    X = X.drop(columns=[c for c in X.columns if c == "Intercept"])
+    X.columns = [_r_style(c) for c in X.columns]
+    return X
+
+
+def _fit_ordinal_statsmodels(prep: _Prepared, formula: str, conf_level: float) -> ModelFit:
+    import statsmodels
+    from statsmodels.miscmodels.ordinal_model import OrderedModel
+
+    t0 = time.perf_counter()
+    resp = prep.response[0]
+    X = _design(prep, prep.fixed_rhs)
+    if X.shape[1] == 0:
+        raise ValueError("the statsmodels fallback needs at least one fixed effect")
+    y = prep.data[resp]
+    model = OrderedModel(y, X, distr="logit")
+    res = model.fit(method="bfgs", disp=False, maxiter=2000, gtol=1e-8)
+    k = X.shape[1]
+    params = np.asarray(res.params, dtype=float)
+    cov = np.asarray(res.cov_params(), dtype=float)
+    coefs = [_coef(name, params[i], math.sqrt(cov[i, i]), conf_level)
+             for i, name in enumerate(X.columns)]
+    # thresholds: statsmodels uses (cut_1, log(cut_2 - cut_1), ...); delta method for SEs.
+    raw = params[k:]
+    cuts = model.transform_threshold_params(params)[1:-1]
+    jac = np.zeros((len(raw), len(raw)))
+    for j in range(len(raw)):
+        jac[j, 0] = 1.0
+        for m in range(1, j + 1):
+            jac[j, m] = math.exp(raw[m])
+    tcov = jac @ cov[k:, k:] @ jac.T
+    lv = prep.factors[resp]
+    thresholds = [_coef(f"{lv[j]}|{lv[j + 1]}", cuts[j], math.sqrt(tcov[j, j]), conf_level,
+                        with_p=False) for j in range(len(cuts))]
+    converged = bool(res.mle_retvals.get("converged", False)) and all(
+        math.isfinite(c.se) for c in coefs)
+    warnings = list(prep.warnings)
+    if not converged:
+        warnings.append("statsmodels OrderedModel (BFGS) did not converge")
+    elapsed = time.perf_counter() - t0
+    return ModelFit(
+        formula=formula,
+        engine=(f"statsmodels {statsmodels.__version__} OrderedModel (logit, BFGS, no "
+                "constant) - fixed effects only, equivalent to R ordinal::clm"),
+        family="cumulative",
+        link="logit",
+        n_obs=len(y),
+        coefficients=coefs,
+        thresholds=thresholds,
+        random_effects={},
+        converged=converged,
+        warnings=warnings,
+        extra={
+            "conf_level": conf_level,
+            "levels": {k_: v for k_, v in prep.factors.items()
+                       if k_ != resp and k_ not in prep.groups},
+            "response_levels": lv,
+            "reference": {k_: v[0] for k_, v in prep.factors.items()
+                          if k_ != resp and k_ not in prep.groups},
+            "vcov": _vcov_extra([c.term for c in coefs], cov[:k, :k]),
+            "loglik": float(res.llf),
+            "aic": float(res.aic),
+            "fixed_formula": f"{resp} ~ {prep.fixed_rhs}",
+            "elapsed_s": elapsed,
+            "versions": _versions(),
+            "fallback": True,
+        },
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# binary models
+
+
+_R_GLMER = r"""
+function(formula, data) {
+  warns <- character()
+  out <- withCallingHandlers({
+    fit <- do.call(lme4::glmer, list(formula = stats::as.formula(formula), data = data,
+                                     family = stats::binomial))
+    co <- summary(fit)$coefficients
+    vc <- as.matrix(stats::vcov(fit))
+    vcr <- as.data.frame(lme4::VarCorr(fit))
+    vcr <- vcr[is.na(vcr$var2), ]
+    list(names = rownames(co), est = unname(co[, 1]), se = unname(co[, 2]),
+         p = unname(co[, 4]), vcov = unname(vc),
+         re_group = as.character(vcr$grp), re_name = as.character(vcr$var1),
+         re_var = as.numeric(vcr$vcov),
+         ngrps = as.numeric(lme4::ngrps(fit)), ngrps_names = names(lme4::ngrps(fit)),
+         nobs = stats::nobs(fit), loglik = as.numeric(stats::logLik(fit)),
+         aic = stats::AIC(fit), conv = as.character(fit@optinfo$conv$lme4$messages),
+         singular = lme4::isSingular(fit))
+  },
+  warning = function(w) { warns <<- c(warns, conditionMessage(w))
+                          invokeRestart("muffleWarning") },
+  message = function(m) { warns <<- c(warns, trimws(conditionMessage(m)))
+                          invokeRestart("muffleMessage") })
+  out$warnings <- unique(warns)
+  out
+}
+"""
+
+_R_VCOV = r"""
+function(m) {
+  warns <- character()
+  vc <- withCallingHandlers(as.matrix(stats::vcov(m)),
+    warning = function(w) { warns <<- c(warns, conditionMessage(w))
+                            invokeRestart("muffleWarning") })
+  list(vc, warns)
+}
+"""
+_R_SINGULAR = "function(m) lme4::isSingular(m)"
+_R_NGRPS = "function(m) { g <- lme4::ngrps(m); list(as.numeric(g), names(g)) }"
+_R_NOBS = "function(m) stats::nobs(m)"
+
+_NON_CONVERGENCE = re.compile(
+    r"failed to converge|convergence code|unable to evaluate|degenerate|"
+    r"Hessian is numerically singular|very large eigenvalue|not positive definite",
+    re.IGNORECASE,
+)
+
+
+def fit_binomial_glmm(
+    df: pd.DataFrame,
+    formula: str = DEFAULT_GLMM_FORMULA,
+    reference: str | Mapping[str, Any] | None = None,
+    *,
+    levels: Mapping[str, Sequence[Any]] | None = None,
+    engine: str = "auto",
+    conf_level: float = 0.95,
+) -> ModelFit:
+    """Binomial GLMM with logit link (lme4::glmer, Laplace approximation).
+
+    ``engine``: ``"auto"`` (pymer4 when R is available, else the statsmodels fallback),
+    ``"pymer4"`` (pymer4 0.8 ``Lmer(formula, data, family="binomial").fit()``), ``"R"``
+    (``lme4::glmer`` through rpy2; the response may be ``cbind(successes, failures)``),
+    ``"statsmodels"`` (logistic regression with cluster-robust SEs; see module docstring).
+    Coefficients are log-odds; ``extra["odds_ratios"]`` maps each term to
+    ``{"odds_ratio", "ci_low", "ci_high"}`` (for ``(Intercept)`` these are the odds of the
+    reference condition). The Wald CI uses ``conf_level``; pymer4's own CI is 95 %.
+    """
+    lhs = _split_formula(formula)[0]
+    is_cbind = lhs.replace(" ", "").startswith("cbind(")
+    prep = _prepare(df, formula, kind="cbind" if is_cbind else "binary", reference=reference,
+                    levels=levels)
+    eng = engine.lower()
+    if _use_r(engine):
+        if eng in ("r", "rpy2") or is_cbind:
+            fit = _fit_glmm_r(prep, formula, conf_level)
+        else:
+            fit = _fit_glmm_pymer4(prep, formula, conf_level)
+    else:
+        if is_cbind:
+            raise ValueError("the statsmodels fallback needs a 0/1 response, not cbind()")
+        fit = _fit_logit_cluster(prep, formula, conf_level)
+    fit.extra["odds_ratios"] = {
+        c.term: {"odds_ratio": c.odds_ratio, "ci_low": c.odds_ratio_ci[0],
+                 "ci_high": c.odds_ratio_ci[1]}
+        for c in fit.coefficients
+    }
+    return fit
+
+
+def _glmm_common_extra(prep: _Prepared, conf_level: float) -> dict[str, Any]:
+    resp = set(prep.response)
+    return {
+        "conf_level": conf_level,
+        "levels": {k: v for k, v in prep.factors.items()
+                   if k not in resp and k not in prep.groups},
+        "reference": {k: v[0] for k, v in prep.factors.items()
+                      if k not in resp and k not in prep.groups},
+        "versions": _versions(),
+    }
+
+
+def _finish_glmm(prep, formula, engine, names, est, se, p, vc, random_effects, n_groups,
+                 n_obs, conv_msgs, other_warnings, singular, conf_level, elapsed, extra):
+    coefs = [_coef(n, e, s, conf_level, pv) for n, e, s, pv in zip(names, est, se, p,
+                                                                    strict=True)]
+    warnings = list(prep.warnings) + [w for w in other_warnings if w not in conv_msgs]
+    warnings += conv_msgs
+    converged = not any(_NON_CONVERGENCE.search(m) for m in conv_msgs + other_warnings)
+    converged = converged and all(math.isfinite(c.se) for c in coefs)
+    big = [c.term for c in coefs if abs(c.estimate) > 15]
+    if big:
+        warnings.append(f"|estimate| > 15 on the log-odds scale for {big}: possible complete "
+                        "separation (a condition with all 0s or all 1s)")
+    if singular and not any("singular" in w for w in warnings):
+        warnings.append("boundary (singular) fit: a random-effect variance is ~0")
+    extra = {
+        **_glmm_common_extra(prep, conf_level),
+        **extra,
+        "vcov": _vcov_extra(names, vc),
+        "n_groups": n_groups,
+        "random_effects_sd": {k: math.sqrt(max(v, 0.0)) for k, v in random_effects.items()},
+        "singular": bool(singular),
+        "elapsed_s": elapsed,
+        "fallback": False,
+    }
+    return ModelFit(formula=formula, engine=engine, family="binomial", link="logit",
+                    n_obs=n_obs, coefficients=coefs, thresholds=[],
+                    random_effects=random_effects, converged=converged, warnings=warnings,
+                    extra=extra)
+
+
+def _fit_glmm_r(prep: _Prepared, formula: str, conf_level: float) -> ModelFit:
+    t0 = time.perf_counter()
+    with rbridge.r_session():
+        rdf = rbridge.to_r_dataframe(prep.data, levels=prep.factors)
+        out = _r_list(rbridge.r_function(_R_GLMER)(formula, rdf))
+        names = _strs(out["names"])
+        est, se, p = _floats(out["est"]), _floats(out["se"]), _floats(out["p"])
+        vc = _floats(out["vcov"]).reshape(len(names), len(names))
+        random_effects = {
+            (g if n == "(Intercept)" else f"{g}:{n}"): float(v)
+            for g, n, v in zip(_strs(out["re_group"]), _strs(out["re_name"]),
+                               _floats(out["re_var"]), strict=True)
+        }
+        n_groups = {n: int(k) for n, k in zip(_strs(out["ngrps_names"]),
+                                              _floats(out["ngrps"]), strict=True)}
+        n_obs = int(_floats(out["nobs"])[0])
+        conv = _strs(out["conv"])
+        warns = _strs(out["warnings"])
+        singular = bool(list(out["singular"])[0])
+        extra = {"loglik": float(_floats(out["loglik"])[0]),
+                 "aic": float(_floats(out["aic"])[0])}
+    return _finish_glmm(prep, formula, _r_engine("lme4::glmer", "lme4"), names, est, se, p,
+                        vc, random_effects, n_groups, n_obs, conv, warns, singular,
+                        conf_level, time.perf_counter() - t0, extra)
+
+
+def _fit_glmm_pymer4(prep: _Prepared, formula: str, conf_level: float) -> ModelFit:
+    t0 = time.perf_counter()
+    with rbridge.r_session() as rs:
+        from pymer4.models import Lmer
+
+        data = prep.data.copy()
+        for col in prep.factors:  # Categoricals -> R factors with the same level order
+            data[col] = pd.Categorical(data[col].astype(object), categories=prep.factors[col])
+        model = Lmer(formula, data=data, family="binomial")
+        with warnings_module.catch_warnings():
+            # pymer4 0.8.2 calls DataFrame.applymap (deprecated in pandas 2.1+)
+            warnings_module.simplefilter("ignore", FutureWarning)
+            model.fit(summarize=False, verbose=False, no_warnings=True, conf_int="Wald")
+        coefs_df = model.coefs
+        names = [str(n) for n in coefs_df.index]
+        vres = rbridge.r_function(_R_VCOV)(model.model_obj)
+        vc = np.asarray(vres[0], dtype=float)
+        vcov_warnings = _strs(vres[1])
+        singular = bool(list(rbridge.r_function(_R_SINGULAR)(model.model_obj))[0])
+        g = rbridge.r_function(_R_NGRPS)(model.model_obj)
+        n_groups = {n: int(k) for n, k in zip(_strs(g[1]), _floats(g[0]), strict=True)}
+        n_obs = int(_floats(rbridge.r_function(_R_NOBS)(model.model_obj))[0])
+        console = rs.console_text()
+    rv = model.ranef_var
+    random_effects = {
+        (str(grp) if str(row["Name"]) == "(Intercept)" else f"{grp}:{row['Name']}"):
+            float(row["Var"])
+        for grp, row in rv.iterrows()
+    }
+    conv = [str(w) for w in (model.warnings or [])]
+    other = vcov_warnings + [
+        f"R console: {line.strip()}" for line in console.splitlines()
+        if line.strip() and "site-library" not in line and "contains no packages" not in line
+    ]
+    est = coefs_df["Estimate"].to_numpy(dtype=float)
+    se = coefs_df["SE"].to_numpy(dtype=float)
+    p = coefs_df["P-val"].to_numpy(dtype=float)
+    extra = {"loglik": float(model.logLike), "aic": float(model.AIC)}
+    v = _versions()
+    engine = (f"pymer4 {v.get('pymer4')} Lmer(family='binomial') -> R lme4::glmer "
+              f"{v.get('lme4')} via rpy2 {v.get('rpy2')} (R {v.get('R')})")
+    fit = _finish_glmm(prep, formula, engine, names, est, se, p, vc, random_effects,
+                       n_groups, n_obs, conv, other, singular, conf_level,
+                       time.perf_counter() - t0, extra)
+    if abs(conf_level - 0.95) < 1e-12:  # keep pymer4's own Wald interval when it applies
+        for c, lo, hi in zip(fit.coefficients, coefs_df["2.5_ci"], coefs_df["97.5_ci"],
+                             strict=True):
+            c.ci_low, c.ci_high = float(lo), float(hi)
+    return fit
+
+
+def _fit_logit_cluster(prep: _Prepared, formula: str, conf_level: float) -> ModelFit:
+    import patsy
+    import statsmodels
+    import statsmodels.api as sm
+
+    t0 = time.perf_counter()
+    resp = prep.response[0]
+    X = patsy.dmatrix(prep.fixed_rhs, prep.data, return_type="dataframe")
+    X.columns = ["(Intercept)" if c == "Intercept" else _r_style(c) for c in X.columns]
+    y = prep.data[resp].to_numpy(dtype=float)
+    groups = prep.groups[:2]
+    model = sm.GLM(y, X, family=sm.families.Binomial())
+    warnings = list(prep.warnings)
+    if groups:
+        codes = np.column_stack([pd.factorize(prep.data[g].astype(str))[0] for g in groups])
+        res = model.fit(cov_type="cluster", cov_kwds={"groups": codes if len(groups) == 2
+                                                      else codes[:, 0]})
+        se_kind = ("two-way " if len(groups) == 2 else "") + "cluster-robust SEs by " + \
+            " and ".join(groups)
+    else:
+        res = model.fit()
+        se_kind = "model-based SEs"
+    if len(prep.groups) > 2:
+        warnings.append(f"cluster-robust SEs use only {groups} (at most two-way clustering)")
+    if _random_terms(_split_formula(formula)[1]):
+        warnings.append(RANDOM_EFFECTS_DROPPED)
+    warnings.append(
+        "fallback: population-averaged logistic regression, NOT glmer; estimates are marginal "
+        "log-odds (attenuated relative to glmer when random-effect variance is large)"
+    )
+    names = list(X.columns)
+    est = np.asarray(res.params, dtype=float)
+    cov = np.asarray(res.cov_params(), dtype=float)
+    se = np.sqrt(np.diag(cov))
+    coefs = [_coef(n, e, s, conf_level) for n, e, s in zip(names, est, se, strict=True)]
+    converged = bool(getattr(res, "converged", True)) and all(np.isfinite(se))
+    engine = (f"statsmodels {statsmodels.__version__} GLM Binomial(logit) with {se_kind} - "
+              "fallback, NOT glmer (no random effects)")
+    extra = {
+        **_glmm_common_extra(prep, conf_level),
+        "vcov": _vcov_extra(names, cov),
+        "loglik": float(res.llf),
+        "n_groups": {g: int(prep.data[g].nunique()) for g in prep.groups},
+        "cluster_by": groups,
+        "elapsed_s": time.perf_counter() - t0,
+        "fallback": True,
+    }
+    return ModelFit(formula=formula, engine=engine, family="binomial", link="logit",
+                    n_obs=len(y), coefficients=coefs, thresholds=[], random_effects={},
+                    converged=converged, warnings=warnings, extra=extra)
+
+
+# --------------------------------------------------------------------------------------------
+# pairwise contrasts
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm-adjusted p-values (statsmodels ``multipletests(method="holm")``)."""
+    from statsmodels.stats.multitest import multipletests
+
+    if len(p_values) == 0:
+        return []
+    return [float(x) for x in multipletests(list(p_values), method="holm")[1]]
+
+
+def pairwise_contrasts(
+    fit: ModelFit | pd.DataFrame,
+    factor: str = "system",
+    *,
+    adjust: str = "holm",
+    conf_level: float | None = None,
+    **fit_kwargs: Any,
+) -> PairwiseContrasts:
+    """All pairwise contrasts between the levels of ``factor`` with adjusted p-values.
+
+    ``fit``: a :class:`ModelFit` with treatment-coded ``factor`` (all the fitters here), or a
+    DataFrame, which is first fitted with :func:`fit_binomial_glmm` when it has a ``y`` column
+    and no ``rating`` column, else with :func:`fit_clmm` (``fit_kwargs`` are passed on).
+
+    Each contrast ``a - b`` (a before b in level order) is ``beta_a - beta_b`` (the reference
+    level's beta is 0), with SE ``sqrt(v_aa + v_bb - 2 v_ab)`` from the model's covariance
+    matrix, a Wald z test and an unadjusted Wald CI. ``adjust`` is any
+    ``statsmodels.stats.multitest.multipletests`` method (default Holm). If ``factor`` interacts
+    with other terms, the contrasts hold at the reference levels of those terms (warned).
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    if isinstance(fit, pd.DataFrame):
+        df = fit
+        if "y" in df.columns and "rating" not in df.columns:
+            fit = fit_binomial_glmm(df, **fit_kwargs)
+        else:
+            fit = fit_clmm(df, **fit_kwargs)
+    cl = conf_level if conf_level is not None else float(fit.extra.get("conf_level", 0.95))
+    levels = fit.extra.get("levels", {}).get(factor)
+    if not levels:
+        raise ValueError(f"the fit has no factor {factor!r} (levels: {fit.extra.get('levels')})")
+    vterms = fit.extra["vcov"]["terms"]
+    V = np.asarray(fit.extra["vcov"]["matrix"], dtype=float)
+    est = {c.term: c.estimate for c in fit.coefficients}
+    warnings: list[str] = []
+    index: dict[str, int | None] = {levels[0]: None}
+    for lv in levels[1:]:
+        term = f"{factor}{lv}"
+        if term not in vterms or term not in est:
+            raise ValueError(f"coefficient {term!r} not in the fit (aliased or not "
+                             "treatment-coded?)")
+        index[lv] = vterms.index(term)
+    if any(":" in t and re.search(rf"(^|:){re.escape(factor)}", t) for t in vterms):
+        warnings.append(f"{factor!r} interacts with other terms: contrasts are at the reference "
+                        "levels of the interacting factors")
+    rows = []
+    z = _z(cl)
+    for a, b in combinations(levels, 2):
+        w = np.zeros(len(vterms))
+        if index[a] is not None:
+            w[index[a]] += 1.0
+        if index[b] is not None:
+            w[index[b]] -= 1.0
+        beta = np.array([est[t] for t in vterms])
+        d = float(w @ beta)
+        se = float(math.sqrt(max(w @ V @ w, 0.0)))
+        stat = d / se if se > 0 else math.nan
+        p = float(2 * sps.norm.sf(abs(stat))) if math.isfinite(stat) else math.nan
+        rows.append([a, b, d, se, stat, d - z * se, d + z * se, p])
+    pvals = [r[-1] for r in rows]
+    if rows and all(math.isfinite(x) for x in pvals):
+        adj = [float(x) for x in multipletests(pvals, method=adjust)[1]]
+    else:
+        adj = [math.nan] * len(rows)
+    contrasts = [Contrast(*r, p_adjusted=pa) for r, pa in zip(rows, adj, strict=True)]
+    scale = ("latent logit (positive: higher ratings)" if fit.family == "cumulative"
+             else "log-odds")
+    return PairwiseContrasts(factor=factor, scale=scale, adjust=adjust, conf_level=cl,
+                             contrasts=contrasts, engine=fit.engine, warnings=warnings)
+
+
+# --------------------------------------------------------------------------------------------
+# pairwise preferences
+
+
+_LEFT = {"a", "left", "l"}
+_RIGHT = {"b", "right", "r"}
+_TIE = {"tie", "t", "equal", "same", "="}
+
+
+def _wilson(count: float, n: float, conf_level: float) -> tuple[float, float] | None:
+    from statsmodels.stats.proportion import proportion_confint
+
+    if n <= 0:
+        return None
+    lo, hi = proportion_confint(count, n, alpha=1 - conf_level, method="wilson")
+    return float(lo), float(hi)
+
+
+def preference_model(
+    df: pd.DataFrame,
+    *,
+    left: str = "left_system",
+    right: str = "right_system",
+    choice: str = "choice",
+    reference: str | None = None,
+    cluster: str | None = None,
+    conf_level: float = 0.95,
+) -> PreferenceResult:
+    """Pairwise A/B preferences: shares per system and a Bradley-Terry model with a position term.
+
+    Rows: ``left_system`` (shown as "A"), ``right_system`` ("B"), ``choice`` in {"A", "B",
+    "tie"} (case-insensitive; "left"/"right" accepted too). Model (statsmodels GLM,
+    Binomial/logit): P(choose left) = logit^-1(position + beta_left - beta_right), with
+    beta_reference = 0 (``reference``: default the first system in sorted order). Coefficients:
+    ``"position (A/left)"`` (the intercept) and ``"system<level>"`` (strength relative to the
+    reference, log-odds of winning against it). ``cluster="rater"`` gives cluster-robust SEs by
+    that column (default: model-based SEs). Fitted twice: ties excluded, and ties counted as
+    half (response 0.5 for a tie).
+    """
+    import statsmodels
+    import statsmodels.api as sm
+    from scipy.special import expit
+
+    for col in (left, right, choice) + ((cluster,) if cluster else ()):
+        if col not in df.columns:
+            raise ValueError(f"missing column {col!r}")
+    data = df.dropna(subset=[left, right, choice]).copy()
+    data[left] = data[left].map(level_label)
+    data[right] = data[right].map(level_label)
+    ch = data[choice].astype(str).str.strip().str.lower()
+    side = np.where(ch.isin(_LEFT), 1.0, np.where(ch.isin(_RIGHT), 0.0,
+                                                    np.where(ch.isin(_TIE), 0.5, np.nan)))
+    if np.isnan(side).any():
+        bad = sorted(set(data[choice][np.isnan(side)].astype(str)))
+        raise ValueError(f"unknown choice values {bad}; expected A/B/tie")
+    if (data[left] == data[right]).any():
+        raise ValueError("a comparison of a system with itself")
+    data["_y"] = side
+    systems = rbridge.factor_levels(pd.concat([data[left], data[right]], ignore_index=True),
+                                    reference=reference)
+    n_ties = int((side == 0.5).sum())
+
+    shares = []
+    for s in systems:
+        is_l, is_r = data[left] == s, data[right] == s
+        wins = int(((is_l & (data["_y"] == 1)) | (is_r & (data["_y"] == 0))).sum())
+        losses = int(((is_l & (data["_y"] == 0)) | (is_r & (data["_y"] == 1))).sum())
+        ties = int(((is_l | is_r) & (data["_y"] == 0.5)).sum())
+        n = wins + losses + ties
+        shares.append(PreferenceShare(
+            system=s, n=n, wins=wins, losses=losses, ties=ties,
+            share_ties_excluded=wins / (wins + losses) if wins + losses else None,
+            ci_ties_excluded=_wilson(wins, wins + losses, conf_level),
+            share_ties_half=(wins + 0.5 * ties) / n if n else None,
+            ci_ties_half=_wilson(wins + 0.5 * ties, n, conf_level),
+        ))
+
+    def design(d: pd.DataFrame) -> pd.DataFrame:
+        X = pd.DataFrame({"position (A/left)": np.ones(len(d))}, index=d.index)
+        for s in systems[1:]:
+            X[f"system{s}"] = (d[left] == s).astype(float) - (d[right] == s).astype(float)
+        return X
+
+    def fit(d: pd.DataFrame, label: str) -> ModelFit | None:
+        if len(d) == 0:
+            return None
+        X = design(d)
+        y = d["_y"].to_numpy(dtype=float)
+        t0 = time.perf_counter()
+        model = sm.GLM(y, X, family=sm.families.Binomial())
+        warns: list[str] = []
+        if cluster is not None:
+            codes = pd.factorize(d[cluster].astype(str))[0]
+            res = model.fit(cov_type="cluster", cov_kwds={"groups": codes})
+            se_kind = f"cluster-robust SEs by {cluster}"
+        else:
+            res = model.fit()
+            se_kind = "model-based SEs"
+        cov = np.asarray(res.cov_params(), dtype=float)
+        names = list(X.columns)
+        coefs = [_coef(n, e, math.sqrt(max(cov[i, i], 0.0)), conf_level)
+                 for i, (n, e) in enumerate(zip(names, np.asarray(res.params), strict=True))]
+        converged = bool(getattr(res, "converged", True)) and all(
+            math.isfinite(c.se) and c.se < 1e3 for c in coefs)
+        if not converged:
+            warns.append("preference model did not converge (separation or a disconnected "
+                         "comparison graph?)")
+        return ModelFit(
+            formula="P(choose A/left) = logit^-1(position + beta_left - beta_right)",
+            engine=f"statsmodels {statsmodels.__version__} GLM Binomial(logit), {se_kind}",
+            family="bradley-terry (binomial)", link="logit", n_obs=len(d),
+            coefficients=coefs, converged=converged, warnings=warns,
+            extra={"ties": label, "conf_level": conf_level, "levels": {"system": systems},
+                   "reference": {"system": systems[0]},
+                   "vcov": _vcov_extra(names, cov), "elapsed_s": time.perf_counter() - t0,
+                   "p_left_at_equal_strength": float(expit(coefs[0].estimate)),
+                   "p_left_ci": (float(expit(coefs[0].ci_low)), float(expit(coefs[0].ci_high)))},
+        )
+
+    no_ties = data[data["_y"] != 0.5]
+    fit_ex = fit(no_ties, "excluded")
+    fit_half = fit(data, "counted as half")
+    n_left = int((no_ties["_y"] == 1).sum())
+    extra: dict[str, Any] = {"systems": systems, "reference": systems[0]}
+    if len(no_ties):
+        bt = sps.binomtest(n_left, len(no_ties), 0.5)
+        extra["left_share_ties_excluded"] = {
+            "share": n_left / len(no_ties), "ci": _wilson(n_left, len(no_ties), conf_level),
+            "n": len(no_ties), "binomial_test_p": float(bt.pvalue)}
+    if len(data):
+        cnt = n_left + 0.5 * n_ties
+        extra["left_share_ties_half"] = {
+            "share": cnt / len(data), "ci": _wilson(cnt, len(data), conf_level), "n": len(data)}
+    return PreferenceResult(
+        n_comparisons=len(data), n_ties=n_ties, shares=shares,
+        ties_excluded=fit_ex, ties_half=fit_half,
+        position_ties_excluded=fit_ex.coefficients[0] if fit_ex else None,
+        position_ties_half=fit_half.coefficients[0] if fit_half else None,
+        extra=extra,
+    )

@@ -1,0 +1,697 @@
+"""Validity of proxies against human judgments: discrimination, association, agreement, decisions.
+
+- `auc_with_ci`, `auc_by_slice`, `delong_test`: AUC-ROC of a proxy score against binary human
+  labels (LATTE Table 4), with DeLong (1988) or stratified bootstrap CIs, and DeLong's test for
+  two proxies scored on the same cases.
+- `correlations`, `williams_test`: association (Pearson/Spearman/Kendall with bootstrap CIs;
+  Williams' test for two metrics' correlations with the same human scores).
+- `bland_altman`: agreement of two numeric methods (bias and limits of agreement).
+- `threshold_for_precision`, `latte_score`, `deployment_table`: turning a proxy into decisions
+  (LATTE section 5).
+
+Orientation: every AUC/threshold function assumes a higher score means "more likely positive"
+unless `higher_is_positive=False` (WER-like scores), in which case scores are negated inside and
+thresholds are reported back in the original units. Labels are booleans or 0/1. Pairs with a
+missing score or label are dropped (counted in `details["dropped"]` where an Estimate is
+returned).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from analysis.stats import Estimate
+
+# Decisions compare percentages with thresholds; 100 - 100 * 0.2 is 79.99999999999999 in
+# floating point, so ">= 80" is tested with this tolerance.
+DECISION_TOLERANCE = 1e-9
+
+
+# --------------------------------------------------------------------------------------------
+# Input handling
+# --------------------------------------------------------------------------------------------
+
+
+def _scores_and_labels(
+    scores: Sequence[float], labels: Sequence, higher_is_positive: bool
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Oriented float scores and boolean labels with incomplete pairs dropped."""
+    s = pd.to_numeric(pd.Series(list(scores), dtype=object), errors="raise").astype(float)
+    y = pd.Series(list(labels), dtype=object)
+    if len(s) != len(y):
+        raise ValueError(f"scores and labels differ in length ({len(s)} vs {len(y)})")
+    keep = (s.notna() & y.notna()).to_numpy()
+    y_kept = y[keep]
+    if not y_kept.isin([0, 1]).all():  # True == 1 and False == 0, so booleans pass
+        raise ValueError("labels must be booleans or 0/1")
+    oriented = s[keep].to_numpy() * (1.0 if higher_is_positive else -1.0)
+    return oriented, y_kept.astype(bool).to_numpy(), int((~keep).sum())
+
+
+def _pairs(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Two numeric arrays with pairs missing either value dropped."""
+    xs = pd.to_numeric(pd.Series(list(x), dtype=object), errors="raise").astype(float)
+    ys = pd.to_numeric(pd.Series(list(y), dtype=object), errors="raise").astype(float)
+    if len(xs) != len(ys):
+        raise ValueError(f"x and y differ in length ({len(xs)} vs {len(ys)})")
+    keep = (xs.notna() & ys.notna()).to_numpy()
+    return xs[keep].to_numpy(), ys[keep].to_numpy(), int((~keep).sum())
+
+
+# --------------------------------------------------------------------------------------------
+# AUC
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AucResult:
+    """AUC-ROC with its CI, class sizes and the ROC curve for plotting.
+
+    `fpr`, `tpr` and `thresholds` come from `sklearn.metrics.roc_curve` (intermediate
+    collinear points dropped); thresholds are in the caller's score units, and the first one
+    is +inf (or -inf when `higher_is_positive=False`): the point (0, 0) where nothing is
+    predicted positive.
+    """
+
+    auc: Estimate
+    n_pos: int
+    n_neg: int
+    higher_is_positive: bool
+    fpr: list[float] = field(default_factory=list)
+    tpr: list[float] = field(default_factory=list)
+    thresholds: list[float] = field(default_factory=list)
+
+
+def _delong_components(pos: np.ndarray, neg: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    """AUC and DeLong's structural components via midranks (Sun & Xu 2014).
+
+    v10[i]: share of negatives scored below positive i (ties count 1/2);
+    v01[j]: share of positives scored above negative j (ties count 1/2).
+    """
+    m, n = pos.size, neg.size
+    rank_all = stats.rankdata(np.concatenate([pos, neg]))
+    rank_pos = stats.rankdata(pos)
+    rank_neg = stats.rankdata(neg)
+    auc = (rank_all[:m].sum() - m * (m + 1) / 2) / (m * n)
+    v10 = (rank_all[:m] - rank_pos) / n
+    v01 = 1.0 - (rank_all[m:] - rank_neg) / m
+    return float(auc), v10, v01
+
+
+def delong_variance(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
+    """(AUC, DeLong variance) for oriented scores and boolean labels (both classes present).
+
+    var = s10 / m + s01 / n with s10, s01 the sample variances (ddof=1) of the structural
+    components over the m positives and n negatives (DeLong, DeLong & Clarke-Pearson 1988).
+    """
+    auc, v10, v01 = _delong_components(scores[labels], scores[~labels])
+    return auc, float(np.var(v10, ddof=1) / v10.size + np.var(v01, ddof=1) / v01.size)
+
+
+def _rank_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    m = int(labels.sum())
+    n = labels.size - m
+    ranks = stats.rankdata(scores)
+    return float((ranks[labels].sum() - m * (m + 1) / 2) / (m * n))
+
+
+def auc_with_ci(
+    scores: Sequence[float],
+    labels: Sequence,
+    method: Literal["delong", "bootstrap"] = "delong",
+    *,
+    higher_is_positive: bool = True,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> AucResult:
+    """AUC-ROC of `scores` for binary `labels` with a confidence interval and the ROC curve.
+
+    The point value is `sklearn.metrics.roc_auc_score` (ties between a positive and a negative
+    count 1/2). `method="delong"`: AUC +/- z * sqrt(DeLong variance), clipped to [0, 1], as
+    R pROC's default `ci.auc`. `method="bootstrap"`: percentile interval over `n_boot`
+    stratified resamples (positives and negatives resampled separately, so every replicate
+    has both classes, as pROC's `stratified=TRUE`), seeded. `n` counts cases used.
+    Raises `ValueError` unless both classes are present.
+    """
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    if method not in ("delong", "bootstrap"):
+        raise ValueError(f"method must be 'delong' or 'bootstrap', not {method!r}")
+    s, y, dropped = _scores_and_labels(scores, labels, higher_is_positive)
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError(f"AUC needs both classes; have {n_pos} positive, {n_neg} negative")
+    point = float(roc_auc_score(y, s))
+    tail = (1 - level) / 2
+    details = {"dropped": float(dropped)}
+    low: float | None
+    high: float | None
+    if method == "delong":
+        label = f"AUC-ROC, DeLong {level:.0%} CI"
+        if n_pos < 2 or n_neg < 2:  # the structural components' variances need 2 per class
+            low = high = None
+            label += " (undefined: fewer than 2 cases in a class)"
+        else:
+            _, variance = delong_variance(s, y)
+            half = float(stats.norm.ppf(1 - tail) * np.sqrt(variance))
+            low, high = max(0.0, point - half), min(1.0, point + half)
+            details["variance"] = variance
+    else:
+        rng = np.random.default_rng(seed)
+        pos, neg = np.flatnonzero(y), np.flatnonzero(~y)
+        stratified_labels = np.concatenate([np.ones(n_pos, bool), np.zeros(n_neg, bool)])
+        replicates = np.empty(n_boot)
+        for b in range(n_boot):
+            draw = np.concatenate([rng.choice(pos, n_pos), rng.choice(neg, n_neg)])
+            replicates[b] = _rank_auc(s[draw], stratified_labels)
+        low, high = (float(x) for x in np.quantile(replicates, [tail, 1 - tail]))
+        details["n_boot"] = float(n_boot)
+        label = f"AUC-ROC, stratified percentile bootstrap {level:.0%} CI (B={n_boot}, seed={seed})"
+    fpr, tpr, thresholds = roc_curve(y, s)
+    if not higher_is_positive:
+        thresholds = -thresholds
+    return AucResult(
+        auc=Estimate(point, low, high, n_pos + n_neg, label, details=details),
+        n_pos=n_pos,
+        n_neg=n_neg,
+        higher_is_positive=higher_is_positive,
+        fpr=fpr.tolist(),
+        tpr=tpr.tolist(),
+        thresholds=thresholds.tolist(),
+    )
+
+
+@dataclass
+class SliceAuc:
+    """One row of an AUC-by-slice table; `auc` and the CI are None when a class is missing."""
+
+    slice: object
+    n: int
+    n_pos: int
+    auc: float | None
+    ci_low: float | None
+    ci_high: float | None
+    is_overall: bool = False
+
+
+def auc_by_slice(
+    df: pd.DataFrame,
+    score_col: str,
+    label_col: str,
+    slice_col: str,
+    *,
+    method: Literal["delong", "bootstrap"] = "delong",
+    higher_is_positive: bool = True,
+    include_overall: bool = True,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> list[SliceAuc]:
+    """AUC with CI overall (first row, `is_overall=True`, `slice=None`) and per slice value.
+
+    Slices come in sorted order (first-seen order if unsortable); rows with a missing slice
+    value count only in the overall row. `n` counts cases with both score and label.
+    """
+    rows: list[SliceAuc] = []
+
+    def one(part: pd.DataFrame, name: object, overall: bool) -> SliceAuc:
+        s, y, _ = _scores_and_labels(part[score_col], part[label_col], True)
+        n_pos = int(y.sum())
+        if n_pos == 0 or n_pos == y.size:
+            return SliceAuc(name, int(y.size), n_pos, None, None, None, overall)
+        result = auc_with_ci(
+            part[score_col],
+            part[label_col],
+            method=method,
+            higher_is_positive=higher_is_positive,
+            level=level,
+            n_boot=n_boot,
+            seed=seed,
+        )
+        est = result.auc
+        return SliceAuc(name, est.n, n_pos, est.value, est.ci_low, est.ci_high, overall)
+
+    if include_overall:
+        rows.append(one(df, None, True))
+    values = list(pd.unique(df[slice_col].dropna()))
+    with contextlib.suppress(TypeError):  # unsortable slice values keep first-seen order
+        values = sorted(values)
+    for value in values:
+        plain = value.item() if isinstance(value, np.generic) else value
+        rows.append(one(df[df[slice_col] == value], plain, False))
+    return rows
+
+
+@dataclass
+class HypothesisTest:
+    """A test statistic with its degrees of freedom (None for z tests) and p-value."""
+
+    statistic: float
+    df: float | None
+    p_value: float
+    method: str
+    details: dict[str, float] = field(default_factory=dict)
+
+
+def delong_test(
+    scores_a: Sequence[float],
+    scores_b: Sequence[float],
+    labels: Sequence,
+    *,
+    higher_is_positive: tuple[bool, bool] = (True, True),
+    level: float = 0.95,
+) -> HypothesisTest:
+    """DeLong's test for two correlated AUCs: two proxies scored on the same cases.
+
+    z = (AUC_a - AUC_b) / sqrt(var_a + var_b - 2 cov_ab) from the structural components;
+    two-sided p-value. `details` holds both AUCs, their difference and its CI (as R pROC's
+    `roc.test(method="delong", paired=TRUE)`). Cases missing either score or the label are
+    dropped.
+    """
+    frame = pd.DataFrame({"a": list(scores_a), "b": list(scores_b), "y": list(labels)})
+    frame = frame.dropna()
+    sa, y, _ = _scores_and_labels(frame["a"], frame["y"], higher_is_positive[0])
+    sb, _, _ = _scores_and_labels(frame["b"], frame["y"], higher_is_positive[1])
+    if y.sum() < 2 or (~y).sum() < 2:
+        raise ValueError("DeLong's test needs at least 2 cases of each class")
+    auc_a, v10_a, v01_a = _delong_components(sa[y], sa[~y])
+    auc_b, v10_b, v01_b = _delong_components(sb[y], sb[~y])
+    s10 = np.cov(np.vstack([v10_a, v10_b]), ddof=1)
+    s01 = np.cov(np.vstack([v01_a, v01_b]), ddof=1)
+    cov = s10 / v10_a.size + s01 / v01_a.size
+    variance = float(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1])
+    diff = auc_a - auc_b
+    z = diff / np.sqrt(variance) if variance > 0 else float("nan")
+    half = float(stats.norm.ppf(1 - (1 - level) / 2) * np.sqrt(variance))
+    return HypothesisTest(
+        statistic=float(z),
+        df=None,
+        p_value=float(2 * stats.norm.sf(abs(z))),
+        method="DeLong's test for two correlated ROC curves (two-sided)",
+        details={
+            "auc_a": auc_a,
+            "auc_b": auc_b,
+            "difference": diff,
+            "ci_low": diff - half,
+            "ci_high": diff + half,
+            "n": float(y.size),
+        },
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Correlation
+# --------------------------------------------------------------------------------------------
+
+_CORRELATIONS = {
+    "pearson": stats.pearsonr,
+    "spearman": stats.spearmanr,
+    "kendall": stats.kendalltau,  # tau-b (ties corrected)
+}
+
+
+def correlations(
+    x: Sequence[float],
+    y: Sequence[float],
+    n_boot: int = 1000,
+    seed: int = 0,
+    *,
+    level: float = 0.95,
+) -> dict[str, Estimate]:
+    """Pearson r, Spearman rho and Kendall tau-b, each with a bootstrap CI and p-value.
+
+    p-values are scipy's (Pearson: t test; Spearman: t approximation; Kendall: exact for small
+    samples without ties, else normal approximation). CIs: percentile bootstrap over pairs
+    (x_i, y_i) resampled together, the same resamples for the three coefficients; replicates
+    where a coefficient is undefined (a constant resample) are skipped. Correlation is
+    association, not agreement: report `bland_altman` or kappa/alpha as well.
+    """
+    xs, ys, dropped = _pairs(x, y)
+    n = xs.size
+    if n < 3:
+        raise ValueError(f"correlations need at least 3 complete pairs; have {n}")
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n, size=(n_boot, n))
+    tail = (1 - level) / 2
+    out: dict[str, Estimate] = {}
+    for name, func in _CORRELATIONS.items():
+        point = func(xs, ys)
+        replicates = np.empty(n_boot)
+        for b, draw in enumerate(draws):
+            xb, yb = xs[draw], ys[draw]
+            if np.ptp(xb) == 0 or np.ptp(yb) == 0:
+                replicates[b] = np.nan
+            else:
+                replicates[b] = func(xb, yb).statistic
+        valid = replicates[np.isfinite(replicates)]
+        low, high = (
+            (float(v) for v in np.quantile(valid, [tail, 1 - tail]))
+            if valid.size
+            else (
+                None,
+                None,
+            )
+        )
+        out[name] = Estimate(
+            value=float(point.statistic),
+            ci_low=low,
+            ci_high=high,
+            n=n,
+            method=f"{name} correlation, percentile bootstrap CI over pairs (B={n_boot}, "
+            f"seed={seed})",
+            p_value=float(point.pvalue),
+            details={"dropped": float(dropped), "n_invalid": float(n_boot - valid.size)},
+        )
+    return out
+
+
+def williams_test(
+    r12: float,
+    r13: float,
+    r23: float,
+    n: int,
+    *,
+    alternative: Literal["two-sided", "greater", "less"] = "two-sided",
+) -> HypothesisTest:
+    """Williams' (1959) test of r12 = r13 for dependent correlations sharing variable 1.
+
+    Variable 1 is typically the human score, 2 and 3 two metrics scored on the same n cases
+    (Graham & Baldwin 2014 for MT metrics); r23 is the metrics' correlation with each other.
+    With K = 1 - r12^2 - r13^2 - r23^2 + 2 r12 r13 r23 (Steiger 1980, eq. 7):
+
+        t = (r12 - r13) sqrt((n - 1)(1 + r23)) /
+            sqrt(2 K (n - 1) / (n - 3) + ((r12 + r13) / 2)^2 (1 - r23)^3),   df = n - 3.
+
+    `alternative="greater"` tests r12 > r13 (metric 2 correlates better), as Graham & Baldwin
+    do one-sided. Raises `ValueError` for |r| > 1, n <= 3 or an impossible correlation
+    matrix (K < 0).
+    """
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError(f"alternative must be two-sided, greater or less, not {alternative!r}")
+    if any(abs(r) > 1 for r in (r12, r13, r23)):
+        raise ValueError("correlations must lie in [-1, 1]")
+    if n <= 3:
+        raise ValueError("Williams' test needs n > 3")
+    k = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
+    if k < 0:
+        raise ValueError("r12, r13 and r23 do not form a valid correlation matrix")
+    numerator = (r12 - r13) * np.sqrt((n - 1) * (1 + r23))
+    denominator = np.sqrt(2 * k * (n - 1) / (n - 3) + ((r12 + r13) / 2) ** 2 * (1 - r23) ** 3)
+    t = float(numerator / denominator)
+    dof = n - 3
+    if alternative == "two-sided":
+        p = 2 * stats.t.sf(abs(t), dof)
+    elif alternative == "greater":
+        p = stats.t.sf(t, dof)
+    else:
+        p = stats.t.cdf(t, dof)
+    method = f"Williams' t for dependent correlations ({alternative})"
+    return HypothesisTest(t, float(dof), float(p), method)
+
+
+# --------------------------------------------------------------------------------------------
+# Bland-Altman
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BlandAltman:
+    """Bias (mean of a - b), SD of the differences and the limits of agreement, with CIs.
+
+    `means` and `differences` are the per-case points of the Bland-Altman plot (x: (a+b)/2,
+    y: a-b); draw horizontal lines at `bias.value`, `lower.value` and `upper.value`.
+    """
+
+    bias: Estimate
+    sd: float
+    lower: Estimate
+    upper: Estimate
+    n: int
+    k: float
+    means: list[float]
+    differences: list[float]
+
+
+def bland_altman(
+    a: Sequence[float], b: Sequence[float], *, k: float = 1.96, level: float = 0.95
+) -> BlandAltman:
+    """Bland-Altman agreement of two measurement methods on the same cases (d = a - b).
+
+    bias = mean(d), sd = SD(d) (ddof=1), limits = bias -/+ k sd. CIs use t with n - 1 df and
+    Bland & Altman (1999) standard errors: SE(bias) = sd / sqrt(n), SE(limit) =
+    sd sqrt(1/n + k^2 / (2 (n - 1))) (about sqrt(3 sd^2 / n) for k near 2, their 1986 text).
+    Pairs missing a value are dropped. Assumes differences roughly normal and unrelated to
+    the magnitude; look at the plot.
+    """
+    xa, xb, dropped = _pairs(a, b)
+    n = xa.size
+    if n < 3:
+        raise ValueError(f"Bland-Altman needs at least 3 complete pairs; have {n}")
+    d = xa - xb
+    bias = float(d.mean())
+    sd = float(d.std(ddof=1))
+    t = float(stats.t.ppf(1 - (1 - level) / 2, n - 1))
+    se_bias = sd / float(np.sqrt(n))
+    se_limit = sd * float(np.sqrt(1 / n + k**2 / (2 * (n - 1))))
+    lower, upper = bias - k * sd, bias + k * sd
+    note = f"t-based {level:.0%} CI (Bland & Altman 1999), dropped={dropped}"
+    return BlandAltman(
+        bias=Estimate(bias, bias - t * se_bias, bias + t * se_bias, n, f"mean difference; {note}"),
+        sd=sd,
+        lower=Estimate(
+            lower, lower - t * se_limit, lower + t * se_limit, n, f"bias - {k} SD; {note}"
+        ),
+        upper=Estimate(
+            upper, upper - t * se_limit, upper + t * se_limit, n, f"bias + {k} SD; {note}"
+        ),
+        n=n,
+        k=k,
+        means=((xa + xb) / 2).tolist(),
+        differences=d.tolist(),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Decisions (LATTE section 5)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ThresholdChoice:
+    """The chosen threshold and its precision/recall; threshold None when none qualifies."""
+
+    threshold: float | None
+    precision: float | None
+    recall: float | None
+    n_predicted_positive: int
+    n_positive: int
+    target_precision: float
+    achieved: bool
+    higher_is_positive: bool
+
+
+def threshold_for_precision(
+    scores: Sequence[float],
+    labels: Sequence,
+    target_precision: float,
+    *,
+    higher_is_positive: bool = True,
+) -> ThresholdChoice:
+    """The most permissive threshold whose precision reaches `target_precision` (dev split).
+
+    A case is predicted positive when score >= threshold (score <= threshold when
+    `higher_is_positive=False`). Candidates are the observed scores; among those with
+    precision >= target the one predicting the most positives is returned, i.e. the smallest
+    threshold (largest for lower-is-positive), which maximises recall at that precision.
+    Precision is not monotone in the threshold, so a stricter threshold may fall below
+    target again; the choice is still the smallest qualifying one. LATTE picked 0.85 on its
+    dev split for 90% precision (72% recall). Pick on dev, report on test.
+    """
+    if not 0 < target_precision <= 1:
+        raise ValueError("target_precision must lie in (0, 1]")
+    s, y, _ = _scores_and_labels(scores, labels, higher_is_positive)
+    n_positive = int(y.sum())
+    order = np.argsort(-s, kind="stable")
+    s_sorted, y_sorted = s[order], y[order]
+    tp = np.cumsum(y_sorted)
+    predicted = np.arange(1, s.size + 1)
+    # Only the last index of each run of equal scores is a realisable cut.
+    last_of_run = np.append(s_sorted[1:] != s_sorted[:-1], True)
+    precision = tp[last_of_run] / predicted[last_of_run]
+    ok = np.flatnonzero(precision >= target_precision - 1e-12)
+    if ok.size == 0 or n_positive == 0:
+        return ThresholdChoice(
+            None, None, None, 0, n_positive, target_precision, False, higher_is_positive
+        )
+    best = ok[-1]  # the lowest oriented threshold that qualifies
+    cut = s_sorted[last_of_run][best]
+    threshold = float(cut if higher_is_positive else -cut)
+    return ThresholdChoice(
+        threshold=threshold,
+        precision=float(precision[best]),
+        recall=float(tp[last_of_run][best] / n_positive),
+        n_predicted_positive=int(predicted[last_of_run][best]),
+        n_positive=n_positive,
+        target_precision=target_precision,
+        achieved=True,
+        higher_is_positive=higher_is_positive,
+    )
+
+
+def latte_score(predictions: Sequence, *, threshold: float | None = None) -> float:
+    """LATTEScore = 100 * (# predicted meaning preserved) / (# examples) (LATTE eq. 1).
+
+    `predictions` are booleans/0-1 predictions, or with `threshold` probabilities P(yes) and
+    an example counts as preserved when P(yes) >= threshold. Missing predictions are left out
+    of both counts; NaN when none remain.
+    """
+    values = pd.to_numeric(pd.Series(list(predictions), dtype=object), errors="raise")
+    values = values.dropna().astype(float)
+    if values.empty:
+        return float("nan")
+    if threshold is None:
+        if not values.isin([0.0, 1.0]).all():
+            raise ValueError("predictions must be 0/1 unless a probability threshold is given")
+        preserved = values == 1.0
+    else:
+        preserved = values >= threshold
+    return float(100.0 * preserved.mean())
+
+
+@dataclass
+class DeploymentRow:
+    """One group (speaker, model): WordAcc, human MP%, each proxy's predicted % and decisions.
+
+    `accept` maps "word_acc", "human" and each proxy name to the accept/reject decision.
+    """
+
+    group: object
+    n: int
+    word_acc: float
+    human_mp: float
+    proxies: dict[str, float]
+    accept: dict[str, bool]
+
+
+@dataclass
+class DecisionAgreement:
+    """How often a decider (WordAcc or a proxy) takes the humans' accept/reject decision."""
+
+    decider: str
+    n_groups: int
+    accuracy: float
+    kappa: float
+    disagreements: list[object]
+
+
+@dataclass
+class DeploymentTable:
+    rows: list[DeploymentRow]
+    agreement: list[DecisionAgreement]
+    method: str
+
+
+def _passes(value: float, minimum: float) -> bool:
+    return bool(np.isfinite(value) and value >= minimum - DECISION_TOLERANCE)
+
+
+def deployment_table(
+    df: pd.DataFrame,
+    group_col: str,
+    *,
+    human_col: str = "meaning_preserved",
+    wer_col: str = "wer",
+    proxy_cols: Sequence[str] = (),
+    proxy_thresholds: Mapping[str, float] | None = None,
+    wer_unit: Literal["fraction", "percent"] = "fraction",
+    word_acc: Literal["mean", "corpus"] = "mean",
+    errors_col: str | None = None,
+    ref_words_col: str | None = None,
+    word_acc_min: float = 80.0,
+    mp_min: float = 70.0,
+    proxy_min: float = 70.0,
+) -> DeploymentTable:
+    """LATTE's deployment table: per group, WordAcc, human MP%, proxy % and accept/reject.
+
+    One row of `df` per output (utterance) with its group (speaker/model), the binary human
+    label `human_col` (meaning preserved: booleans/0-1; aggregate several raters first), the
+    WER `wer_col` and one column per proxy. A proxy column holds 0/1 predictions, or scores
+    turned into predictions by `proxy_thresholds[col]` (P(yes) >= threshold).
+
+    WordAcc = 100 - min(WER%, 100). `word_acc="mean"` (default): the mean over the group's
+    outputs of each output's WordAcc (as `metrics` stores `word_acc` per output); WER is a
+    fraction (jiwer, our scorers) unless `wer_unit="percent"`. `word_acc="corpus"`: one
+    corpus WER per group, sum(errors_col) / sum(ref_words_col), which weighs long references
+    more. The paper does not say which it used.
+    Human MP% = 100 * mean(human_col); proxy % = `latte_score`. Missing values are left out
+    of each mean. Accept when WordAcc >= `word_acc_min` (80), MP >= `mp_min` (70), proxy % >=
+    `proxy_min` (70), compared with a 1e-9 tolerance. `agreement` compares each decider's
+    decisions (WordAcc and every proxy) with the human decisions over groups: accuracy and
+    Cohen's kappa (NaN when a side never varies).
+    """
+    from analysis.stats.agreement import cohen_kappa
+
+    if wer_unit not in ("fraction", "percent"):
+        raise ValueError("wer_unit must be 'fraction' or 'percent'")
+    if word_acc not in ("mean", "corpus"):
+        raise ValueError("word_acc must be 'mean' or 'corpus'")
+    if word_acc == "corpus" and (errors_col is None or ref_words_col is None):
+        raise ValueError("word_acc='corpus' needs errors_col and ref_words_col")
+    thresholds = dict(proxy_thresholds or {})
+    unknown = [c for c in [*proxy_cols, *thresholds] if c not in df.columns]
+    if unknown:
+        raise ValueError(f"columns not in the table: {unknown}")
+    scale = 100.0 if wer_unit == "fraction" else 1.0
+
+    rows: list[DeploymentRow] = []
+    for group, part in df.groupby(group_col, sort=True, dropna=True):
+        if word_acc == "mean":
+            wer_pct = pd.to_numeric(part[wer_col], errors="raise").astype(float) * scale
+            acc = float((100.0 - wer_pct.clip(upper=100.0)).mean())
+        else:
+            words = pd.to_numeric(part[ref_words_col]).sum()
+            errors = pd.to_numeric(part[errors_col]).sum()
+            acc = 100.0 - min(100.0 * errors / words, 100.0) if words > 0 else float("nan")
+        human = pd.to_numeric(part[human_col].astype(object), errors="raise").dropna()
+        if not human.isin([0, 1]).all():
+            raise ValueError(f"{human_col!r} must hold booleans or 0/1 (meaning preserved)")
+        mp = float(100.0 * human.astype(float).mean()) if len(human) else float("nan")
+        predicted = {
+            col: latte_score(part[col], threshold=thresholds.get(col)) for col in proxy_cols
+        }
+        accept = {"word_acc": _passes(acc, word_acc_min), "human": _passes(mp, mp_min)}
+        accept.update({col: _passes(pct, proxy_min) for col, pct in predicted.items()})
+        plain = group.item() if isinstance(group, np.generic) else group
+        rows.append(DeploymentRow(plain, len(part), acc, mp, predicted, accept))
+
+    human_decisions = [r.accept["human"] for r in rows]
+    agreement: list[DecisionAgreement] = []
+    for decider in ["word_acc", *proxy_cols]:
+        decisions = [r.accept[decider] for r in rows]
+        matches = [d == h for d, h in zip(decisions, human_decisions, strict=True)]
+        kappa = cohen_kappa(decisions, human_decisions, labels=[False, True]).value
+        agreement.append(
+            DecisionAgreement(
+                decider=decider,
+                n_groups=len(rows),
+                accuracy=float(np.mean(matches)) if rows else float("nan"),
+                kappa=kappa,
+                disagreements=[r.group for r, m in zip(rows, matches, strict=True) if not m],
+            )
+        )
+    return DeploymentTable(
+        rows=rows,
+        agreement=agreement,
+        method=(
+            f"WordAcc ({word_acc} over outputs) >= {word_acc_min}, human MP >= {mp_min}, "
+            f"proxy >= {proxy_min}"
+        ),
+    )

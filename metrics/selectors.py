@@ -17,8 +17,7 @@ TIDY_COLUMNS = (
 )
 
 
-def metric_rows(study: Study, *, metrics: list[str] | None = None) -> Iterator[dict]:
-    """One row per output x value name (e.g. wer, sub_rate, bertscore_f) x config."""
+def study_results(study: Study, *, metrics: list[str] | None = None):
     results = (
         MetricResult.objects.filter(output__item__study=study)
         .select_related("config", "output__item", "output__system")
@@ -26,19 +25,27 @@ def metric_rows(study: Study, *, metrics: list[str] | None = None) -> Iterator[d
     )
     if metrics:
         results = results.filter(config__metric__in=metrics)
-    for result in results.iterator(chunk_size=2000):
-        config = result.config
-        base = {
-            "item": result.output.item.external_id, "system": result.output.system.name,
-            "scorer": config.metric, "scorer_version": config.version,
-            "config": config.config_hash[:12],
-            "signature": json.dumps(config.signature, sort_keys=True),
-        }
-        if result.error:
-            yield {**base, "metric": config.metric, "value": "", "error": result.error}
-            continue
-        for name, value in result.values.items():
-            yield {**base, "metric": name, "value": value, "error": ""}
+    return results
+
+
+def result_rows(result: MetricResult) -> list[dict]:
+    """One tidy row per value name (e.g. wer, sub_rate, bertscore_f) of one stored result."""
+    config = result.config
+    base = {
+        "item": result.output.item.external_id, "system": result.output.system.name,
+        "scorer": config.metric, "scorer_version": config.version,
+        "config": config.config_hash[:12],
+        "signature": json.dumps(config.signature, sort_keys=True),
+    }
+    if result.error:
+        return [{**base, "metric": config.metric, "value": "", "error": result.error}]
+    return [{**base, "metric": name, "value": value, "error": ""}
+            for name, value in result.values.items()]
+
+
+def metric_rows(study: Study, *, metrics: list[str] | None = None) -> Iterator[dict]:
+    for result in study_results(study, metrics=metrics).iterator(chunk_size=2000):
+        yield from result_rows(result)
 
 
 def metrics_write_csv(study: Study, stream: IO[str], **filters) -> int:

@@ -204,12 +204,14 @@ def metric_batch_score(*, run_id: int, output_ids: Sequence[int], metrics: Seque
     encoder = None
     timings: dict[str, float] = defaultdict(float)
     if any(scorer.needs_encoder for scorer, _ in scorers):
-        from .scorers.encoder import get_encoder
+        from .scorers.encoder import get_encoder, prepare_shared
 
         started = time.perf_counter()
         encoder = get_encoder(run.model_path or default_model_path())
-        # One forward pass per distinct text, shared by every model-backed metric.
-        encoder.encode(sorted({t for pair in texts.values() for t in pair}))
+        # One forward pass per distinct text (and every layer any scorer reads), shared by
+        # every model-backed metric of the batch.
+        prepare_shared(encoder, [scorer for scorer, _ in scorers],
+                       [Pair(pk, reference, text) for pk, (reference, text) in texts.items()])
         timings["encoder"] += time.perf_counter() - started
     rows = []
     for scorer, config in scorers:

@@ -274,18 +274,23 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
             continue
         _section(entry, "auc", warnings, lambda u=usable, n=name, h=higher: validity.auc_with_ci(
             u[n].to_numpy(), u["majority"].to_numpy(), higher_is_positive=h))
-        slices = []
+        by_slice: dict[str, Any] = {}
         for column in slice_columns:
             if 1 < usable[column].nunique() <= 30:
-                _section(entry, f"by_{column}", warnings,
+                _section(by_slice, column, warnings,
                          lambda u=usable, n=name, h=higher, c=column: validity.auc_by_slice(
                              u, n, "majority", c, higher_is_positive=h, include_overall=False))
-                slices.append(column)
-        entry["slices"] = slices
+        by_slice.pop("_seconds", None)
+        entry["by_slice"] = by_slice
         both = table.dropna(subset=[name, "share"])
         if len(both) >= 5:
             _section(entry, "correlations", warnings, lambda b=both, n=name: validity.correlations(
                 b[n].to_numpy(), b["share"].to_numpy(), n_boot=500))
+            if name.startswith("rater:"):
+                # A proxy's probability and the share of humans saying yes share a 0..1 scale,
+                # so their agreement (not just correlation) is meaningful.
+                _section(entry, "bland_altman", warnings, lambda b=both, n=name:
+                         validity.bland_altman(b[n].to_numpy(), b["share"].to_numpy()))
         out["proxies"].append(entry)
     if "wer" in table.columns:
         group = options.get("deployment_group") or (

@@ -1,0 +1,65 @@
+import json
+from pathlib import Path
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from analysis.selectors import JudgmentFilter, judgments_tidy
+from analysis.services import analysis_run_execute, analysis_run_start
+from evalstudy.csvsafe import SafeDictWriter
+from evalstudy.management.base import get_study
+
+
+class Command(BaseCommand):
+    help = ("Analyse a study (descriptives, mixed models, agreement, proxies vs humans) and write "
+            "the results as JSON and the report as HTML and/or PDF.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--study", required=True)
+        parser.add_argument("--json", help="write every statistic as JSON")
+        parser.add_argument("--html", help="write the HTML report")
+        parser.add_argument("--pdf", help="write the PDF report")
+        parser.add_argument("--judgments-csv", help="write the tidy judgment table as CSV")
+        parser.add_argument("--formula", help="model formula, e.g. 'rating ~ temp + contact + "
+                                              "(1|rater)' (terms may name system/item metadata)")
+        parser.add_argument("--engine", default="auto",
+                            choices=["auto", "R", "pymer4", "statsmodels"])
+        parser.add_argument("--include-calibration", action="store_true")
+        parser.add_argument("--exclude-attention-failed", action="store_true")
+        parser.add_argument("--exclude-incomplete", action="store_true")
+        parser.add_argument("--raters", choices=["all", "human", "proxy"], default="all")
+
+    def handle(self, *args, study, **options):
+        target = get_study(study)
+        filters = {
+            "include_calibration": options["include_calibration"],
+            "exclude_attention_failed": options["exclude_attention_failed"],
+            "exclude_incomplete": options["exclude_incomplete"], "raters": options["raters"],
+        }
+        run_options = {"filters": filters, "engine": options["engine"],
+                       "pdf": bool(options["pdf"])}
+        if options["formula"]:
+            run_options["formula"] = options["formula"]
+        try:
+            run = analysis_run_start(study=target, options=run_options, enqueue=False)
+        except ValidationError as error:
+            raise CommandError("; ".join(error.messages)) from None
+        run = analysis_run_execute(run)
+        if options["json"]:
+            Path(options["json"]).write_text(json.dumps(run.result, indent=1), encoding="utf-8")
+        if options["html"]:
+            Path(options["html"]).write_text(run.report_html, encoding="utf-8")
+        if options["pdf"]:
+            Path(options["pdf"]).write_bytes(bytes(run.report_pdf))
+        if options["judgments_csv"]:
+            frame = judgments_tidy(target, JudgmentFilter(**filters))
+            with open(options["judgments_csv"], "w", encoding="utf-8", newline="") as handle:
+                writer = SafeDictWriter(handle, fieldnames=list(frame.columns))
+                writer.writeheader()
+                for row in frame.to_dict(orient="records"):
+                    writer.writerow(row)
+        warnings = run.result.get("warnings", [])
+        self.stdout.write(f"analysis {run.pk} of {target.slug}: {run.status} in "
+                          f"{run.result.get('seconds')} s, {len(warnings)} warning(s)")
+        for warning in warnings:
+            self.stdout.write(f"  warning: {warning}")

@@ -1,0 +1,74 @@
+"""Formatting helpers for the analysis report template."""
+
+import json
+import math
+
+from django import template
+
+register = template.Library()
+
+ESTIMATE_LABELS = {
+    "percent_agreement": "Percent agreement", "krippendorff_alpha": "Krippendorff's alpha",
+    "gwet_ac1": "Gwet's AC1", "fleiss_kappa": "Fleiss' kappa",
+    "binary_alpha": "Krippendorff's alpha (binary)",
+}
+MODEL_LABELS = (("clmm", "Cumulative link mixed model"), ("clm", "Cumulative link model"),
+                ("glmm", "Binomial GLMM"))
+
+
+@register.filter
+def num(value, digits=2):
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    try:
+        return f"{float(value):.{int(digits)}f}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@register.filter
+def pval(value):
+    if value is None:
+        return "–"
+    return "< 0.001" if value < 0.001 else f"{value:.3f}"
+
+
+@register.filter
+def pct(value):
+    return "–" if value is None else f"{100 * value:.0f}%"
+
+
+@register.filter
+def get(mapping, key):
+    return (mapping or {}).get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def split(value):
+    return value.split()
+
+
+@register.filter
+def models(criterion):
+    return [(label, criterion[key]) for key, label in MODEL_LABELS if key in criterion]
+
+
+@register.filter
+def estimates(agreement):
+    rows = [(ESTIMATE_LABELS[key], agreement[key]) for key in ESTIMATE_LABELS
+            if isinstance(agreement.get(key), dict) and "value" in agreement[key]]
+    for form, estimate in (agreement.get("icc") or {}).items():
+        if isinstance(estimate, dict) and "value" in estimate:
+            rows.append((form, estimate))
+    return rows
+
+
+@register.filter
+def proxy_names(deployment):
+    rows = deployment.get("rows") or []
+    return list(rows[0].get("proxies", {})) if rows else []
+
+
+@register.filter
+def pretty(value):
+    return json.dumps(value, indent=1, default=str)

@@ -1,0 +1,91 @@
+"""The analysis end to end on a study with judgments from five raters and metric results."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from analysis.models import AnalysisRun
+from annotation.services import judgments_import
+from evalstudy.importers import study_import_spec
+from evalstudy.spec import JudgmentRow, parse_study_spec
+from metrics.services import metric_batch_score, metric_run_dispatch, metric_run_start
+
+DEMO = Path(__file__).resolve().parents[2] / "demo"
+
+
+@pytest.fixture
+def rated_study(db):
+    """The ASR demo with 5 expert raters who judged every output (severity and usable),
+    raters agreeing more on the large system, and WER computed."""
+    path = DEMO / "asr_meaning.yaml"
+    spec = parse_study_spec(path.read_text(), str(path))
+    study, _ = study_import_spec(spec=spec, source=str(path))
+    rng = random.Random(7)
+    rows, line = [], 1
+    quality = {"asr-small": 0.55, "asr-medium": 0.7, "asr-large": 0.85}
+    for item in spec.items:
+        for system in item.outputs:
+            truth = rng.random() < quality[system]
+            for rater in range(5):
+                preserved = truth if rng.random() < 0.85 else not truth
+                severity = rng.choice("01") if preserved else "2"
+                for criterion, value in (("severity", severity),
+                                         ("usable", "yes" if preserved else "no")):
+                    line += 1
+                    rows.append(JudgmentRow(line, f"expert{rater}", item.external_id, system,
+                                            criterion, value))
+    judgments_import(study=study, rows=rows, source="simulated")
+    run = metric_run_start(study=study, metrics=["wer"], enqueue=False)
+    batches = []
+    metric_run_dispatch(run, send=lambda kind, ids, names: batches.append((ids, names)))
+    for ids, names in batches:
+        metric_batch_score(run_id=run.pk, output_ids=ids, metrics=names)
+    return study
+
+
+def test_analyze_command_writes_json_html_and_pdf(rated_study, tmp_path):
+    out = tmp_path / "r"
+    call_command("analyze", "--study", rated_study.slug, "--json", f"{out}.json",
+                 "--html", f"{out}.html", "--pdf", f"{out}.pdf", "--judgments-csv",
+                 f"{out}.csv")
+    result = json.loads(Path(f"{out}.json").read_text())
+    usable = next(c for c in result["criteria"] if c["key"] == "usable")
+    assert usable["n_judgments"] == 36 * 3 * 5
+    proportions = {row["group"]: row["proportion"] for row in usable["proportions"]}
+    assert proportions["asr-large"] > proportions["asr-small"]
+    glmm = usable["glmm"]
+    assert "glmer" in glmm["engine"]
+    assert {c["term"] for c in glmm["coefficients"]} >= {"(Intercept)"}
+    assert set(glmm["random_effects"]) == {"rater", "item"}
+    assert usable["contrasts"]["contrasts"], "3 systems: Holm-adjusted contrasts"
+    assert 0 < usable["agreement"]["krippendorff_alpha"]["value"] < 1
+    validity = next(v for v in result["validity"] if v["criterion"] == "usable")
+    wer = next(p for p in validity["proxies"] if p["proxy"] == "wer")
+    assert wer["higher_is_positive"] is False and 0 <= wer["auc"]["auc"]["value"] <= 1
+    assert validity["deployment"]["rows"], "deployment table per speaker"
+    html = Path(f"{out}.html").read_text()
+    assert "Binomial GLMM" in html and "data:image/png;base64," in html
+    assert "Deployment decisions" in html
+    assert Path(f"{out}.pdf").read_bytes().startswith(b"%PDF")
+    header = Path(f"{out}.csv").read_text().splitlines()[0]
+    assert header.startswith("judgment,rater,rater_kind")
+    assert AnalysisRun.objects.get().status == "done"
+
+
+def test_formula_option_and_statsmodels_engine(rated_study, tmp_path):
+    call_command("analyze", "--study", rated_study.slug, "--json", str(tmp_path / "a.json"),
+                 "--engine", "statsmodels", "--formula", "y ~ system + (1|rater)")
+    result = json.loads((tmp_path / "a.json").read_text())
+    usable = next(c for c in result["criteria"] if c["key"] == "usable")
+    assert usable["glmm"]["formula"] == "y ~ system + (1|rater)"
+    assert "NOT glmer" in usable["glmm"]["engine"]
+
+
+def test_bad_options_are_refused(rated_study):
+    with pytest.raises(CommandError, match="formula must look like"):
+        call_command("analyze", "--study", rated_study.slug, "--formula", "nonsense")
+    assert not AnalysisRun.objects.exists()

@@ -122,6 +122,9 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Tasks are idempotent, so a redelivery while a slow original still runs costs only time.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600),
+        # kombu sweeps for such messages every interval x throttle seconds (100 by default).
+        "unacked_restore_interval": env.int("CELERY_UNACKED_RESTORE_INTERVAL", default=10),
+        "unacked_restore_throttle": env.int("CELERY_UNACKED_RESTORE_THROTTLE", default=10),
     }
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=None) or None
 CELERY_TASK_ACKS_LATE = True

@@ -138,7 +138,8 @@ def test_killed_worker_mid_run_finishes_after_restart_without_gaps_or_duplicates
     """SIGKILL the worker while it scores; a new worker picks the unacknowledged batch up again
     (Redis visibility timeout shortened for the test) and the run completes exactly."""
     study = make_study(n_items=120, n_systems=3)
-    env = {"CELERY_VISIBILITY_TIMEOUT": "4", "EVALSTUDY_METRIC_BATCH_SIZE": "40"}
+    env = {"CELERY_VISIBILITY_TIMEOUT": "4", "EVALSTUDY_METRIC_BATCH_SIZE": "40",
+           "CELERY_UNACKED_RESTORE_INTERVAL": "1", "CELERY_UNACKED_RESTORE_THROTTLE": "1"}
     settings.EVALSTUDY_METRIC_BATCH_SIZE = 40
     name = f"kill-{uuid.uuid4().hex[:6]}"
     worker = start_worker(["cpu", "gpu", "default"], name=name, env=env)

@@ -63,9 +63,8 @@ def _distribution_plot(rows: list[dict[str, Any]] | None, value: str, title: str
         bottom = [b + v for b, v in zip(bottom, shares, strict=True)]
     ax.set_xlim(0, 1)
     ax.set_xlabel("share of judgments")
-    ax.legend(title=value, ncols=min(len(levels), 6), fontsize=8, loc="lower center",
-              bbox_to_anchor=(0.5, 1.0))
-    ax.set_title(title, pad=28)
+    ax.legend(title=value, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title(title)
     return _png(fig)
 
 

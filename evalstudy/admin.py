@@ -119,7 +119,7 @@ class StudyAdmin(admin.ModelAdmin):
     inlines = (SystemInline, CriterionInline, CalibrationInline, AttentionInline,
                CollaboratorInline)
     actions = ("open_studies", "close_studies", "build_assignments", "export_specs",
-               "compute_metrics")
+               "compute_metrics", "run_analysis")
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     change_form_template = "admin/evalstudy/study/change_form.html"
     change_list_template = "admin/evalstudy/study/change_list.html"
@@ -206,6 +206,15 @@ class StudyAdmin(admin.ModelAdmin):
             return metric_run_start(study=study, user=request.user)
 
         self._each(request, queryset, start, "metric run started (see its Metrics page)")
+
+    @admin.action(description="Run the analysis (on the workers)")
+    def run_analysis(self, request, queryset):
+        from analysis.services import analysis_run_start
+
+        def start(*, study):
+            return analysis_run_start(study=study, user=request.user)
+
+        self._each(request, queryset, start, "analysis started (see its Analysis page)")
 
     @admin.action(description="Export selected studies as spec (YAML)")
     def export_specs(self, request, queryset):

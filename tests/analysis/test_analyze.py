@@ -89,3 +89,37 @@ def test_bad_options_are_refused(rated_study):
     with pytest.raises(CommandError, match="formula must look like"):
         call_command("analyze", "--study", rated_study.slug, "--formula", "nonsense")
     assert not AnalysisRun.objects.exists()
+
+
+def test_analysis_pages_api_and_reports(rated_study):
+    from django.test import Client
+    from django.urls import reverse
+
+    from analysis.services import analysis_run_execute
+    from tests.factories import UserFactory
+
+    user = UserFactory(username="analyst", is_staff=True)
+    rated_study.owner = user
+    rated_study.save(update_fields=["owner"])
+    client = Client()
+    client.force_login(user)
+    response = client.post(reverse("api-study-analysis-runs", args=[rated_study.slug]),
+                           {"options": {"engine": "statsmodels", "pdf": True}},
+                           content_type="application/json")
+    assert response.status_code == 202
+    run = AnalysisRun.objects.get()
+    analysis_run_execute(run)  # what the worker does
+    status = client.get(reverse("api-analysis-run", args=[run.pk])).json()
+    assert status["status"] == "done" and status["report_urls"]["pdf"].endswith("report.pdf")
+    assert b"Binomial GLMM" in client.get(reverse("analysis:report", args=[run.pk])).content
+    pdf = client.get(reverse("analysis:report_pdf", args=[run.pk]))
+    assert pdf["Content-Type"] == "application/pdf" and pdf.content.startswith(b"%PDF")
+    page = client.get(reverse("analysis:page", args=[rated_study.slug])).content.decode()
+    assert 'hx-trigger="every 2s"' in page and f"/analysis/{run.pk}/report/" in page
+    bad = client.post(reverse("api-study-analysis-runs", args=[rated_study.slug]),
+                      {"options": {"colour": 1}}, content_type="application/json")
+    assert bad.status_code == 400 and "unknown analysis options" in bad.json()["message"]
+    stranger = Client()
+    stranger.force_login(UserFactory(username="nosy", is_staff=True))
+    assert stranger.get(reverse("analysis:report", args=[run.pk])).status_code == 404
+    assert stranger.get(reverse("api-analysis-run", args=[run.pk])).status_code == 404

@@ -1,0 +1,93 @@
+"""The researcher's analysis pages: start an analysis, follow it, read and download reports."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from evalstudy.selectors import studies_visible_to
+
+from .models import AnalysisRun
+from .services import analysis_run_start
+
+
+def _study(request, slug):
+    return get_object_or_404(studies_visible_to(request.user), slug=slug)
+
+
+def _run(request, pk) -> AnalysisRun:
+    return get_object_or_404(
+        AnalysisRun.objects.filter(study__in=studies_visible_to(request.user)), pk=pk)
+
+
+@staff_member_required
+def analysis_page(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    return render(request, "analysis/analysis.html", {
+        "study": study, "runs": AnalysisRun.objects.filter(study=study).defer(
+            "result", "report_html", "report_pdf")[:10],
+    })
+
+
+@staff_member_required
+def runs_fragment(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    return render(request, "analysis/_runs.html", {
+        "study": study, "runs": AnalysisRun.objects.filter(study=study).defer(
+            "result", "report_html", "report_pdf")[:10],
+    })
+
+
+@staff_member_required
+@require_POST
+def start(request: HttpRequest, slug: str) -> HttpResponse:
+    study = _study(request, slug)
+    options = {
+        "filters": {
+            "exclude_attention_failed": bool(request.POST.get("exclude_attention_failed")),
+            "exclude_incomplete": bool(request.POST.get("exclude_incomplete")),
+            "raters": request.POST.get("raters", "all"),
+        },
+        "engine": request.POST.get("engine", "auto"),
+    }
+    if request.POST.get("formula", "").strip():
+        options["formula"] = request.POST["formula"].strip()
+    try:
+        run = analysis_run_start(study=study, options=options, user=request.user)
+    except ValidationError as error:
+        messages.error(request, "; ".join(error.messages))
+    else:
+        messages.success(request, f"Analysis {run.pk} started.")
+    return redirect("analysis:page", slug=study.slug)
+
+
+@staff_member_required
+def report(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run(request, pk)
+    if run.status != AnalysisRun.Status.DONE:
+        raise Http404("This analysis has no report yet.")
+    return HttpResponse(run.report_html)
+
+
+@staff_member_required
+def report_pdf(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run(request, pk)
+    if not run.report_pdf:
+        raise Http404("This analysis has no PDF.")
+    response = HttpResponse(bytes(run.report_pdf), content_type="application/pdf")
+    response["Content-Disposition"] = f'attachment; filename="{run.study.slug}-analysis.pdf"'
+    return response
+
+
+@staff_member_required
+def report_json(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _run(request, pk)
+    response = JsonResponse(run.result, json_dumps_params={"indent": 1})
+    response["Content-Disposition"] = f'attachment; filename="{run.study.slug}-analysis.json"'
+    return response
+
+

@@ -2,6 +2,7 @@
 
 import json
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,16 @@ def test_analysis_pages_api_and_reports(rated_study):
     stranger.force_login(UserFactory(username="nosy", is_staff=True))
     assert stranger.get(reverse("analysis:report", args=[run.pk])).status_code == 404
     assert stranger.get(reverse("api-analysis-run", args=[run.pk])).status_code == 404
+
+
+def test_plan_power_from_a_pilot(rated_study, capsys):
+    call_command("plan_power", "--raters", "10", "--items", "20", "--effect", "1.0",
+                 "--pilot", rated_study.slug, "--criterion", "usable", "--n-sim", "200",
+                 "--target", "0.8")
+    out = capsys.readouterr().out
+    assert "pilot asr-meaning-demo:" in out and "item_sd" in out
+    assert re.search(r"power 0\.\d{3} \(95% CI 0\.\d{3}-[01]\.\d{3}\)", out)
+    assert "smallest items reaching power 0.8:" in out
+    with pytest.raises(CommandError, match="--pilot needs --criterion"):
+        call_command("plan_power", "--raters", "4", "--items", "10", "--effect", "1",
+                     "--pilot", rated_study.slug)

@@ -1,5 +1,7 @@
 import pytest
 
+import tests.workers  # noqa: F401 - snapshots the environment before anything starts R
+
 
 @pytest.fixture
 def study(db):

@@ -14,6 +14,11 @@ from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[1]
+# The environment as the test session started. Initialising R (rpy2) later rewrites
+# LD_LIBRARY_PATH and R_* variables of this process; a worker started with those loads the
+# system's libpython instead of ours (`_ssl: undefined symbol`). tests/conftest.py imports this
+# module first, so the snapshot predates any R start-up.
+STARTUP_ENVIRONMENT = dict(os.environ)
 
 
 def test_database_url() -> str:
@@ -27,7 +32,7 @@ def start_worker(queues: list[str], *, name: str, env: dict[str, str] | None = N
     """`celery -A config worker` in a process of its own (solo pool: killing it kills the task
     it runs), consuming `queues`, against the test database."""
     full_env = {
-        **os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test",
+        **STARTUP_ENVIRONMENT, "DJANGO_SETTINGS_MODULE": "config.settings.test",
         "DATABASE_URL": test_database_url(), "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         **(env or {}),
     }

@@ -112,6 +112,7 @@ def _agreement(rows: pd.DataFrame, kind: str, labels: list[str] | None) -> dict[
         out["fleiss_kappa"] = agreement.fleiss_kappa(frame, labels=labels, unbalanced="drop")
     except ValueError as error:
         out["fleiss_kappa"] = {"note": str(error)}
+    out["cohen_pairs"] = _cohen_pairs(frame, numeric, labels)
     if kind == "likert":
         try:
             out["icc"] = agreement.icc(frame)
@@ -122,6 +123,35 @@ def _agreement(rows: pd.DataFrame, kind: str, labels: list[str] | None) -> dict[
                                      for v in frame["value"]])
         out["binary_alpha"] = agreement.krippendorff_alpha(binary.dropna(), "nominal")
     return out
+
+
+MAX_RATER_PAIRS = 50
+MIN_SHARED_UNITS = 5
+
+
+def _cohen_pairs(frame: pd.DataFrame, ordinal: bool, labels: list | None) -> dict[str, Any]:
+    """Cohen's kappa for every pair of human raters sharing enough units (unweighted; linear
+    and quadratic too for ordered scales), the pairs' mean, and the first pairs listed."""
+    raters = sorted(frame["rater"].unique().tolist())
+    weightings = [None, "linear", "quadratic"] if ordinal else [None]
+    pairs = []
+    for i, a in enumerate(raters):
+        for b in raters[i + 1:]:
+            shared = agreement.paired_ratings(frame, a, b)
+            if len(shared) < MIN_SHARED_UNITS:
+                continue
+            row: dict[str, Any] = {"rater_a": a, "rater_b": b, "n": int(len(shared))}
+            for weights in weightings:
+                estimate = agreement.cohen_kappa(shared["a"], shared["b"], weights=weights,
+                                                 labels=labels)
+                row[weights or "unweighted"] = estimate.value
+            pairs.append(row)
+    summary = {
+        name: float(np.nanmean([p[name] for p in pairs])) if pairs else None
+        for name in ([w or "unweighted" for w in weightings])
+    }
+    return {"n_pairs": len(pairs), "mean": summary, "pairs": pairs[:MAX_RATER_PAIRS],
+            "min_shared_units": MIN_SHARED_UNITS}
 
 
 def _ceiling(rows: pd.DataFrame, kind: str) -> Any:
@@ -264,6 +294,10 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
         orientation[name] = True
     slice_columns = [c for c in rows.columns if c.startswith("item.")] + ["system"]
     table = scores.join(majority).join(items[slice_columns])
+    # Every human rating as a case (LATTE reports AUC against single ratings too).
+    per_rating = rows[rows["is_human"]].assign(
+        label=rows["value"].map(lambda v: binary_label(kind, str(v))))[["output", "label"]]
+    per_rating = per_rating.dropna().join(scores, on="output")
     out: dict[str, Any] = {"criterion": key, "n_outputs": int(len(table)), "proxies": []}
     for name, higher in orientation.items():
         entry: dict[str, Any] = {"proxy": name, "higher_is_positive": higher}
@@ -274,6 +308,11 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
             continue
         _section(entry, "auc", warnings, lambda u=usable, n=name, h=higher: validity.auc_with_ci(
             u[n].to_numpy(), u["majority"].to_numpy(), higher_is_positive=h))
+        ratings = per_rating.dropna(subset=[name])
+        if ratings["label"].nunique() == 2:
+            _section(entry, "auc_per_rating", warnings,
+                     lambda r=ratings, n=name, h=higher: validity.auc_with_ci(
+                         r[n].to_numpy(), r["label"].to_numpy(), higher_is_positive=h))
         by_slice: dict[str, Any] = {}
         for column in slice_columns:
             if 1 < usable[column].nunique() <= 30:
@@ -292,6 +331,7 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
                 _section(entry, "bland_altman", warnings, lambda b=both, n=name:
                          validity.bland_altman(b[n].to_numpy(), b["share"].to_numpy()))
         out["proxies"].append(entry)
+    _section(out, "williams", warnings, lambda: _williams(table, list(orientation)))
     if "wer" in table.columns:
         group = options.get("deployment_group") or (
             "item.speaker" if "item.speaker" in table.columns else "system")
@@ -302,6 +342,27 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
             _section(out, "deployment", warnings, lambda: validity.deployment_table(
                 deploy, group, proxy_cols=proxy_cols))
     return out
+
+
+def _williams(table: pd.DataFrame, names: list[str]) -> list[dict[str, Any]]:
+    """Williams' test for each pair of proxies: is one's Pearson correlation with the share of
+    humans judging positive different from the other's? (Dependent correlations sharing the
+    human variable, on the outputs where all three are known.)"""
+    rows = []
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            known = table.dropna(subset=[first, second, "share"])
+            if len(known) < 5:
+                continue
+            r12 = known["share"].corr(known[first])
+            r13 = known["share"].corr(known[second])
+            r23 = known[first].corr(known[second])
+            if not all(math.isfinite(v) for v in (r12, r13, r23)):
+                continue
+            test = validity.williams_test(r12, r13, r23, len(known))
+            rows.append({"proxy_a": first, "proxy_b": second, "r_a": r12, "r_b": r13,
+                         "r_ab": r23, "n": int(len(known)), "test": test})
+    return rows
 
 
 def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],

@@ -40,7 +40,7 @@ def rated_study(db):
                     rows.append(JudgmentRow(line, f"expert{rater}", item.external_id, system,
                                             criterion, value))
     judgments_import(study=study, rows=rows, source="simulated")
-    run = metric_run_start(study=study, metrics=["wer"], enqueue=False)
+    run = metric_run_start(study=study, metrics=["wer", "cer"], enqueue=False)
     batches = []
     metric_run_dispatch(run, send=lambda kind, ids, names: batches.append((ids, names)))
     for ids, names in batches:
@@ -52,7 +52,7 @@ def test_analyze_command_writes_json_html_and_pdf(rated_study, tmp_path):
     out = tmp_path / "r"
     call_command("analyze", "--study", rated_study.slug, "--json", f"{out}.json",
                  "--html", f"{out}.html", "--pdf", f"{out}.pdf", "--judgments-csv",
-                 f"{out}.csv")
+                 f"{out}.csv", "--stats-csv", f"{out}.stats.csv")
     result = json.loads(Path(f"{out}.json").read_text())
     usable = next(c for c in result["criteria"] if c["key"] == "usable")
     assert usable["n_judgments"] == 36 * 3 * 5
@@ -75,6 +75,18 @@ def test_analyze_command_writes_json_html_and_pdf(rated_study, tmp_path):
     header = Path(f"{out}.csv").read_text().splitlines()[0]
     assert header.startswith("judgment,rater,rater_kind")
     assert AnalysisRun.objects.get().status == "done"
+    stats = Path(f"{out}.stats.csv").read_text().splitlines()
+    assert stats[0] == "path,statistic,value,ci_low,ci_high,se,p_value,n,method"
+    assert any(line.startswith("criteria/usable/glmm/coefficients/(Intercept),estimate")
+               for line in stats)
+    assert any(line.startswith("criteria/usable/agreement/krippendorff_alpha,value")
+               for line in stats)
+    cohen = usable["agreement"]["cohen_pairs"]
+    assert cohen["n_pairs"] == 10 and 0 < cohen["mean"]["unweighted"] < 1
+    assert wer["auc_per_rating"]["auc"]["n"] == 36 * 3 * 5
+    (williams,) = validity["williams"]
+    assert {williams["proxy_a"], williams["proxy_b"]} == {"wer", "cer"}
+    assert 0 <= williams["test"]["p_value"] <= 1
 
 
 def test_formula_option_and_statsmodels_engine(rated_study, tmp_path):

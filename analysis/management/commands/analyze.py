@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from analysis.selectors import JudgmentFilter, judgments_tidy
 from analysis.services import analysis_run_execute, analysis_run_start
+from analysis.stats.flatten import COLUMNS, statistics_rows
 from evalstudy.csvsafe import SafeDictWriter
 from evalstudy.management.base import get_study
 
@@ -20,6 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--html", help="write the HTML report")
         parser.add_argument("--pdf", help="write the PDF report")
         parser.add_argument("--judgments-csv", help="write the tidy judgment table as CSV")
+        parser.add_argument("--stats-csv", help="write every statistic as a tidy CSV")
         parser.add_argument("--formula", help="model formula, e.g. 'rating ~ temp + contact + "
                                               "(1|rater)' (terms may name system/item metadata)")
         parser.add_argument("--engine", default="auto",
@@ -57,6 +59,12 @@ class Command(BaseCommand):
                 writer = SafeDictWriter(handle, fieldnames=list(frame.columns))
                 writer.writeheader()
                 for row in frame.to_dict(orient="records"):
+                    writer.writerow(row)
+        if options["stats_csv"]:
+            with open(options["stats_csv"], "w", encoding="utf-8", newline="") as handle:
+                writer = SafeDictWriter(handle, fieldnames=COLUMNS)
+                writer.writeheader()
+                for row in statistics_rows(run.result):
                     writer.writerow(row)
         warnings = run.result.get("warnings", [])
         self.stdout.write(f"analysis {run.pk} of {target.slug}: {run.status} in "

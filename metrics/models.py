@@ -9,10 +9,10 @@ a study's outputs, with its progress.
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 
 from evalstudy.models import Output, Study
+from evalstudy.runs import BackgroundRun
 
 
 class MetricConfig(models.Model):
@@ -30,43 +30,23 @@ class MetricConfig(models.Model):
         return f"{self.metric} v{self.version} [{self.config_hash[:8]}]"
 
 
-class MetricRun(models.Model):
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        DONE = "done", "Done"
-        FAILED = "failed", "Failed"
-
+class MetricRun(BackgroundRun):
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="metric_runs")
     configs = models.ManyToManyField(MetricConfig, related_name="runs")
     metrics = models.JSONField(default=list, help_text="Metric names, in request order.")
     params = models.JSONField(default=dict, blank=True, help_text="{metric: {param: value}}")
     model_path = models.CharField(max_length=500, blank=True,
                                   help_text="Encoder model directory (blank: the default).")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
-    total = models.PositiveIntegerField(default=0, help_text="outputs x metrics")
-    done = models.PositiveIntegerField(default=0)
     failed_outputs = models.PositiveIntegerField(default=0,
                                                  help_text="Results that carry an error.")
     batches_total = models.PositiveIntegerField(default=0)
-    error = models.TextField(blank=True)
     timings = models.JSONField(default=dict, blank=True, help_text="Seconds spent per metric.")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                   on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
-    class Meta:
-        ordering = ["-created_at"]
+    class Meta(BackgroundRun.Meta):
+        pass
 
     def __str__(self) -> str:
         return f"metric run {self.pk} on {self.study}"
-
-    @property
-    def percent(self) -> int:
-        return round(100 * self.done / self.total) if self.total else 100
 
 
 class MetricResult(models.Model):

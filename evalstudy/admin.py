@@ -127,6 +127,7 @@ class StudyAdmin(admin.ModelAdmin):
         (None, {"fields": ("slug", "title", "status", "owner")}),
         ("Design", {"fields": ("design", "ratings_per_output", "items_per_rater",
                                "randomise_order", "seed")}),
+        ("Automatic metrics", {"fields": ("encoder_path",)}),
         ("What raters see", {"fields": ("reference_shown", "instructions", "consent_text",
                                         "allow_revision")}),
         ("Crowd platforms and quality", {"fields": (

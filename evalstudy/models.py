@@ -73,6 +73,11 @@ class Study(models.Model):
         null=True, blank=True, help_text="Stop a rater after this many failed attention checks."
     )
     allow_revision = models.BooleanField(default=True)
+    encoder_path = models.CharField(
+        max_length=500, blank=True,
+        help_text="Local Hugging Face model directory for the model-backed metrics of this "
+                  "study (blank: the installation's default encoder).",
+    )
     seed = models.BigIntegerField(default=_new_seed, help_text="Seeds every list's order.")
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,

@@ -197,6 +197,7 @@ STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "attention_check_every": (_int(0), 0),
     "attention_fail_limit": (_int(1, nullable=True), None),
     "allow_revision": (_bool, True),
+    "encoder_path": (_short(500), ""),
 }
 
 

@@ -10,6 +10,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -60,6 +61,11 @@ def build_scorer(name: str, params: dict[str, Any], *, study: Study, model_path:
         raise ValidationError(f"unknown metric {name!r}; known: {', '.join(registry.SCORERS)}")
     params = dict(params)
     if cls.needs_encoder:
+        if not (Path(model_path) / "config.json").is_file():
+            raise ValidationError(
+                f"metric {name!r}: the encoder model directory {model_path!r} does not exist or "
+                "has no config.json (a local Hugging Face model directory is needed)"
+            )
         params["model_path"] = model_path
     if name == "bertscore" and params.get("idf"):
         references, digest = _study_references_digest(study)
@@ -108,13 +114,14 @@ def metric_run_start(
     unknown = set(params) - set(metrics)
     if unknown:
         raise ValidationError(f"parameters given for metrics not requested: {sorted(unknown)}")
-    model = model_path or default_model_path()
+    model = model_path or study.encoder_path or default_model_path()
     scorers = [build_scorer(name, params.get(name, {}), study=study, model_path=model)
                for name in metrics]
     n_outputs = Output.objects.filter(item__study=study).count()
     with transaction.atomic():
         run = MetricRun.objects.create(
-            study=study, metrics=metrics, params=params, model_path=model_path,
+            study=study, metrics=metrics, params=params,
+            model_path=model_path or study.encoder_path,
             total=n_outputs * len(metrics), created_by=user if user and user.pk else None,
         )
         run.configs.set([config_for(scorer) for scorer in scorers])

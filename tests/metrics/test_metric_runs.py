@@ -161,3 +161,19 @@ def test_killed_worker_mid_run_finishes_after_restart_without_gaps_or_duplicates
     pairs = set(MetricResult.objects.values_list("output_id", "config_id"))
     assert len(pairs) == outputs * 3, "no duplicate and no missing (output, config)"
     assert MetricRun.objects.get(pk=run.pk).done == outputs * 3
+
+
+def test_study_encoder_is_used_and_a_missing_model_directory_is_refused(asr_study, tmp_path):
+    from django.core.exceptions import ValidationError
+
+    from metrics.services import default_model_path
+
+    asr_study.encoder_path = default_model_path()
+    asr_study.save(update_fields=["encoder_path"])
+    run = metric_run_start(study=asr_study, metrics=["semantic_distance"], enqueue=False)
+    assert run.model_path == asr_study.encoder_path
+    asr_study.encoder_path = str(tmp_path / "no-such-model")
+    asr_study.save(update_fields=["encoder_path"])
+    with pytest.raises(ValidationError, match="no-such-model"):
+        metric_run_start(study=asr_study, metrics=["semantic_distance"], enqueue=False)
+    assert MetricRun.objects.count() == 1

@@ -21,7 +21,8 @@ class Judgment(models.Model):
     revision = models.PositiveIntegerField(default=0)
 
     class Meta:
-        ordering = ["slot", "criterion"]
+        # No default ordering: ["slot", "criterion"] followed both foreign keys into their own
+        # orderings, a six-table join on every judgment query.
         constraints = [
             models.UniqueConstraint(fields=["slot", "criterion"], name="judgment_slot_criterion"),
         ]

@@ -22,6 +22,7 @@ from evalstudy.models import (
     Rater,
     Study,
 )
+from evalstudy.services import lease_renew
 from evalstudy.spec import JudgmentRow, SpecError, SpecInvalid
 
 from .flow import after_attention_check
@@ -116,15 +117,17 @@ def judgment_submit(
     """
     now = now or timezone.now()
     with transaction.atomic():
-        slot = (
-            AssignmentSlot.objects.select_for_update(of=("self",))
-            .select_related("assignment__study")
-            .filter(pk=slot_id, assignment__rater=rater)
-            .first()
+        found = (
+            AssignmentSlot.objects.filter(pk=slot_id, assignment__rater=rater)
+            .values_list("assignment_id", flat=True).first()
         )
-        if slot is None:
+        if found is None:
             raise SubmissionRefused("This item is not in your list.", status=404)
-        seat = slot.assignment
+        # Lock order seat, then slot (as assignment_next and the lease expiry do), so a
+        # submission and an expiry cannot interleave: an expired seat stays expired.
+        seat = (Assignment.objects.select_for_update(of=("self",)).select_related("study")
+                .get(pk=found))
+        slot = AssignmentSlot.objects.select_for_update().get(pk=slot_id)
         study = seat.study
         if seat.state == Assignment.State.EXPIRED:
             raise SubmissionRefused("Your time on this study ran out.", status=409)
@@ -161,10 +164,12 @@ def judgment_submit(
         if slot.completed_at is None:
             slot.completed_at = now
             slot.save(update_fields=["completed_at"])
-        seat.lease_expires_at = now + dt.timedelta(minutes=study.lease_minutes)
+        fields = ["lease_expires_at"] if lease_renew(seat, study, now) else []
         if not seat.slots.filter(completed_at__isnull=True).exists():
             seat.state, seat.completed_at = Assignment.State.DONE, now
-        seat.save(update_fields=["lease_expires_at", "state", "completed_at"])
+            fields += ["state", "completed_at"]
+        if fields:
+            seat.save(update_fields=fields)
         if slot.kind == AssignmentSlot.Kind.ATTENTION:
             counts.stopped = after_attention_check(study=study, rater=rater)
         return counts

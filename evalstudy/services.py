@@ -46,6 +46,7 @@ BUILDERS = {
     Study.Design.PAIRWISE: pairwise,
 }
 _MAX_LISTED = 10
+LEASE_SLACK = dt.timedelta(minutes=1)
 
 
 class StudyNotOpen(Exception):
@@ -293,6 +294,27 @@ def _hand_on(seat: Assignment, now: dt.datetime) -> Assignment:
     return replacement
 
 
+def _existing_seat(study: Study, rater: Rater) -> Assignment | None:
+    existing = Assignment.objects.filter(study=study, rater=rater).first()
+    if existing is not None and existing.state == Assignment.State.EXPIRED:
+        raise AssignmentExpired(
+            "Your time on this study ran out and your remaining items went to another "
+            "rater. What you submitted is kept."
+        )
+    return existing
+
+
+def lease_renew(seat: Assignment, study: Study, now: dt.datetime) -> bool:
+    """Push the seat's lease to `now + lease_minutes`, unless it was renewed within the last
+    minute (a write per page view buys nothing). Returns whether the field changed."""
+    target = _lease_end(study, now)
+    slack = min(LEASE_SLACK, dt.timedelta(minutes=study.lease_minutes) / 10)
+    if seat.lease_expires_at is not None and seat.lease_expires_at > target - slack:
+        return False
+    seat.lease_expires_at = target
+    return True
+
+
 def assignment_claim(*, study: Study, rater: Rater, now: dt.datetime | None = None) -> Assignment:
     """The rater's seat in `study`, claiming the next free one if they have none.
 
@@ -301,15 +323,15 @@ def assignment_claim(*, study: Study, rater: Rater, now: dt.datetime | None = No
     same rater always gets the same seat. Raises StudyNotOpen, StudyFull, AssignmentExpired.
     """
     now = now or timezone.now()
+    # The common case (the rater already has a seat) needs no lock.
+    existing = _existing_seat(study, rater)
+    if existing is not None:
+        return existing
     with transaction.atomic():
+        # Serialise one rater's parallel first requests, then look again under the lock.
         Rater.objects.select_for_update().filter(pk=rater.pk).first()
-        existing = Assignment.objects.filter(study=study, rater=rater).first()
+        existing = _existing_seat(study, rater)
         if existing is not None:
-            if existing.state == Assignment.State.EXPIRED:
-                raise AssignmentExpired(
-                    "Your time on this study ran out and your remaining items went to another "
-                    "rater. What you submitted is kept."
-                )
             return existing
         study = Study.objects.get(pk=study.pk)
         if study.status != Study.Status.OPEN:
@@ -347,7 +369,8 @@ def assignment_next(
     now = now or timezone.now()
     seat = assignment_claim(study=study, rater=rater, now=now)
     with transaction.atomic():
-        seat = Assignment.objects.select_for_update().select_related("study").get(pk=seat.pk)
+        seat = (Assignment.objects.select_for_update(of=("self",)).select_related("study")
+                .get(pk=seat.pk))
         if seat.state == Assignment.State.EXPIRED:
             raise AssignmentExpired("Your time on this study ran out.")
         slot = seat.slots.filter(completed_at__isnull=True).order_by("position").first()
@@ -362,8 +385,8 @@ def assignment_next(
         if slot.served_at is None:
             slot.served_at = now
             slot.save(update_fields=["served_at"])
-        seat.lease_expires_at = _lease_end(seat.study, now)
-        seat.save(update_fields=["lease_expires_at"])
+        if lease_renew(seat, seat.study, now):
+            seat.save(update_fields=["lease_expires_at"])
         return slot
 
 

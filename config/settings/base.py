@@ -72,6 +72,11 @@ DATABASES = {
     ),
 }
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
+if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+    # Reuse connections across requests: a new PostgreSQL backend per request cost more than
+    # the request itself (bench/raters.py).
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Wait for the worker's writes instead of failing with "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20

@@ -192,8 +192,7 @@ def gunicorn_path() -> str:
     beside = Path(sys.executable).parent / "gunicorn"
     if beside.exists():
         return str(beside)
-    found = shutil.which("gunicorn") or str(ROOT / ".venv" / "bin" / "gunicorn")
-    return found
+    return shutil.which("gunicorn") or str(ROOT / ".venv" / "bin" / "gunicorn")
 
 
 class Server:
@@ -412,6 +411,9 @@ class SimulatedRater:
         if "/feedback/" in redirects[-1].location:
             page = self.client.get_following(f"/s/{self.slug}/")
         self.page = page
+        shown = FORM_RE.search(page.text)
+        if shown is not None and int(shown.group(2)) == slot_id:
+            raise BenchError(f"{self.pid}: slot {slot_id} was served again after it was stored")
 
     def rate(self, limit: int) -> None:
         """The timed loop: submit-and-next until the end page (at most `limit` submissions)."""
@@ -628,6 +630,12 @@ def main(argv: list[str] | None = None) -> int:
                            ("reference after", lambda r: r.reference(n))):
             if not stats.failures:
                 phase(name, work)
+    except KeyboardInterrupt:
+        server.stop()
+        print(f"\ninterrupted: gunicorn stopped (its log: {server.log_path})", file=sys.stderr)
+        if not args.keep:
+            delete_bench_data(drop_table=True)
+        return 130
     finally:
         server.stop()
 
@@ -701,5 +709,10 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops gunicorn too, as Ctrl-C does
     sys.exit(main())

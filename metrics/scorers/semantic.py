@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import math
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -267,8 +268,9 @@ class _MeanCosineScorer(EncoderScorer):
     def __init__(self, *, model_path: str | None = None):
         super().__init__(model_path=model_path)
 
+    @abstractmethod
     def _value(self, cosine: float) -> dict[str, float]:
-        raise NotImplementedError
+        """Implemented by each concrete scorer."""
 
     def score(self, pairs: Sequence[Pair], *, encoder: Encoder | None = None) -> list[Score]:
         if not pairs:

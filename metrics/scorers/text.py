@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import unicodedata
+from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -73,8 +74,9 @@ class _TextScorer(Scorer):
         except Exception as exc:  # the contract: one bad pair never fails the batch
             return Score(error=f"{self.name} failed on this pair: {type(exc).__name__}: {exc}")
 
+    @abstractmethod
     def _score_pair(self, reference: str, hypothesis: str) -> Score:
-        raise NotImplementedError
+        """Implemented by each concrete scorer."""
 
 
 def _alignment(
@@ -324,8 +326,9 @@ class _SacrebleuScorer(_TextScorer):
             return reference, hypothesis
         return self.normaliser(reference), self.normaliser(hypothesis)
 
+    @abstractmethod
     def _metric(self) -> Any:
-        raise NotImplementedError
+        """Implemented by each concrete scorer."""
 
     def signature(self) -> dict[str, Any]:
         sig = super().signature()

@@ -43,10 +43,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/evalstudy_bench"
+if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, the repository is not
+    sys.path.insert(0, str(ROOT))
+
+from bench.common import setup_django  # noqa: E402
+
 SLUG = "bench-latin-square"
 # Columns written by the COPY reference, in this order.
 SLOT_COLUMNS = ("assignment_id", "position", "kind", "output_id", "calibration_item_id")
@@ -64,49 +68,6 @@ class Timing:
 
 
 # --- database and Django ------------------------------------------------------------------
-
-
-def ensure_database(url: str) -> None:
-    """Create the PostgreSQL database named in `url` when it does not exist."""
-    import psycopg2
-    from psycopg2 import sql
-
-    parts = urlsplit(url)
-    name = unquote(parts.path.lstrip("/"))
-    params = {
-        "host": parts.hostname or None,
-        "port": parts.port or None,
-        "user": unquote(parts.username) if parts.username else None,
-        "password": unquote(parts.password) if parts.password else None,
-    }
-    conn = psycopg2.connect(dbname="postgres", **{k: v for k, v in params.items() if v})
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cursor:
-            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
-            if cursor.fetchone() is None:
-                cursor.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-                print(f"created database {name}")
-    finally:
-        conn.close()
-
-
-def setup_django() -> str:
-    """Point Django at the bench database, set it up and migrate; returns the database URL."""
-    url = os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
-    if urlsplit(url).scheme not in ("postgres", "postgresql", "pgsql", "psql"):
-        sys.exit(f"bench/design.py needs PostgreSQL; DATABASE_URL is {url}")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    ensure_database(url)
-
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    return url
 
 
 def execute(statement: str, params: list | None = None) -> list[tuple]:
@@ -355,7 +316,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    url = setup_django()
+    url = setup_django("bench/design.py")
     print_environment(args, url)
 
     delete_bench_study()

@@ -60,10 +60,14 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/evalstudy_bench"
+if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, the repository is not
+    sys.path.insert(0, str(ROOT))
+
+from bench.common import setup_django  # noqa: E402
+
 SETTINGS = "bench.bench_settings"
 SLUG = "bench-raters"
 PID_PREFIX = "BENCH-rater-"
@@ -84,50 +88,6 @@ class BenchError(Exception):
 
 
 # --- database and Django ------------------------------------------------------------------
-
-
-def ensure_database(url: str) -> None:
-    """Create the PostgreSQL database named in `url` when it does not exist."""
-    import psycopg2
-    from psycopg2 import sql
-
-    parts = urlsplit(url)
-    name = unquote(parts.path.lstrip("/"))
-    params = {
-        "host": parts.hostname or None,
-        "port": parts.port or None,
-        "user": unquote(parts.username) if parts.username else None,
-        "password": unquote(parts.password) if parts.password else None,
-    }
-    conn = psycopg2.connect(dbname="postgres", **{k: v for k, v in params.items() if v})
-    try:
-        conn.autocommit = True
-        with conn.cursor() as cursor:
-            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
-            if cursor.fetchone() is None:
-                cursor.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-                print(f"created database {name}")
-    finally:
-        conn.close()
-
-
-def setup_django() -> str:
-    """Point Django at the bench database and settings, set it up and migrate; returns the URL."""
-    url = os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
-    if urlsplit(url).scheme not in ("postgres", "postgresql", "pgsql", "psql"):
-        sys.exit(f"bench/raters.py needs PostgreSQL; DATABASE_URL is {url}")
-    # The server must use the bench's URLs, and this process must see what the server sees.
-    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    ensure_database(url)
-
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    return url
 
 
 def execute(statement: str, params: list | None = None) -> list[tuple]:
@@ -594,7 +554,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     idle_check = busy_share()  # before this script loads anything
-    url = setup_django()
+    url = setup_django("bench/raters.py", settings=SETTINGS)
     delete_bench_data(drop_table=False)
     reset_insert_table()
     started = time.perf_counter()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from csp.decorators import csp_update
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import ValidationError
@@ -9,19 +10,26 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from evalstudy.selectors import studies_visible_to
+from evalstudy.audit import audit_record
+from evalstudy.permissions import EDITOR, VIEWER, studies_visible_to, study_for
 
 from .models import AnalysisRun
 from .services import analysis_run_start
 
 
-def _study(request, slug):
-    return get_object_or_404(studies_visible_to(request.user), slug=slug)
+def _study(request, slug, minimum: str = VIEWER):
+    """404 for a study the user has no role on, 403 for a role below `minimum`."""
+    return study_for(request.user, slug, minimum)
 
 
 def _run(request, pk) -> AnalysisRun:
     return get_object_or_404(
         AnalysisRun.objects.filter(study__in=studies_visible_to(request.user)), pk=pk)
+
+
+def _audit_download(request, run: AnalysisRun, fmt: str) -> None:
+    audit_record(actor=request.user, source="web", action="export", study=run.study,
+                 target=run, changes={"what": "analysis report", "format": fmt})
 
 
 @staff_member_required
@@ -45,7 +53,7 @@ def runs_fragment(request: HttpRequest, slug: str) -> HttpResponse:
 @staff_member_required
 @require_POST
 def start(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = _study(request, slug, EDITOR)
     options = {
         "filters": {
             "exclude_attention_failed": bool(request.POST.get("exclude_attention_failed")),
@@ -66,10 +74,14 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @staff_member_required
+# The stored report is a standalone document with its own <style> block (it is also rendered
+# to PDF); it has no script, so only inline styles are allowed, and only here.
+@csp_update({"style-src": ["'unsafe-inline'"]})
 def report(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run(request, pk)
     if run.status != AnalysisRun.Status.DONE:
         raise Http404("This analysis has no report yet.")
+    _audit_download(request, run, "html")
     return HttpResponse(run.report_html)
 
 
@@ -78,6 +90,7 @@ def report_pdf(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run(request, pk)
     if not run.report_pdf:
         raise Http404("This analysis has no PDF.")
+    _audit_download(request, run, "pdf")
     response = HttpResponse(bytes(run.report_pdf), content_type="application/pdf")
     response["Content-Disposition"] = f'attachment; filename="{run.study.slug}-analysis.pdf"'
     return response
@@ -86,6 +99,7 @@ def report_pdf(request: HttpRequest, pk: int) -> HttpResponse:
 @staff_member_required
 def report_json(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run(request, pk)
+    _audit_download(request, run, "json")
     response = JsonResponse(run.result, json_dumps_params={"indent": 1})
     response["Content-Disposition"] = f'attachment; filename="{run.study.slug}-analysis.json"'
     return response

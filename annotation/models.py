@@ -45,3 +45,26 @@ class JudgmentRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.value} (until {self.replaced_at:%Y-%m-%d %H:%M})"
+
+
+class IdempotencyKey(models.Model):
+    """A rater's `Idempotency-Key` and the response it produced, replayed for a retry.
+
+    `fingerprint` hashes the method, path and body: the same key with another request is a
+    client bug and is refused rather than silently answered with the first response.
+    """
+
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField()
+    response = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["rater", "key"], name="idempotency_rater_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status_code})"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 
+from evalstudy.audit import audit_record
 from evalstudy.csvsafe import SafeDictWriter
-from evalstudy.selectors import studies_visible_to
+from evalstudy.permissions import study_for
 
 from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
 
@@ -15,7 +16,7 @@ POLL_SECONDS = 5
 
 
 def _visible_study(request: HttpRequest, slug: str):
-    return get_object_or_404(studies_visible_to(request.user), slug=slug)
+    return study_for(request.user, slug)
 
 
 @staff_member_required
@@ -39,6 +40,10 @@ def monitor_csv(request: HttpRequest, slug: str) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-progress.csv"'
     writer = SafeDictWriter(response, fieldnames=PROGRESS_COLUMNS)
     writer.writeheader()
+    rows = 0
     for row in progress_rows(study_monitor(study)):
         writer.writerow(row)
+        rows += 1
+    audit_record(actor=request.user, source="web", action="export", target=study,
+                 changes={"what": "progress", "format": "csv", "rows": rows})
     return response

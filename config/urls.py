@@ -1,27 +1,25 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from analysis import api as analysis_api
-from metrics import api as metrics_api
+from evalstudy.health import healthz
+from evalstudy.login_throttle import ThrottledAdminAuthenticationForm, ThrottledLoginView
 
 admin.site.site_header = "evalstudy"
 admin.site.site_title = "evalstudy admin"
 admin.site.index_title = "Studies, raters and results"
+admin.site.login_form = ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("healthz", healthz, name="healthz"),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("studies/", include("metrics.urls")),
     path("", include("analysis.urls")),
-    path("api/v1/studies/<slug:slug>/metric-runs/", metrics_api.StudyMetricRuns.as_view(),
-         name="api-study-metric-runs"),
-    path("api/v1/metric-runs/<int:pk>/", metrics_api.MetricRunDetail.as_view(),
-         name="api-metric-run"),
-    path("api/v1/studies/<slug:slug>/metric-results/", metrics_api.StudyMetricResults.as_view(),
-         name="api-metric-results"),
-    path("api/v1/studies/<slug:slug>/analysis-runs/", analysis_api.StudyAnalysisRuns.as_view(),
-         name="api-study-analysis-runs"),
-    path("api/v1/analysis-runs/<int:pk>/", analysis_api.AnalysisRunDetail.as_view(),
-         name="api-analysis-run"),
+    path("api/v1/", include("config.api_urls")),
     path("", include("annotation.urls")),
 ]
+
+# JSON errors (the API's error shape) under /api/, Django's pages elsewhere.
+handler404 = "evalstudy.rest.handler404"
+handler500 = "evalstudy.rest.handler500"

@@ -22,13 +22,16 @@ from django.utils.html import format_html
 
 from annotation.services import judgments_import
 
+from . import permissions as perms
 from . import services
+from .audit import audit_record, form_changes, instance_changes, model_snapshot
 from .forms import ItemsUploadForm, JudgmentsUploadForm, SpecUploadForm
 from .importers import items_import, spec_to_document, study_import_spec, study_to_spec
 from .models import (
     Assignment,
     AssignmentSlot,
     AttentionCheck,
+    AuditEvent,
     CalibrationItem,
     Criterion,
     Enrollment,
@@ -45,9 +48,56 @@ from .spec import SpecInvalid, decode, parse_items_file, parse_judgments_csv, pa
 # Filter choices drawn from the rows the user may see: a plain related filter would list every
 # study's (and system's) name to every researcher.
 ONLY_VISIBLE = admin.RelatedOnlyFieldListFilter
+ADMIN = AuditEvent.Source.ADMIN
 
 
-class StudyScopedAdmin(admin.ModelAdmin):
+class AuditedAdmin(admin.ModelAdmin):
+    """Writes an audit event for every save and delete made through this admin page and its
+    inlines (the admin view wraps each in a transaction, so a failed save leaves no event)."""
+
+    def save_model(self, request, obj, form, change):
+        before = model_snapshot(type(obj).objects.get(pk=obj.pk)) if change and obj.pk else None
+        super().save_model(request, obj, form, change)
+        changes = instance_changes(before, obj)
+        # Many-to-many fields are saved after save_model: take them from the form.
+        m2m = {f.name for f in obj._meta.many_to_many}
+        changes.update({k: v for k, v in form_changes(form).items() if k in m2m})
+        if change and not changes:
+            return
+        audit_record(actor=request.user, source=ADMIN, target=obj, changes=changes,
+                     action=AuditEvent.Action.UPDATE if change else AuditEvent.Action.CREATE)
+
+    def delete_model(self, request, obj):
+        self._audit_delete(request, obj)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):
+        for obj in queryset:
+            self._audit_delete(request, obj)
+        super().delete_queryset(request, queryset)
+
+    def _audit_delete(self, request, obj):
+        audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.DELETE,
+                     target=obj, changes=instance_changes(obj, None))
+
+    def save_formset(self, request, form, formset, change):
+        deleted = [f.instance for f in formset.deleted_forms if f.instance.pk is not None]
+        changed = [
+            (f.instance, form_changes(f)) for f in formset.initial_forms
+            if f.instance.pk is not None and f.has_changed() and f not in formset.deleted_forms
+        ]
+        for obj in deleted:
+            self._audit_delete(request, obj)
+        super().save_formset(request, form, formset, change)
+        for obj, changes in changed:
+            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.UPDATE,
+                         target=obj, changes=changes)
+        for obj in formset.new_objects:
+            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.CREATE,
+                         target=obj, changes=instance_changes(None, obj))
+
+
+class StudyScopedAdmin(AuditedAdmin):
     """Limits rows to the studies the user may see; `study_path` leads from the row to Study."""
 
     study_path = "study"
@@ -61,8 +111,30 @@ class StudyScopedAdmin(admin.ModelAdmin):
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.related_model is Study and not request.user.is_superuser:
-            kwargs["queryset"] = studies_visible_to(request.user)
+            # New rows may only go into studies the user may change.
+            kwargs["queryset"] = perms.studies_with_role(request.user, self.study_role)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    # Object-level checks (evalstudy.permissions) on top of Django's model permissions: a
+    # viewer collaborator sees a study's rows read-only.
+    study_role = perms.EDITOR
+
+    def study_of(self, obj) -> Study | None:
+        for part in self.study_path.split("__"):
+            obj = getattr(obj, part, None)
+        return obj
+
+    def has_change_permission(self, request, obj=None):
+        allowed = super().has_change_permission(request, obj)
+        if obj is None or not allowed:
+            return allowed
+        return perms.has_role(request.user, self.study_of(obj), self.study_role)
+
+    def has_delete_permission(self, request, obj=None):
+        allowed = super().has_delete_permission(request, obj)
+        if obj is None or not allowed:
+            return allowed
+        return perms.has_role(request.user, self.study_of(obj), self.study_role)
 
 
 class SystemInline(admin.TabularInline):
@@ -95,9 +167,23 @@ class AttentionInline(admin.StackedInline):
 
 
 class CollaboratorInline(admin.TabularInline):
+    """Only the study's owner (or an admin) adds, changes or removes collaborators."""
+
     model = StudyCollaborator
     extra = 0
     autocomplete_fields = ("user",)
+
+    def _may_manage(self, request, study) -> bool:
+        return study is None or perms.can_manage_collaborators(request.user, study)
+
+    def has_add_permission(self, request, obj=None):
+        return super().has_add_permission(request, obj) and self._may_manage(request, obj)
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and self._may_manage(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return super().has_delete_permission(request, obj) and self._may_manage(request, obj)
 
 
 def _report_spec_errors(request, error: SpecInvalid) -> None:
@@ -109,7 +195,7 @@ def _report_spec_errors(request, error: SpecInvalid) -> None:
 
 
 @admin.register(Study)
-class StudyAdmin(admin.ModelAdmin):
+class StudyAdmin(AuditedAdmin):
     list_display = ("slug", "title", "status", "design", "n_systems", "n_items",
                     "ratings_per_output", "seats", "updated_at")
     list_filter = ("status", "design", "reference_shown")
@@ -152,6 +238,15 @@ class StudyAdmin(admin.ModelAdmin):
             kwargs["queryset"] = studies_visible_to(request.user)
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
+    # Object-level rules from evalstudy.permissions: editors change, only the owner deletes.
+    def has_change_permission(self, request, obj=None):
+        allowed = super().has_change_permission(request, obj)
+        return allowed and (obj is None or perms.can_edit_study(request.user, obj))
+
+    def has_delete_permission(self, request, obj=None):
+        allowed = super().has_delete_permission(request, obj)
+        return allowed and (obj is None or perms.can_manage_collaborators(request.user, obj))
+
     def save_model(self, request, obj, form, change):
         if not change and obj.owner_id is None:
             obj.owner = request.user
@@ -178,26 +273,34 @@ class StudyAdmin(admin.ModelAdmin):
         return study.seats_
 
     # --- actions ------------------------------------------------------------------------
-    def _each(self, request, queryset, service, done: str) -> None:
+    def _each(self, request, queryset, service, done: str, action: str) -> None:
         for study in queryset:
+            status = study.status
             try:
-                service(study=study)
+                outcome = service(study=study)
             except ValidationError as error:
                 messages.error(request, f"{study.slug}: " + " ".join(error.messages))
             else:
+                study.refresh_from_db(fields=["status"])
+                changes = {"status": [status, study.status]} if status != study.status else {}
+                if isinstance(outcome, models.Model) and not isinstance(outcome, Study):
+                    changes["run"] = [None, f"{outcome._meta.label_lower} {outcome.pk}"]
+                audit_record(actor=request.user, source=ADMIN, action=action, study=study,
+                             target=study, changes=changes)
                 messages.success(request, f"{study.slug}: {done}")
 
     @admin.action(description="Open selected studies for raters")
     def open_studies(self, request, queryset):
-        self._each(request, queryset, services.study_open, "opened")
+        self._each(request, queryset, services.study_open, "opened", AuditEvent.Action.OPEN)
 
     @admin.action(description="Close selected studies")
     def close_studies(self, request, queryset):
-        self._each(request, queryset, services.study_close, "closed")
+        self._each(request, queryset, services.study_close, "closed", AuditEvent.Action.CLOSE)
 
     @admin.action(description="Build (or rebuild) the rater lists of selected studies")
     def build_assignments(self, request, queryset):
-        self._each(request, queryset, services.study_build_assignments, "lists built")
+        self._each(request, queryset, services.study_build_assignments, "lists built",
+                   AuditEvent.Action.BUILD)
 
     @admin.action(description="Compute the default automatic metrics (on the workers)")
     def compute_metrics(self, request, queryset):
@@ -206,7 +309,8 @@ class StudyAdmin(admin.ModelAdmin):
         def start(*, study):
             return metric_run_start(study=study, user=request.user)
 
-        self._each(request, queryset, start, "metric run started (see its Metrics page)")
+        self._each(request, queryset, start, "metric run started (see its Metrics page)",
+                   AuditEvent.Action.START)
 
     @admin.action(description="Run the analysis (on the workers)")
     def run_analysis(self, request, queryset):
@@ -215,11 +319,16 @@ class StudyAdmin(admin.ModelAdmin):
         def start(*, study):
             return analysis_run_start(study=study, user=request.user)
 
-        self._each(request, queryset, start, "analysis started (see its Analysis page)")
+        self._each(request, queryset, start, "analysis started (see its Analysis page)",
+                   AuditEvent.Action.START)
 
     @admin.action(description="Export selected studies as spec (YAML)")
     def export_specs(self, request, queryset):
-        documents = [spec_to_document(study_to_spec(study)) for study in queryset]
+        documents = []
+        for study in queryset:
+            documents.append(spec_to_document(study_to_spec(study)))
+            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.EXPORT,
+                         target=study, changes={"what": "spec", "format": "yaml"})
         text = yaml.safe_dump_all(documents, sort_keys=False, allow_unicode=True, width=100)
         name = queryset.first().slug if len(documents) == 1 else "studies"
         response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
@@ -284,8 +393,11 @@ class StudyAdmin(admin.ModelAdmin):
         def run(text, name, data):
             spec = parse_study_spec(text, name)
             study, outcome = study_import_spec(spec=spec, source=name, owner=request.user)
+            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.IMPORT,
+                         target=study, changes={"what": "spec", "file": name, "outcome": outcome})
             if data["open_after_import"]:
-                self._each(request, [study], services.study_open, "opened")
+                self._each(request, [study], services.study_open, "opened",
+                           AuditEvent.Action.OPEN)
             return study, f"{outcome} study {study.slug}"
 
         return self._upload(
@@ -301,6 +413,9 @@ class StudyAdmin(admin.ModelAdmin):
             fmt = "jsonl" if name.lower().endswith(".jsonl") else "csv"
             items = parse_items_file(text, name, fmt)
             n_items, n_outputs = items_import(study=study, items=items, source=name)
+            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.IMPORT,
+                         target=study, changes={"what": "items", "file": name,
+                                                "items": n_items, "outputs": n_outputs})
             return study, f"wrote {n_items} items and {n_outputs} outputs"
 
         return self._upload(
@@ -316,6 +431,10 @@ class StudyAdmin(admin.ModelAdmin):
         def run(text, name, data):
             counts = judgments_import(study=study, rows=parse_judgments_csv(text, name),
                                       source=name, default_rater_kind=data["rater_kind"])
+            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.IMPORT,
+                         target=study, changes={
+                             "what": "judgments", "file": name, "created": counts.created,
+                             "revised": counts.revised, "unchanged": counts.unchanged})
             return study, (f"{counts.created} judgments created, {counts.revised} revised, "
                            f"{counts.unchanged} unchanged")
 
@@ -329,7 +448,9 @@ class StudyAdmin(admin.ModelAdmin):
     def design_csv_view(self, request, pk):
         study = self._study_or_404(request, pk, change=False)
         buffer = io.StringIO()
-        design_write_csv(study, buffer)
+        rows = design_write_csv(study, buffer)
+        audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.EXPORT,
+                     target=study, changes={"what": "design", "format": "csv", "rows": rows})
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{study.slug}-design.csv"'
         return response
@@ -342,6 +463,8 @@ class StudyAdmin(admin.ModelAdmin):
         else:
             text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
             content_type = "yaml"
+        audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.EXPORT,
+                     target=study, changes={"what": "spec", "format": fmt})
         response = HttpResponse(text, content_type=f"application/{content_type}; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{study.slug}.{fmt}"'
         return response
@@ -419,15 +542,23 @@ class AttentionCheckAdmin(StudyScopedAdmin):
 class StudyCollaboratorAdmin(StudyScopedAdmin):
     list_display = ("study", "user", "role")
     list_filter = ("role",)
+    study_role = perms.OWNER  # only owners (and admins) manage collaborators
 
 
 @admin.register(Rater)
-class RaterAdmin(admin.ModelAdmin):
+class RaterAdmin(AuditedAdmin):
+    """Researchers see the raters of their studies only (raters are not study rows, so the
+    scope is "entered or holds a seat in a visible study")."""
+
     list_display = ("__str__", "kind", "user", "external_id", "created_at", "entry_link")
     list_filter = ("kind",)
     search_fields = ("external_id", "display_name", "user__username")
     readonly_fields = ("entry_link", "created_at")
     raw_id_fields = ("user",)
+    actions = ("export_personal_data", "erase_personal_data")
+
+    def get_queryset(self, request):
+        return perms.raters_visible_to(request.user)
 
     @admin.display(description="personal entry link")
     def entry_link(self, rater):
@@ -435,6 +566,46 @@ class RaterAdmin(admin.ModelAdmin):
             return "-"
         url = reverse("annotation:enter", args=[rater.access_token])
         return format_html('<a href="{}">{}</a>', url, url)
+
+    @admin.action(description="Export personal data of selected raters (JSON)",
+                  permissions=("view",))
+    def export_personal_data(self, request, queryset):
+        from .privacy import rater_data_export
+
+        exported = []
+        for rater in queryset:
+            exported.append(rater_data_export(rater))
+            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.EXPORT,
+                         target=("evalstudy.rater", rater.pk, f"rater {rater.pk}"),
+                         changes={"what": "personal data", "format": "json"})
+        document = exported[0] if len(exported) == 1 else exported
+        name = f"rater-{exported[0]['rater']['id']}" if len(exported) == 1 else "raters"
+        response = HttpResponse(json.dumps(document, indent=2, ensure_ascii=False),
+                                content_type="application/json; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{name}-personal-data.json"'
+        return response
+
+    @admin.action(description="Erase personal data of selected raters (keeps judgments)",
+                  permissions=("change",))
+    def erase_personal_data(self, request, queryset):
+        """Asks for confirmation first (a second POST with `confirm`), as deleting does."""
+        from .privacy import NotAPerson, rater_data_erase
+
+        if request.POST.get("confirm") != "yes":
+            context = {
+                **self.admin_site.each_context(request), "raters": queryset,
+                "opts": self.model._meta, "title": "Erase personal data?",
+                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            }
+            return render(request, "admin/evalstudy/rater/erase_confirmation.html", context)
+        for rater in queryset:
+            try:
+                rater_data_erase(rater, actor=request.user, source=ADMIN)
+            except NotAPerson as error:
+                messages.error(request, str(error))
+            else:
+                messages.success(request, f"rater {rater.pk}: personal data erased")
+        return None
 
 
 @admin.register(Enrollment)
@@ -484,3 +655,38 @@ class AssignmentAdmin(StudyScopedAdmin):
     @admin.display(description="done")
     def progress(self, seat):
         return f"{seat.n_done} of {seat.n_slots}"
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(admin.ModelAdmin):
+    """The audit trail, read-only. Researchers see the events of their studies only."""
+
+    list_display = ("at", "actor_repr", "action", "study_slug", "target_type", "target_repr",
+                    "source")
+    list_filter = ("action", "source", ("study", ONLY_VISIBLE), ("actor", ONLY_VISIBLE))
+    search_fields = ("study_slug", "target_repr", "actor_repr")
+    date_hierarchy = "at"
+    readonly_fields = ("at", "actor", "actor_repr", "action", "study", "study_slug",
+                       "target_type", "target_id", "target_repr", "pretty_changes", "source")
+    exclude = ("changes",)
+    list_select_related = ("study", "actor")
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(study__in=studies_visible_to(request.user).values("pk"))
+
+    @admin.display(description="changes")
+    def pretty_changes(self, event):
+        return format_html("<pre>{}</pre>", json.dumps(event.changes, indent=2,
+                                                       ensure_ascii=False))
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -8,7 +8,7 @@ changing what people already judged would corrupt the data.
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from django.db import transaction
@@ -291,3 +291,121 @@ def items_import(*, study: Study, items: list[ItemSpec], source: str) -> tuple[i
         written = _write_items(study, items, systems, delete_missing=False)
         study.assignments.filter(source=Assignment.Source.DESIGN, rater__isnull=True).delete()
         return written
+
+
+# --- outputs on their own (API bulk create) -------------------------------------------------
+OUTPUT_CSV_COLUMNS = ("item", "system", "output")
+
+
+@dataclass(frozen=True)
+class OutputRow:
+    row: int  # CSV line, or position (from 1) in a JSON list
+    item: str
+    system: str
+    text: str
+
+
+def parse_outputs_json(data: Any, source: str) -> list[OutputRow]:
+    """A JSON list of {"item", "system", "text"}; SpecInvalid listing every bad element."""
+    if not isinstance(data, list):
+        raise SpecInvalid([SpecError(source, None, "", "expected a JSON list of "
+                                     '{"item", "system", "text"} objects')])
+    rows, errors = [], []
+    for number, entry in enumerate(data, start=1):
+        if not isinstance(entry, dict):
+            errors.append(SpecError(source, number, "", "expected an object"))
+            continue
+        unknown = set(entry) - {"item", "system", "text"}
+        for name in sorted(unknown):
+            errors.append(SpecError(source, number, name, "unknown field; expected item, "
+                                                          "system, text"))
+        values = {}
+        for name in ("item", "system", "text"):
+            value = entry.get(name)
+            if not isinstance(value, str) or (name != "text" and not value.strip()):
+                errors.append(SpecError(source, number, name, "missing" if value is None else
+                                        "must be non-empty text" if name != "text" else
+                                        "must be text"))
+            values[name] = value.strip() if isinstance(value, str) and name != "text" else value
+        if not unknown and all(isinstance(v, str) for v in values.values()):
+            rows.append(OutputRow(number, values["item"], values["system"], values["text"]))
+    if errors:
+        raise SpecInvalid(errors)
+    return rows
+
+
+def parse_outputs_csv(text: str, source: str) -> list[OutputRow]:
+    """CSV with columns item, system, output (others are refused: this is not an item file)."""
+    from .spec import _csv_rows
+
+    rows, errors = [], []
+    for line, row in _csv_rows(text, source, OUTPUT_CSV_COLUMNS):
+        extra = set(row) - set(OUTPUT_CSV_COLUMNS)
+        if extra:
+            raise SpecInvalid([SpecError(source, 1, "header", f"unexpected column(s) "
+                                         f"{', '.join(sorted(extra))}; expected item,system,"
+                                         "output (use the items endpoint for item fields)")])
+        item, system = row["item"].strip(), row["system"].strip()
+        for name, value in (("item", item), ("system", system)):
+            if not value:
+                errors.append(SpecError(source, line, name, "must not be empty"))
+        rows.append(OutputRow(line, item, system, row["output"]))
+    if errors:
+        raise SpecInvalid(errors)
+    return rows
+
+
+def outputs_import(*, study: Study, rows: list[OutputRow], source: str) -> int:
+    """Create or update outputs of existing items and systems of a draft study; returns how
+    many were written. All rows valid or nothing written (SpecInvalid names row and field).
+
+    Only the items the rows name are read, so importing in batches costs the same per batch
+    whatever the study's size.
+    """
+    with transaction.atomic():
+        study = Study.objects.select_for_update().get(pk=study.pk)
+        if _started(study):
+            raise SpecInvalid([SpecError(
+                source, None, "", f"study {study.slug!r} is {study.status} and has raters; "
+                "outputs can only be added to a draft study",
+            )])
+        systems = dict(study.systems.values_list("name", "id"))
+        items = dict(
+            study.items.filter(external_id__in={row.item for row in rows})
+            .values_list("external_id", "id")
+        )
+        errors: list[SpecError] = []
+        first: dict[tuple[str, str], int] = {}
+        for row in rows:
+            if row.item not in items:
+                errors.append(SpecError(source, row.row, "item",
+                                        f"no item {row.item!r} in study {study.slug!r}"))
+            if row.system not in systems:
+                errors.append(SpecError(source, row.row, "system",
+                                        f"no system {row.system!r} in study {study.slug!r}"))
+            key = (row.item, row.system)
+            if key in first:
+                errors.append(SpecError(source, row.row, "system", f"second output for "
+                                        f"{row.item!r}/{row.system!r} (first at row {first[key]})"))
+            first.setdefault(key, row.row)
+        if errors:
+            raise SpecInvalid(errors)
+        current = {
+            (o.item_id, o.system_id): o
+            for o in Output.objects.filter(item_id__in=items.values())
+        }
+        new, changed = [], []
+        for row in rows:
+            key = (items[row.item], systems[row.system])
+            output = current.get(key)
+            if output is None:
+                new.append(Output(item_id=key[0], system_id=key[1], text=row.text))
+            elif output.text != row.text:
+                output.text = row.text
+                changed.append(output)
+        Output.objects.bulk_create(new, batch_size=BATCH_SIZE)
+        Output.objects.bulk_update(changed, ["text"], batch_size=BATCH_SIZE)
+        if new:
+            # Seats built before these outputs existed would leave them unrated.
+            study.assignments.filter(source=Assignment.Source.DESIGN, rater__isnull=True).delete()
+        return len(new) + len(changed)

@@ -459,3 +459,81 @@ class AssignmentSlot(models.Model):
 
     def __str__(self) -> str:
         return f"slot {self.position} of assignment {self.assignment_id}"
+
+
+class AuditEvent(models.Model):
+    """Who did what, when, to which study configuration or export. Append-only.
+
+    Events outlive what they describe: the study link is SET_NULL and its slug is copied, and
+    the target is a label + pk + repr rather than a foreign key, so deleting a study, a
+    criterion or a user keeps the record of it.
+    """
+
+    class Action(models.TextChoices):
+        CREATE = "create", "Create"
+        UPDATE = "update", "Update"
+        DELETE = "delete", "Delete"
+        OPEN = "open", "Open"
+        CLOSE = "close", "Close"
+        BUILD = "build", "Build rater lists"
+        IMPORT = "import", "Import"
+        EXPORT = "export", "Export"
+        ERASE = "erase", "Erase personal data"
+        START = "start", "Start a run"
+
+    class Source(models.TextChoices):
+        ADMIN = "admin", "Admin"
+        API = "api", "API"
+        COMMAND = "command", "Management command"
+        WEB = "web", "Web page"
+        SYSTEM = "system", "System (beat, workers)"
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    # Kept when the user is deleted: an audit trail must still say who it was.
+    actor_repr = models.CharField(max_length=150, blank=True)
+    action = models.CharField(max_length=20, choices=Action.choices)
+    study = models.ForeignKey(
+        Study, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events",
+    )
+    study_slug = models.CharField(max_length=80, blank=True, db_index=True)
+    target_type = models.CharField(max_length=100, blank=True, help_text="e.g. evalstudy.criterion")
+    target_id = models.CharField(max_length=64, blank=True)
+    target_repr = models.CharField(max_length=200, blank=True)
+    changes = models.JSONField(default=dict, blank=True,
+                               help_text="field -> [before, after]; for exports: what was written")
+    source = models.CharField(max_length=10, choices=Source.choices, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["study", "-at"])]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_repr or '-'} {self.action} {self.target_repr}"
+
+
+class ApiToken(models.Model):
+    """A script's credential for the API. Only a SHA-256 hash of the secret is stored: a leaked
+    database does not leak working tokens. A user may hold several (one per script/machine);
+    revoking one is deleting its row."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, blank=True, help_text="What the token is for.")
+    prefix = models.CharField(
+        max_length=16, help_text="The secret's first characters, to tell tokens apart."
+    )
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Blank: never expires.")
+
+    class Meta:
+        ordering = ["user", "-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}... ({self.user}{', ' + self.name if self.name else ''})"

@@ -25,6 +25,12 @@ DESIGNS = ("latin_square", "crossed", "pairwise")
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
 KEY_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 MAX_FIELD_CHARS = 1_000_000
+# The csv module refuses fields over 131,072 characters by default; allow what the spec allows
+# (a long context passage is legitimate) and name the limit ourselves when it is exceeded.
+csv.field_size_limit(MAX_FIELD_CHARS)
+# Byte-order marks of the encodings spreadsheets save as "Unicode text".
+_OTHER_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32",
+               b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -288,7 +294,21 @@ def load_document(text: str, source: str) -> Any:
 
 
 def decode(data: bytes, source: str) -> str:
-    """Bytes of an uploaded or read file as text: UTF-8 (a BOM is allowed), else SpecInvalid."""
+    """Bytes of an uploaded or read file as text: UTF-8 (a BOM is allowed), else SpecInvalid
+    saying why (another encoding, or not text at all)."""
+    for bom, name in _OTHER_BOMS.items():
+        if data.startswith(bom):
+            raise SpecInvalid([SpecError(
+                source, 1, "", f"the file is {name} (it starts with a {name} byte-order mark); "
+                "save it as UTF-8 (in a spreadsheet: CSV UTF-8) and try again",
+            )])
+    offset = data.find(b"\x00")  # never in UTF-8 text; in every binary format
+    if offset >= 0:
+        raise SpecInvalid([SpecError(
+            source, data[:offset].count(b"\n") + 1, "",
+            f"this is not a text file (a NUL byte at offset {offset}); expected UTF-8 text: "
+            "CSV, JSONL, YAML or JSON",
+        )])
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -658,6 +678,9 @@ def _csv_rows(text: str, source: str, required: tuple[str, ...]) -> Iterator[tup
         )])
     if len(set(header)) != len(header):
         raise SpecInvalid([SpecError(source, 1, "header", "a column name appears twice")])
+    # Where the record being read starts: a broken record is named by its first line (its
+    # quote may run on to the end of the file).
+    record_start = reader.line_num + 1
     try:
         for row in reader:
             line = reader.line_num
@@ -669,9 +692,16 @@ def _csv_rows(text: str, source: str, required: tuple[str, ...]) -> Iterator[tup
                     source, line, "", f"expected {len(header)} columns like the header, got {found}"
                 )])
             yield line, row
+            record_start = reader.line_num + 1
     except csv.Error as error:
+        reason = str(error)
+        if "field larger than field limit" in reason:
+            reason = (f"a field is longer than {MAX_FIELD_CHARS:,} characters (an unclosed "
+                      'quote " makes the rest of the file one field)')
+        elif "unexpected end of data" in reason:
+            reason = 'the file ends inside a quoted field: a quote " is not closed (truncated?)'
         raise SpecInvalid([
-            SpecError(source, reader.line_num, "", f"not valid CSV: {error}")
+            SpecError(source, record_start, "", f"not valid CSV: {reason}")
         ]) from None
 
 

@@ -1,17 +1,19 @@
 """REST endpoints for metric runs (under /api/v1/): start one (202 + status URL), follow its
-progress, and page through the tidy results. Researchers reach only their studies' runs."""
+progress, and page through the tidy results. Viewers of a study read; editors start runs
+(object checks: evalstudy.permissions)."""
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, serializers, status
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evalstudy.selectors import studies_visible_to
+from evalstudy.api import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, StudyScopedView, paginated
+from evalstudy.permissions import EDITOR, VIEWER, studies_visible_to
+from evalstudy.rest import PageNumberPagination
 
 from .models import MetricRun
 from .selectors import result_rows, study_results
@@ -19,6 +21,8 @@ from .services import metric_run_start
 
 
 class IsStaff(permissions.BasePermission):
+    """Kept for callers outside the API; API views check roles per study instead."""
+
     def has_permission(self, request, view):
         return bool(request.user and request.user.is_authenticated and request.user.is_staff)
 
@@ -37,10 +41,10 @@ class MetricRunSerializer(serializers.ModelSerializer):
     def _absolute(self, name, *args):
         return self.context["request"].build_absolute_uri(reverse(name, args=args))
 
-    def get_status_url(self, run):
+    def get_status_url(self, run) -> str:
         return self._absolute("api-metric-run", run.pk)
 
-    def get_results_url(self, run):
+    def get_results_url(self, run) -> str:
         return self._absolute("api-metric-results", run.study.slug)
 
 
@@ -50,34 +54,38 @@ class StartRunSerializer(serializers.Serializer):
     model_path = serializers.CharField(required=False, allow_blank=True, default="")
 
 
-class StudyMetricRuns(APIView):
-    permission_classes = [IsStaff]
+class StudyMetricRuns(StudyScopedView):
+    """The study's latest 50 metric runs; start one (editors): 202 + status URL."""
 
+    study_roles = {"GET": VIEWER, "POST": EDITOR}
+
+    @extend_schema(responses={200: MetricRunSerializer(many=True), **READ_ERRORS})
     def get(self, request, slug):
-        study = get_object_or_404(studies_visible_to(request.user), slug=slug)
+        study = self.get_study()
         runs = MetricRun.objects.filter(study=study).select_related("study")[:50]
         return Response(MetricRunSerializer(runs, many=True, context={"request": request}).data)
 
+    @extend_schema(request=StartRunSerializer,
+                   responses={202: MetricRunSerializer, **WRITE_ERRORS})
     def post(self, request, slug):
-        study = get_object_or_404(studies_visible_to(request.user), slug=slug)
+        study = self.get_study()
         body = StartRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        try:
-            run = metric_run_start(study=study, metrics=body.validated_data.get("metrics"),
-                                   params=body.validated_data.get("params"),
-                                   model_path=body.validated_data["model_path"],
-                                   user=request.user)
-        except ValidationError as error:
-            return Response({"code": "invalid", "message": "; ".join(error.messages)},
-                            status=status.HTTP_400_BAD_REQUEST)
+        # A refused request (unknown metric, bad parameters) is a Django ValidationError: the
+        # API's exception handler answers it with 400 in the common error shape.
+        run = metric_run_start(study=study, metrics=body.validated_data.get("metrics"),
+                               params=body.validated_data.get("params"),
+                               model_path=body.validated_data["model_path"],
+                               user=request.user)
         data = MetricRunSerializer(run, context={"request": request}).data
         return Response(data, status=status.HTTP_202_ACCEPTED,
                         headers={"Location": data["status_url"]})
 
 
 class MetricRunDetail(APIView):
-    permission_classes = [IsStaff]
+    """One metric run's status and progress (viewers of its study)."""
 
+    @extend_schema(responses={200: MetricRunSerializer, **READ_ERRORS})
     def get(self, request, pk):
         run = get_object_or_404(
             MetricRun.objects.select_related("study")
@@ -86,14 +94,31 @@ class MetricRunDetail(APIView):
         return Response(MetricRunSerializer(run, context={"request": request}).data)
 
 
-class StudyMetricResults(APIView):
+class MetricResultRowSerializer(serializers.Serializer):
+    item = serializers.CharField()
+    system = serializers.CharField()
+    scorer = serializers.CharField()
+    scorer_version = serializers.CharField()
+    config = serializers.CharField()
+    signature = serializers.CharField(help_text="JSON of what the value depends on.")
+    metric = serializers.CharField()
+    value = serializers.JSONField(help_text='A number; "" when scoring this output failed.')
+    error = serializers.CharField(allow_blank=True)
+
+
+class StudyMetricResults(StudyScopedView):
     """Tidy rows (item, system, metric, value, scorer, config, ...), paginated by stored
     result (each result gives one row per value name)."""
 
-    permission_classes = [IsStaff]
-
+    @extend_schema(
+        parameters=[OpenApiParameter("metric", str, many=True,
+                                     description="Only these metrics (repeatable)."),
+                    *PAGE_PARAMETERS],
+        responses={200: paginated(MetricResultRowSerializer, "MetricResultRow"),
+                   **READ_ERRORS},
+    )
     def get(self, request, slug):
-        study = get_object_or_404(studies_visible_to(request.user), slug=slug)
+        study = self.get_study()
         metrics = request.query_params.getlist("metric") or None
         paginator = PageNumberPagination()
         paginator.page_size = 200

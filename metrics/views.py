@@ -9,18 +9,20 @@ from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from evalstudy.selectors import studies_visible_to
+from evalstudy.audit import audit_record
+from evalstudy.permissions import EDITOR, VIEWER, study_for
 
 from .models import MetricRun
 from .selectors import metrics_write_csv, output_results_page
 from .services import DEFAULT_METRICS, metric_run_start
 
 
-def _study(request: HttpRequest, slug: str):
-    return get_object_or_404(studies_visible_to(request.user), slug=slug)
+def _study(request: HttpRequest, slug: str, minimum: str = VIEWER):
+    """404 for a study the user has no role on, 403 for a role below `minimum`."""
+    return study_for(request.user, slug, minimum)
 
 
 @staff_member_required
@@ -44,7 +46,7 @@ def runs_fragment(request: HttpRequest, slug: str) -> HttpResponse:
 @staff_member_required
 @require_POST
 def start_run(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
+    study = _study(request, slug, EDITOR)
     try:
         params = json.loads(request.POST.get("params") or "{}")
         run = metric_run_start(
@@ -64,7 +66,9 @@ def start_run(request: HttpRequest, slug: str) -> HttpResponse:
 def results_csv(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug)
     buffer = io.StringIO()
-    metrics_write_csv(study, buffer)
+    rows = metrics_write_csv(study, buffer)
+    audit_record(actor=request.user, source="web", action="export", target=study,
+                 changes={"what": "metric results", "format": "csv", "rows": rows})
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-metrics.csv"'
     return response

@@ -28,9 +28,11 @@ def test_database_url() -> str:
     return f"postgres://{db['USER']}{password}@{host}:{port}/{db['NAME']}"
 
 
-def start_worker(queues: list[str], *, name: str, env: dict[str, str] | None = None):
+def start_worker(queues: list[str], *, name: str, env: dict[str, str] | None = None,
+                 extra_args: list[str] | None = None):
     """`celery -A config worker` in a process of its own (solo pool: killing it kills the task
-    it runs), consuming `queues`, against the test database."""
+    it runs), consuming `queues`, against the test database. `extra_args` go to the worker
+    command line (e.g. ["--include", "tests.some_tasks"] to load test-only tasks)."""
     full_env = {
         **STARTUP_ENVIRONMENT, "DJANGO_SETTINGS_MODULE": "config.settings.test",
         "DATABASE_URL": test_database_url(), "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
@@ -39,7 +41,7 @@ def start_worker(queues: list[str], *, name: str, env: dict[str, str] | None = N
     return subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", ",".join(queues),
          "--pool", "solo", "--loglevel", "INFO", "--hostname", f"{name}@%h",
-         "--without-gossip", "--without-mingle", "--without-heartbeat"],
+         "--without-gossip", "--without-mingle", "--without-heartbeat", *(extra_args or [])],
         cwd=ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,
     )
@@ -58,8 +60,9 @@ def stop_worker(process, *, kill: bool = False) -> str:
 
 
 @contextmanager
-def running_worker(queues: list[str], *, name: str, env: dict[str, str] | None = None):
-    process = start_worker(queues, name=name, env=env)
+def running_worker(queues: list[str], *, name: str, env: dict[str, str] | None = None,
+                   extra_args: list[str] | None = None):
+    process = start_worker(queues, name=name, env=env, extra_args=extra_args)
     try:
         yield process
     finally:

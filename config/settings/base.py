@@ -31,6 +31,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "evalstudy",
     "annotation",
     "metrics",
@@ -39,6 +41,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -105,6 +108,51 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # Uploads (spec, CSV, JSONL) are read in memory up to this size and refused above it.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=50 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+# Files uploaded through the admin import pages (DATA_UPLOAD_MAX_MEMORY_SIZE does not count
+# file parts, so the forms check this).
+EVALSTUDY_UPLOAD_MAX_BYTES = env.int("EVALSTUDY_UPLOAD_MAX_BYTES",
+                                     default=DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+# Shared by the login throttle and the API throttles. The local-memory default is per process:
+# a deployment with several web processes points CACHE_URL at Redis (redis://host:6379/2).
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+
+# --- Security headers and sign-in ----------------------------------------------------------
+# Content Security Policy (django-csp) in every environment, so development and the browser
+# tests run under the policy production sends. Pages load scripts and styles from static/ only;
+# the stored analysis report, a standalone document with its own <style> and inline plots,
+# widens style-src and img-src for itself (analysis.views).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Sign-in throttle (evalstudy.login_throttle): failures per username and client address, and
+# per address for any username (0: no per-address limit), within the lockout window.
+LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+LOGIN_FAILURE_LIMIT_PER_ADDRESS = env.int("LOGIN_FAILURE_LIMIT_PER_ADDRESS", default=50)
+LOGIN_LOCKOUT_SECONDS = env.int("LOGIN_LOCKOUT_SECONDS", default=15 * 60)
+# Behind a proxy, the META key of the header carrying the client's address (HTTP_X_REAL_IP).
+LOGIN_CLIENT_ADDRESS_HEADER = env.str("LOGIN_CLIENT_ADDRESS_HEADER", default="")
+
+# --- Health endpoint (/healthz) -------------------------------------------------------------
+HEALTHZ_TIMEOUT = env.float("HEALTHZ_TIMEOUT", default=1.0)
+# Off: missing workers are reported but /healthz still answers 200 (web and workers scale and
+# restart separately). On: 503 unless every queue below has a consumer.
+HEALTHZ_WORKERS_REQUIRED = env.bool("HEALTHZ_WORKERS_REQUIRED", default=False)
+HEALTHZ_REQUIRED_QUEUES = env.list("HEALTHZ_REQUIRED_QUEUES",
+                                   default=["default", "cpu", "gpu", "llm"])
 
 # --- Celery -------------------------------------------------------------------------------
 # Embedded default: kombu's filesystem transport, which needs no server; the web process and
@@ -148,18 +196,71 @@ CELERY_TASK_ROUTES = {
 EVALSTUDY_ENCODER_PATH = env.str("EVALSTUDY_ENCODER_PATH", default="")
 # Outputs per metric task: big enough to batch the encoder well, small enough to spread work.
 EVALSTUDY_METRIC_BATCH_SIZE = env.int("EVALSTUDY_METRIC_BATCH_SIZE", default=256)
+# The default LLM judge: any OpenAI-compatible server (vLLM, llama.cpp, Ollama, a hosted API).
+# Its key is read by the workers from the environment variable EVALSTUDY_JUDGE_API_KEY and is
+# never stored with a run.
+EVALSTUDY_JUDGE_BASE_URL = env.str("EVALSTUDY_JUDGE_BASE_URL", default="")
+EVALSTUDY_JUDGE_MODEL = env.str("EVALSTUDY_JUDGE_MODEL", default="")
+EVALSTUDY_JUDGE_MODE = env.str("EVALSTUDY_JUDGE_MODE", default="chat")
+EVALSTUDY_JUDGE_CONCURRENCY = env.int("EVALSTUDY_JUDGE_CONCURRENCY", default=8)
+# Units per proxy-judge task.
+EVALSTUDY_PROXY_BATCH_SIZE = env.int("EVALSTUDY_PROXY_BATCH_SIZE", default=64)
+# Trained learned-proxy artefacts (versioned directories). Workers that train and those that
+# score must share it: on several hosts, point it at shared storage.
+EVALSTUDY_PROXY_DIR = env.str("EVALSTUDY_PROXY_DIR", default=str(VAR_DIR / "proxies"))
+# A running metric/analysis/proxy run whose heartbeat is older than this is marked failed
+# (its worker died or lost the message): beat checks every few minutes.
+EVALSTUDY_STALE_RUN_MINUTES = env.int("EVALSTUDY_STALE_RUN_MINUTES", default=30)
 CELERY_BEAT_SCHEDULE = {
     "expire-abandoned-leases": {
         "task": "evalstudy.assignments_expire_leases",
         "schedule": 60.0,
     },
+    "fail-stale-runs": {
+        "task": "evalstudy.runs_fail_stale",
+        "schedule": 300.0,
+    },
 }
 
 REST_FRAMEWORK = {
+    # Token first: its WWW-Authenticate header turns "not signed in" into 401 (session auth
+    # alone would answer 403). Raters may also present their personal entry token.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "evalstudy.rest.ApiTokenAuthentication",
+        "evalstudy.rest.RaterTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "evalstudy.rest.PageNumberPagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "evalstudy.rest.exception_handler",
+    "DEFAULT_THROTTLE_RATES": {
+        "rater": env.str("API_THROTTLE_RATER", default="600/min"),
+        "token_obtain": env.str("API_THROTTLE_TOKEN_OBTAIN", default="10/min"),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "evalstudy API",
+    "DESCRIPTION": "Studies, items and outputs, raters and judgments, metric and analysis runs, "
+                   "exports. Authenticate with `Authorization: Token <key>` (scripts), a "
+                   "browser session, or `Authorization: Rater <entry token>` (rater endpoints).",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "evalstudy.rest.document_error_responses",
+    ],
+    "ENUM_NAME_OVERRIDES": {
+        "StudyStatusEnum": "evalstudy.models.Study.Status",
+        "RunStatusEnum": "evalstudy.runs.BackgroundRun.Status",
+        "LearnedProxyKindEnum": "metrics.models.LearnedProxy.Kind",
+        "RaterKindEnum": "evalstudy.models.Rater.Kind",
+        "CriterionKindEnum": "evalstudy.models.Criterion.Kind",
+    },
 }
 
 LOGGING = {

@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from analysis.selectors import JudgmentFilter, judgments_tidy
 from analysis.services import analysis_run_execute, analysis_run_start
 from analysis.stats.flatten import COLUMNS, statistics_rows
+from evalstudy.audit import audit_record
 from evalstudy.csvsafe import SafeDictWriter
 from evalstudy.management.base import get_study
 
@@ -66,6 +67,11 @@ class Command(BaseCommand):
                 writer.writeheader()
                 for row in statistics_rows(run.result):
                     writer.writerow(row)
+        written = {name: options[name] for name in ("json", "html", "pdf", "judgments_csv",
+                                                    "stats_csv") if options[name]}
+        if written:
+            audit_record(actor=None, source="command", action="export", study=target,
+                         target=run, changes={"what": "analysis", "files": written})
         warnings = run.result.get("warnings", [])
         self.stdout.write(f"analysis {run.pk} of {target.slug}: {run.status} in "
                           f"{run.result.get('seconds')} s, {len(warnings)} warning(s)")

@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from annotation.services import judgments_import
+from evalstudy.audit import audit_record
 from evalstudy.management.base import get_study, read_text, spec_errors
 from evalstudy.models import Rater
 from evalstudy.spec import SpecInvalid, parse_judgments_csv
@@ -26,6 +27,9 @@ class Command(BaseCommand):
                                       default_rater_kind=rater_kind)
         except SpecInvalid as error:
             raise spec_errors(error) from None
+        audit_record(actor=None, source="command", action="import", target=target,
+                     changes={"what": "judgments", "file": file, "created": counts.created,
+                              "revised": counts.revised, "unchanged": counts.unchanged})
         self.stdout.write(
             f"{target.slug}: {counts.created} judgments created, {counts.revised} revised, "
             f"{counts.unchanged} unchanged"

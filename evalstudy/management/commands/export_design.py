@@ -2,6 +2,7 @@ import sys
 
 from django.core.management.base import BaseCommand
 
+from evalstudy.audit import audit_record
 from evalstudy.management.base import get_study
 from evalstudy.selectors import design_write_csv
 
@@ -15,6 +16,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, slug, path="-", **options):
         study = get_study(slug)
+        audit_record(actor=None, source="command", action="export", target=study,
+                     changes={"what": "design", "format": "csv",
+                              "file": "stdout" if path == "-" else path})
         if path == "-":
             design_write_csv(study, sys.stdout)
             return

@@ -4,6 +4,7 @@ import sys
 import yaml
 from django.core.management.base import BaseCommand
 
+from evalstudy.audit import audit_record
 from evalstudy.importers import spec_to_document, study_to_spec
 from evalstudy.management.base import get_study
 
@@ -18,8 +19,11 @@ class Command(BaseCommand):
                             help="default: from the file name, else yaml")
 
     def handle(self, *args, slug, output=None, format=None, **options):
-        document = spec_to_document(study_to_spec(get_study(slug)))
+        study = get_study(slug)
+        document = spec_to_document(study_to_spec(study))
         fmt = format or ("json" if output and output.endswith(".json") else "yaml")
+        audit_record(actor=None, source="command", action="export", target=study,
+                     changes={"what": "spec", "format": fmt, "file": output or "stdout"})
         if fmt == "json":
             text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
         else:

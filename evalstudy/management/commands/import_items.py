@@ -2,6 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from evalstudy.audit import audit_record
 from evalstudy.importers import items_import
 from evalstudy.management.base import get_study, read_text, spec_errors
 from evalstudy.spec import SpecInvalid, parse_items_file
@@ -29,4 +30,7 @@ class Command(BaseCommand):
             n_items, n_outputs = items_import(study=target, items=items, source=file)
         except SpecInvalid as error:
             raise spec_errors(error) from None
+        audit_record(actor=None, source="command", action="import", target=target,
+                     changes={"what": "items", "file": file, "items": n_items,
+                              "outputs": n_outputs})
         self.stdout.write(f"{target.slug}: wrote {n_items} items and {n_outputs} outputs")

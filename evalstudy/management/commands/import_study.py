@@ -2,6 +2,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from evalstudy.audit import audit_record
 from evalstudy.importers import study_import_spec
 from evalstudy.management.base import read_text, spec_errors
 from evalstudy.services import study_open
@@ -27,13 +28,18 @@ class Command(BaseCommand):
             study, outcome = study_import_spec(spec=spec, source=file, owner=owner_user)
         except SpecInvalid as error:
             raise spec_errors(error) from None
+        audit_record(actor=None, source="command", action="import", target=study,
+                     changes={"what": "spec", "file": file, "outcome": outcome})
         self.stdout.write(
             f"{outcome} study {study.slug}: {study.systems.count()} systems, "
             f"{study.items.count()} items, {study.criteria.count()} criteria"
         )
         if open:
+            status = study.status
             try:
                 study_open(study=study)
             except ValidationError as error:
                 raise CommandError("cannot open: " + "; ".join(error.messages)) from None
+            audit_record(actor=None, source="command", action="open", target=study,
+                         changes={"status": [status, study.status]})
             self.stdout.write(f"opened with {study.assignments.count()} seats")

@@ -2,6 +2,7 @@ import sys
 
 from django.core.management.base import BaseCommand
 
+from evalstudy.audit import audit_record
 from evalstudy.management.base import get_study
 from metrics.selectors import metrics_write_csv
 
@@ -16,6 +17,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, slug, path="-", metrics=None, **options):
         study = get_study(slug)
+        audit_record(actor=None, source="command", action="export", target=study,
+                     changes={"what": "metric results", "format": "csv",
+                              "file": "stdout" if path == "-" else path,
+                              "metrics": metrics or "all"})
         if path == "-":
             metrics_write_csv(study, sys.stdout, metrics=metrics)
             return

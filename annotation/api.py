@@ -1,0 +1,230 @@
+"""Rater-side REST endpoints (under /api/v1/rater/): my slots, my next slot, submit answers.
+
+A rater is identified by `Authorization: Rater <entry token>`, by an account with a rater
+profile (token or session), or by the browser session their entry link opened
+(`evalstudy.permissions.rater_for_request`). Every slot is looked up among the rater's own
+slots, so another rater's slot is a 404 whatever its id. System names and ids never appear.
+Throttled per rater (scope "rater").
+"""
+
+from __future__ import annotations
+
+from django.db.models import Q
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.exceptions import APIException
+from rest_framework.exceptions import ValidationError as ApiValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evalstudy.api import errors
+from evalstudy.models import Assignment, AssignmentSlot, Study
+from evalstudy.permissions import IsRater
+from evalstudy.rest import RaterThrottle
+from evalstudy.services import AssignmentExpired, StudyFull, StudyNotOpen, assignment_next
+
+from . import flow
+from .idempotency import (
+    MAX_KEY_LENGTH,
+    IdempotencyKeyReused,
+    idempotent_call,
+    request_fingerprint,
+)
+from .models import Judgment
+from .services import SubmissionInvalid, SubmissionRefused, judgment_submit
+
+
+class StateConflict(APIException):
+    status_code = 409
+    default_code = "conflict"
+    default_detail = "Not possible in the study's or seat's current state."
+
+
+class KeyReused(APIException):
+    status_code = 422
+    default_code = "idempotency_key_reused"
+    default_detail = "This Idempotency-Key was used for a different request."
+
+
+class RaterView(APIView):
+    permission_classes = [IsRater]
+    throttle_classes = [RaterThrottle]
+    throttle_scope = "rater"
+
+
+class QuestionSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    prompt = serializers.CharField()
+    kind = serializers.CharField()
+    required = serializers.BooleanField()
+    choices = serializers.ListField(child=serializers.CharField(), allow_null=True,
+                                    help_text="Allowed values; null for free text.")
+    show_if_criterion = serializers.CharField(allow_null=True)
+    show_if_values = serializers.ListField(child=serializers.CharField())
+
+
+class SlotSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    position = serializers.IntegerField()
+    kind = serializers.CharField()
+    completed = serializers.BooleanField()
+    reference = serializers.CharField(help_text="Empty when the study hides references.")
+    context = serializers.CharField()
+    text = serializers.CharField()
+    text_b = serializers.CharField(help_text="Pairwise studies: the output shown as B.")
+    answers = serializers.DictField(child=serializers.CharField())
+
+
+def _questions(study: Study) -> list[dict]:
+    criteria = study.criteria.select_related("show_if_criterion").order_by("order", "id")
+    return [{
+        "key": c.key, "prompt": c.prompt, "kind": c.kind, "required": c.required,
+        "choices": c.rule.choices(),
+        "show_if_criterion": c.show_if_criterion.key if c.show_if_criterion else None,
+        "show_if_values": [str(v) for v in c.show_if_values],
+    } for c in criteria]
+
+
+def _slot_rows(slots, study: Study) -> list[dict]:
+    """Slots as raters see them: texts and their own answers, never systems."""
+    slots = list(slots.select_related("output__item", "output_b", "calibration_item",
+                                      "attention_check"))
+    answers: dict[int, dict[str, str]] = {}
+    for slot_id, key, value in Judgment.objects.filter(slot__in=slots).values_list(
+        "slot_id", "criterion__key", "value"
+    ):
+        answers.setdefault(slot_id, {})[key] = value
+    rows = []
+    for slot in slots:
+        if slot.kind == AssignmentSlot.Kind.TARGET:
+            item = slot.output.item
+            reference, context = item.reference, item.context
+            text, text_b = slot.output.text, slot.output_b.text if slot.output_b else ""
+        else:
+            control = slot.calibration_item or slot.attention_check
+            reference, context, text, text_b = (control.reference, control.context,
+                                                control.text, control.text_b)
+        rows.append({
+            "id": slot.pk, "position": slot.position + 1, "kind": slot.kind,
+            "completed": slot.completed_at is not None,
+            "reference": reference if study.reference_shown else "", "context": context,
+            "text": text, "text_b": text_b, "answers": answers.get(slot.pk, {}),
+        })
+    return rows
+
+
+def _rater_study(rater, slug: str) -> tuple[Study, Assignment | None]:
+    """The study and the rater's live seat in it; 404 unless the study is open or the rater
+    has a seat there (a draft study does not exist for raters)."""
+    study = Study.objects.filter(slug=slug).first()
+    if study is None:
+        raise Http404("No such study.")
+    seat = (Assignment.objects.filter(study=study, rater=rater)
+            .exclude(state=Assignment.State.EXPIRED).first())
+    if seat is None and study.status != Study.Status.OPEN:
+        raise Http404("No such study.")
+    return study, seat
+
+
+class MySlots(RaterView):
+    """My slots in a study, in order, with my answers so far, and the questions to answer."""
+
+    @extend_schema(responses={200: inline_serializer("MySlots", fields={
+        "study": serializers.CharField(), "seat_state": serializers.CharField(allow_null=True),
+        "questions": QuestionSerializer(many=True), "slots": SlotSerializer(many=True)}),
+        **errors(401, 403, 404, 429)})
+    def get(self, request, slug):
+        study, seat = _rater_study(request.rater, slug)
+        slots = (seat.slots.order_by("position") if seat is not None
+                 else AssignmentSlot.objects.none())
+        return Response({"study": study.slug, "seat_state": seat.state if seat else None,
+                         "questions": _questions(study), "slots": _slot_rows(slots, study)})
+
+
+class NextSlot(RaterView):
+    """Claim a seat if needed and get my next slot to judge.
+
+    `step` is "rate" (with `slot`), "done" (my list is finished), or what must happen first in
+    the browser: "consent", "instructions", or "stopped"."""
+
+    @extend_schema(request=None, responses={200: inline_serializer("NextSlot", fields={
+        "step": serializers.ChoiceField(["rate", "done", "consent", "instructions",
+                                         "stopped"]),
+        "slot": SlotSerializer(allow_null=True)}), **errors(401, 403, 404, 409, 429)})
+    def post(self, request, slug):
+        study, _ = _rater_study(request.rater, slug)
+        step = flow.next_step(study=study, rater=request.rater)
+        if step.name != "rate":
+            return Response({"step": step.name, "slot": None})
+        try:
+            slot = assignment_next(study=study, rater=request.rater)
+        except (StudyFull, StudyNotOpen, AssignmentExpired) as error:
+            raise StateConflict(str(error)) from None
+        if slot is None:
+            return Response({"step": "done", "slot": None})
+        row = _slot_rows(AssignmentSlot.objects.filter(pk=slot.pk), study)[0]
+        return Response({"step": "rate", "slot": row})
+
+
+SUBMIT_RESULT = inline_serializer("SubmitResult", fields={
+    "slot": serializers.IntegerField(), "created": serializers.IntegerField(),
+    "revised": serializers.IntegerField(), "unchanged": serializers.IntegerField(),
+    "removed": serializers.IntegerField(), "stopped": serializers.BooleanField(),
+})
+
+
+class SubmitJudgments(RaterView):
+    """Answer one of my slots. Idempotent twice over: the slot+criterion key stores one
+    judgment whatever the retries, and an `Idempotency-Key` header replays the first response
+    for the same key and body (422 for the same key with another body). 201 when something
+    was stored, 200 when the answers were already stored."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("Idempotency-Key", str, location=OpenApiParameter.HEADER,
+                                     description="Any unique string per intended request "
+                                                 f"(at most {MAX_KEY_LENGTH} characters).")],
+        request=inline_serializer("Answers", fields={
+            "answers": serializers.DictField(child=serializers.CharField(allow_blank=True),
+                                             help_text="criterion key -> value")}),
+        responses={200: SUBMIT_RESULT, 201: SUBMIT_RESULT,
+                   **errors(400, 401, 403, 404, 409, 422, 429)},
+    )
+    def post(self, request, slot_id):
+        answers = request.data.get("answers") if isinstance(request.data, dict) else None
+        if not isinstance(answers, dict):
+            raise ApiValidationError({"answers": ["an object of criterion key -> value"]})
+        rater = request.rater
+        if not AssignmentSlot.objects.filter(Q(pk=slot_id), assignment__rater=rater).exists():
+            raise Http404("This item is not in your list.")
+
+        def submit() -> tuple[int, dict]:
+            try:
+                counts = judgment_submit(rater=rater, slot_id=slot_id, answers=answers)
+            except SubmissionInvalid as error:
+                return 400, {"code": "invalid", "message": "Some answers are missing or "
+                             "invalid.", "field_errors": {k: [v] for k, v in
+                                                          error.errors.items()}}
+            except SubmissionRefused as error:
+                code = {404: "not_found", 409: "conflict"}.get(error.status, "permission_denied")
+                return error.status, {"code": code, "message": str(error), "field_errors": {}}
+            return (201 if counts.created or counts.revised else 200), {
+                "slot": slot_id, "created": counts.created, "revised": counts.revised,
+                "unchanged": counts.unchanged, "removed": counts.removed,
+                "stopped": counts.stopped,
+            }
+
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if not key:
+            status_code, body = submit()
+            return Response(body, status=status_code)
+        if len(key) > MAX_KEY_LENGTH:
+            raise ApiValidationError({"Idempotency-Key": [f"at most {MAX_KEY_LENGTH} "
+                                                          "characters"]})
+        fingerprint = request_fingerprint("POST", request.path, {"answers": answers})
+        try:
+            stored = idempotent_call(rater=rater, key=key, fingerprint=fingerprint, call=submit)
+        except IdempotencyKeyReused as error:
+            raise KeyReused(str(error)) from None
+        headers = {"Idempotent-Replayed": "true"} if stored.replayed else {}
+        return Response(stored.body, status=stored.status, headers=headers)

@@ -1,0 +1,81 @@
+"""Every REST route, mounted at /api/v1/ by config/urls.py (no namespace: the URL names, e.g.
+`api-metric-run`, are used by serializers and tests as they are).
+
+A new route must also get a row in tests/test_api_permissions.py, whose matrix enumerates this
+resolver and fails on a route it does not know.
+"""
+
+from csp.decorators import csp_update
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework.permissions import AllowAny
+
+from analysis import api as analysis_api
+from annotation import api as rater_api
+from evalstudy import api
+from metrics import api as metrics_api
+
+STUDY = "studies/<slug:slug>/"
+DOCS_CSP = csp_update({"style-src": ["'unsafe-inline'"], "worker-src": ["blob:"]})
+
+urlpatterns = [
+    # Schema and docs: public (they describe the API, not any data).
+    path("schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny],
+                                               authentication_classes=[]),
+         name="api-schema"),
+    # Swagger UI from the sidecar package (no CDN); its page needs inline styles and a blob
+    # worker, allowed on this page only.
+    path("docs/", DOCS_CSP(SpectacularSwaggerSplitView.as_view(
+        url_name="api-schema", permission_classes=[AllowAny], authentication_classes=[])),
+        name="api-docs"),
+    path("auth/token/", api.TokenObtain.as_view(), name="api-token"),
+    # Studies
+    path("studies/", api.StudyList.as_view(), name="api-studies"),
+    path("studies/import/", api.StudyImport.as_view(), name="api-study-import"),
+    path(STUDY, api.StudyDetail.as_view(), name="api-study"),
+    path(STUDY + "open/", api.StudyOpen.as_view(), name="api-study-open"),
+    path(STUDY + "close/", api.StudyClose.as_view(), name="api-study-close"),
+    path(STUDY + "progress/", api.StudyProgress.as_view(), name="api-study-progress"),
+    path(STUDY + "systems/", api.SystemList.as_view(), name="api-study-systems"),
+    path(STUDY + "items/", api.ItemList.as_view(), name="api-study-items"),
+    path(STUDY + "outputs/", api.OutputList.as_view(), name="api-study-outputs"),
+    path(STUDY + "criteria/", api.CriterionList.as_view(), name="api-study-criteria"),
+    path(STUDY + "design.csv", api.DesignCsv.as_view(), name="api-study-design"),
+    path(STUDY + "collaborators/", api.CollaboratorList.as_view(),
+         name="api-study-collaborators"),
+    path(STUDY + "collaborators/<str:username>/", api.CollaboratorDetail.as_view(),
+         name="api-study-collaborator"),
+    path(STUDY + "raters/", api.RaterList.as_view(), name="api-study-raters"),
+    path(STUDY + "raters/<int:pk>/personal-data/", api.RaterPersonalData.as_view(),
+         name="api-study-rater-personal-data"),
+    path(STUDY + "raters/<int:pk>/erase/", api.RaterErase.as_view(),
+         name="api-study-rater-erase"),
+    # Exports
+    path(STUDY + "judgments.csv", analysis_api.JudgmentsExport.as_view(fmt="csv"),
+         name="api-study-judgments-csv"),
+    path(STUDY + "judgments.jsonl", analysis_api.JudgmentsExport.as_view(fmt="jsonl"),
+         name="api-study-judgments-jsonl"),
+    path(STUDY + "judgments.parquet", analysis_api.JudgmentsExport.as_view(fmt="parquet"),
+         name="api-study-judgments-parquet"),
+    # Metric runs
+    path(STUDY + "metric-runs/", metrics_api.StudyMetricRuns.as_view(),
+         name="api-study-metric-runs"),
+    path("metric-runs/<int:pk>/", metrics_api.MetricRunDetail.as_view(), name="api-metric-run"),
+    path(STUDY + "metric-results/", metrics_api.StudyMetricResults.as_view(),
+         name="api-metric-results"),
+    # Analyses
+    path(STUDY + "analysis-runs/", analysis_api.StudyAnalysisRuns.as_view(),
+         name="api-study-analysis-runs"),
+    path("analysis-runs/<int:pk>/", analysis_api.AnalysisRunDetail.as_view(),
+         name="api-analysis-run"),
+    *[
+        path(f"analysis-runs/<int:pk>/{name}", analysis_api.AnalysisReport.as_view(fmt=fmt),
+             name=f"api-analysis-report-{fmt}")
+        for fmt, name in analysis_api.REPORT_FORMATS.items()
+    ],
+    # Rater side
+    path("rater/studies/<slug:slug>/slots/", rater_api.MySlots.as_view(), name="api-rater-slots"),
+    path("rater/studies/<slug:slug>/next/", rater_api.NextSlot.as_view(), name="api-rater-next"),
+    path("rater/slots/<int:slot_id>/judgments/", rater_api.SubmitJudgments.as_view(),
+         name="api-rater-submit"),
+]

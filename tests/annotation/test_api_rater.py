@@ -1,0 +1,160 @@
+"""The rater-side API: entry-token authentication, own slots only, idempotent submission with
+and without an Idempotency-Key, throttling, and no system names in what raters receive."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+from django.urls import reverse
+
+from annotation.models import IdempotencyKey, Judgment
+from evalstudy.models import Rater, Study
+from evalstudy.rest import RaterThrottle
+from tests.factories import make_study
+
+ANSWERS = {"answers": {"severity": "0", "usable": "yes"}}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def open_study(db):
+    return make_study(n_items=3, n_systems=3, status=Study.Status.OPEN, slug="open-one")
+
+
+@pytest.fixture
+def rater(db):
+    return Rater.objects.create(kind="crowd", external_id="PID-1")
+
+
+def as_rater(rater: Rater) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Rater {rater.access_token}")
+
+
+def submit(client, slot_id, body=ANSWERS, **headers):
+    return client.post(reverse("api-rater-submit", args=[slot_id]), data=json.dumps(body),
+                       content_type="application/json", **headers)
+
+
+def next_slot(client, study):
+    response = client.post(reverse("api-rater-next", args=[study.slug]))
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_rater_token_reaches_own_slots_and_nothing_else(open_study, rater):
+    client = as_rater(rater)
+    listed = client.get(reverse("api-rater-slots", args=[open_study.slug])).json()
+    assert listed["slots"] == [] and listed["seat_state"] is None
+    first = next_slot(client, open_study)
+    assert first["step"] == "rate" and first["slot"]["kind"] == "calibration"
+    listed = client.get(reverse("api-rater-slots", args=[open_study.slug])).json()
+    assert [q["key"] for q in listed["questions"]] == ["severity", "usable", "note"]
+    assert len(listed["slots"]) == 4  # 1 calibration + 3 targets (latin square: 1 per item)
+    text = json.dumps(listed)
+    for name in ("sys-0", "sys-1", "sys-2"):
+        assert name not in text, "raters never see system names"
+    # A researcher endpoint refuses a rater token.
+    response = client.get(reverse("api-study", args=[open_study.slug]))
+    assert response.status_code == 403 and "rater tokens" in response.json()["message"]
+    # Someone else's slot is a 404, whatever its id.
+    other = as_rater(Rater.objects.create(kind="crowd", external_id="PID-2"))
+    theirs = next_slot(other, open_study)["slot"]["id"]
+    response = submit(client, theirs)
+    assert response.status_code == 404 and response.json()["code"] == "not_found"
+    assert not Judgment.objects.filter(slot_id=theirs).exists()
+    assert Client(HTTP_AUTHORIZATION="Rater wrong").get(
+        reverse("api-rater-slots", args=[open_study.slug])).status_code == 401
+
+
+def test_draft_study_does_not_exist_for_raters(db, rater):
+    draft = make_study(slug="draft-one")
+    response = as_rater(rater).get(reverse("api-rater-slots", args=[draft.slug]))
+    assert response.status_code == 404
+
+
+def test_full_list_then_done(open_study, rater):
+    client = as_rater(rater)
+    count = 0
+    while (step := next_slot(client, open_study))["step"] == "rate":
+        assert submit(client, step["slot"]["id"]).status_code == 201
+        count += 1
+    assert step == {"step": "done", "slot": None} and count == 4
+    assert Judgment.objects.filter(rater=rater).count() == 8
+
+
+def test_resubmission_without_key_is_idempotent(open_study, rater):
+    client = as_rater(rater)
+    slot = next_slot(client, open_study)["slot"]["id"]
+    first = submit(client, slot)
+    again = submit(client, slot)
+    assert first.status_code == 201 and first.json()["created"] == 2
+    assert again.status_code == 200 and again.json()["unchanged"] == 2
+    assert Judgment.objects.filter(slot_id=slot).count() == 2
+
+
+def test_idempotency_key_replays_and_refuses_reuse(open_study, rater):
+    client = as_rater(rater)
+    slot = next_slot(client, open_study)["slot"]["id"]
+    first = submit(client, slot, HTTP_IDEMPOTENCY_KEY="k-1")
+    replay = submit(client, slot, HTTP_IDEMPOTENCY_KEY="k-1")
+    assert first.status_code == replay.status_code == 201
+    assert replay.json() == first.json() and replay["Idempotent-Replayed"] == "true"
+    assert "Idempotent-Replayed" not in first
+    assert Judgment.objects.filter(slot_id=slot).count() == 2
+    changed = {"answers": {"severity": "2", "usable": "no"}}
+    response = submit(client, slot, changed, HTTP_IDEMPOTENCY_KEY="k-1")
+    assert response.status_code == 422
+    assert response.json()["code"] == "idempotency_key_reused"
+    assert set(Judgment.objects.filter(slot_id=slot).values_list("value", flat=True)) == {
+        "0", "yes"}
+    # Keys belong to one rater: another rater's "k-1" is a new key.
+    other = as_rater(Rater.objects.create(kind="crowd", external_id="PID-2"))
+    theirs = next_slot(other, open_study)["slot"]["id"]
+    assert submit(other, theirs, HTTP_IDEMPOTENCY_KEY="k-1").status_code == 201
+    assert IdempotencyKey.objects.count() == 2
+
+
+def test_invalid_answers_use_the_error_shape_and_are_replayed(open_study, rater):
+    client = as_rater(rater)
+    slot = next_slot(client, open_study)["slot"]["id"]
+    bad = {"answers": {"severity": "7"}}
+    response = submit(client, slot, bad, HTTP_IDEMPOTENCY_KEY="bad-1")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["code"] == "invalid" and set(body["field_errors"]) == {"severity", "usable"}
+    assert submit(client, slot, bad, HTTP_IDEMPOTENCY_KEY="bad-1").json() == body
+    assert submit(client, slot, {"nope": 1}).status_code == 400
+    assert not Judgment.objects.filter(slot_id=slot).exists()
+
+
+def test_not_current_slot_is_409(open_study, rater):
+    client = as_rater(rater)
+    next_slot(client, open_study)
+    later = client.get(reverse("api-rater-slots", args=[open_study.slug])).json()["slots"][2]
+    response = submit(client, later["id"])
+    assert response.status_code == 409 and response.json()["code"] == "conflict"
+
+
+def test_rater_endpoints_are_throttled_per_rater(open_study, rater, monkeypatch):
+    monkeypatch.setattr(RaterThrottle, "THROTTLE_RATES", {"rater": "3/min"})
+    client = as_rater(rater)
+    url = reverse("api-rater-slots", args=[open_study.slug])
+    assert [client.get(url).status_code for _ in range(4)] == [200, 200, 200, 429]
+    other = as_rater(Rater.objects.create(kind="crowd", external_id="PID-2"))
+    assert other.get(url).status_code == 200  # a budget per rater, not per address
+
+
+def test_session_from_entry_link_works_for_the_api(open_study, rater):
+    browser = Client()
+    browser.get(f"/enter/{rater.access_token}/")
+    response = browser.get(reverse("api-rater-slots", args=[open_study.slug]))
+    assert response.status_code == 200

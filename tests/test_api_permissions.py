@@ -1,0 +1,305 @@
+"""The permission matrix: every route under /api/v1/, every method, every role, on the role's own
+study and on someone else's, answers exactly the expected status.
+
+Roles: anonymous; rater (an account with a rater profile, no study role); viewer, editor and
+owner of study A; "other", a researcher who owns study B; admin (superuser). "own" requests
+go to study A (B for "other"); "other" requests go to the study the role has nothing to do with
+(B; A for "other"). Every request authenticates with a real API token.
+
+The routes are read from the URL resolver: a route or method missing from CASES fails
+`test_every_route_and_method_is_in_the_matrix`, so a new endpoint cannot skip the matrix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+from django.core.cache import cache
+from django.db import transaction
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from analysis.models import AnalysisRun
+from evalstudy.importers import spec_to_document, study_to_spec
+from evalstudy.models import AssignmentSlot, Enrollment, Rater, Study, StudyCollaborator
+from evalstudy.permissions import ROLE_RANK
+from evalstudy.rest import api_token_create
+from evalstudy.services import assignment_next, study_open
+from metrics.models import MetricRun
+from tests.factories import UserFactory, make_study
+
+ROLES = ("anonymous", "rater", "viewer", "editor", "owner", "other", "admin")
+# The role each user has on study A and on study B.
+ROLE_ON = {
+    "viewer": ("viewer", None), "editor": ("editor", None), "owner": ("owner", None),
+    "other": (None, "owner"), "admin": ("admin", "admin"), "rater": (None, None),
+}
+
+
+@dataclass
+class World:
+    a: Study
+    b: Study
+    tokens: dict[str, str]
+    raters: dict[str, Rater]  # "A"/"B": a rater enrolled in that study
+    runs: dict[str, tuple[int, int]]  # "A"/"B": (metric run id, analysis run id)
+    rater_user_rater: Rater
+    other_slot: dict[str, int] = field(default_factory=dict)
+
+    def study(self, role: str, which: str) -> Study:
+        """The study a request of `role` targets: "own" is A (B for other)."""
+        own = self.b if role == "other" else self.a
+        return own if which == "own" else (self.a if own is self.b else self.b)
+
+
+@pytest.fixture
+def world(db) -> World:
+    users = {
+        "owner": UserFactory(username="owner", is_staff=True),
+        "editor": UserFactory(username="editor", is_staff=True),
+        "viewer": UserFactory(username="viewer", is_staff=True),
+        "other": UserFactory(username="other", is_staff=True),
+        "admin": UserFactory(username="admin", is_staff=True, is_superuser=True),
+        "rater": UserFactory(username="slp"),
+    }
+    UserFactory(username="helper", is_staff=True)
+    a = make_study(n_items=2, n_systems=2, owner=users["owner"], slug="study-a")
+    b = make_study(n_items=2, n_systems=2, owner=users["other"], slug="study-b")
+    StudyCollaborator.objects.create(study=a, user=users["editor"], role="editor")
+    StudyCollaborator.objects.create(study=a, user=users["viewer"], role="viewer")
+    for study in (a, b):
+        StudyCollaborator.objects.create(study=study, user=UserFactory(username="helper"),
+                                         role="viewer")
+    raters = {}
+    for label, study in (("A", a), ("B", b)):
+        rater = Rater.objects.create(kind="crowd", external_id=f"PID-{label}")
+        Enrollment.objects.create(study=study, rater=rater)
+        raters[label] = rater
+    runs = {}
+    for label, study in (("A", a), ("B", b)):
+        metric = MetricRun.objects.create(study=study, metrics=["wer"])
+        analysis = AnalysisRun.objects.create(
+            study=study, status="done", result={"ok": True}, report_html="<p>report</p>",
+            report_pdf=b"%PDF-1.4 test")
+        runs[label] = (metric.pk, analysis.pk)
+    tokens = {role: api_token_create(user=user)[1] for role, user in users.items()}
+    return World(a=a, b=b, tokens=tokens, raters=raters, runs=runs,
+                 rater_user_rater=Rater.objects.create(kind="slp", user=users["rater"]))
+
+
+def open_a_with_seats(world: World) -> None:
+    """Study A open; the rater account and another rater each hold a seat."""
+    study_open(study=world.a)
+    assignment_next(study=world.a, rater=world.rater_user_rater)
+    someone = Rater.objects.create(kind="crowd", external_id="PID-someone")
+    world.other_slot["id"] = assignment_next(study=world.a, rater=someone).pk
+
+
+def my_current_slot(world: World) -> int:
+    return (AssignmentSlot.objects.filter(assignment__rater=world.rater_user_rater,
+                                          completed_at__isnull=True)
+            .order_by("position").first().pk)
+
+
+# --- the matrix -----------------------------------------------------------------------------
+@dataclass
+class Case:
+    """One route and method. `need`: the minimum study role ("viewer".."admin"); or a kind of
+    route with its own rule: "public", "signed_in", "researcher", "rater", "import"."""
+
+    need: str
+    ok: int
+    kwargs: Callable[[World, str, str], dict] = lambda w, role, which: {
+        "slug": w.study(role, which).slug}
+    body: Callable[[World, str, str], object] | None = None
+    prepare: Callable[[World], None] | None = None
+    both_studies: bool = True  # False: the route has no study (one request per role)
+
+
+def _run(kind: int):
+    def kwargs(w: World, role: str, which: str) -> dict:
+        study = w.study(role, which)
+        return {"pk": w.runs["A" if study == w.a else "B"][kind]}
+    return kwargs
+
+
+def _rater_of(w: World, role: str, which: str) -> dict:
+    study = w.study(role, which)
+    return {"slug": study.slug, "pk": w.raters["A" if study == w.a else "B"].pk}
+
+
+def _rater_study(w: World, role: str, which: str) -> dict:
+    return {"slug": (w.a if which == "own" else w.b).slug}
+
+
+def _rater_slot(w: World, role: str, which: str) -> dict:
+    return {"slot_id": my_current_slot(w) if which == "own" else w.other_slot["id"]}
+
+
+def _spec_of(w: World, role: str, which: str) -> dict:
+    document = spec_to_document(study_to_spec(w.study(role, which)))
+    document["study"]["title"] = "Changed by import"
+    return document
+
+
+ANSWERS = {"answers": {"severity": "0", "usable": "yes"}}
+NO_STUDY = {"kwargs": lambda w, role, which: {}, "both_studies": False}
+
+CASES: dict[tuple[str, str], Case] = {
+    ("api-schema", "GET"): Case("public", 200, **NO_STUDY),
+    ("api-docs", "GET"): Case("public", 200, **NO_STUDY),
+    ("api-token", "POST"): Case("public", 201, body=lambda w, r, x: {
+        "username": "owner", "password": "pw-for-tests"}, **NO_STUDY),
+    ("api-studies", "GET"): Case("signed_in", 200, **NO_STUDY),
+    ("api-studies", "POST"): Case("researcher", 201, body=lambda w, r, x: {
+        "slug": "made-by-api", "title": "Made by the API"}, **NO_STUDY),
+    ("api-study-import", "POST"): Case("import", 200, kwargs=lambda w, r, x: {},
+                                       body=_spec_of),
+    ("api-study", "GET"): Case("viewer", 200),
+    ("api-study", "PATCH"): Case("editor", 200, body=lambda w, r, x: {"title": "Renamed"}),
+    ("api-study-open", "POST"): Case("editor", 200),
+    ("api-study-close", "POST"): Case("editor", 200),
+    ("api-study-progress", "GET"): Case("viewer", 200),
+    ("api-study-systems", "GET"): Case("viewer", 200),
+    ("api-study-systems", "POST"): Case("editor", 201, body=lambda w, r, x: {"name": "sys-new"}),
+    ("api-study-items", "GET"): Case("viewer", 200),
+    ("api-study-items", "POST"): Case("editor", 201, body=lambda w, r, x: [
+        {"id": "item-new", "outputs": {"sys-0": "zero", "sys-1": "one"}}]),
+    ("api-study-outputs", "GET"): Case("viewer", 200),
+    ("api-study-outputs", "POST"): Case("editor", 201, body=lambda w, r, x: [
+        {"item": "item-000", "system": "sys-0", "text": "changed"}]),
+    ("api-study-criteria", "GET"): Case("viewer", 200),
+    ("api-study-criteria", "POST"): Case("editor", 201, body=lambda w, r, x: {
+        "key": "fluency", "prompt": "Is it fluent?", "kind": "binary"}),
+    ("api-study-design", "GET"): Case("viewer", 200),
+    ("api-study-collaborators", "GET"): Case("viewer", 200),
+    ("api-study-collaborators", "POST"): Case("owner", 201, body=lambda w, r, x: {
+        "username": "helper", "role": "editor"}),
+    ("api-study-collaborator", "DELETE"): Case("owner", 204, kwargs=lambda w, r, x: {
+        "slug": w.study(r, x).slug, "username": "helper"}),
+    ("api-study-raters", "GET"): Case("viewer", 200),
+    ("api-study-raters", "POST"): Case("editor", 201, body=lambda w, r, x: {
+        "kind": "crowd", "external_id": "PID-new", "email": "new@example.org"}),
+    ("api-study-rater-personal-data", "GET"): Case("owner", 200, kwargs=_rater_of),
+    ("api-study-rater-erase", "POST"): Case("owner", 200, kwargs=_rater_of),
+    ("api-study-judgments-csv", "GET"): Case("viewer", 200),
+    ("api-study-judgments-jsonl", "GET"): Case("viewer", 200),
+    ("api-study-judgments-parquet", "GET"): Case("viewer", 200),
+    ("api-study-metric-runs", "GET"): Case("viewer", 200),
+    ("api-study-metric-runs", "POST"): Case("editor", 202, body=lambda w, r, x: {
+        "metrics": ["wer"]}),
+    ("api-metric-run", "GET"): Case("viewer", 200, kwargs=_run(0)),
+    ("api-metric-results", "GET"): Case("viewer", 200),
+    ("api-study-analysis-runs", "GET"): Case("viewer", 200),
+    ("api-study-analysis-runs", "POST"): Case("editor", 202, body=lambda w, r, x: {}),
+    ("api-analysis-run", "GET"): Case("viewer", 200, kwargs=_run(1)),
+    ("api-analysis-report-html", "GET"): Case("viewer", 200, kwargs=_run(1)),
+    ("api-analysis-report-pdf", "GET"): Case("viewer", 200, kwargs=_run(1)),
+    ("api-analysis-report-json", "GET"): Case("viewer", 200, kwargs=_run(1)),
+    ("api-rater-slots", "GET"): Case("rater", 200, kwargs=_rater_study,
+                                     prepare=open_a_with_seats),
+    ("api-rater-next", "POST"): Case("rater", 200, kwargs=_rater_study,
+                                     prepare=open_a_with_seats),
+    ("api-rater-submit", "POST"): Case("rater", 201, kwargs=_rater_slot,
+                                       body=lambda w, r, x: ANSWERS, prepare=open_a_with_seats),
+}
+
+
+def expected(case: Case, world: World, role: str, which: str) -> int:
+    if case.need == "public":
+        return case.ok
+    if role == "anonymous":
+        return 401
+    if case.need == "signed_in":
+        return case.ok
+    if case.need == "researcher":
+        return 403 if role == "rater" else case.ok
+    if case.need == "rater":
+        if role != "rater":
+            return 403  # signed in, but no rater profile
+        return case.ok if which == "own" else 404
+    if case.need == "import":
+        if role == "rater":
+            return 403
+        on = ROLE_ON[role][0 if world.study(role, which) == world.a else 1]
+        if on is None:
+            return 400  # the slug is taken by a study they cannot see: refused, not revealed
+        return case.ok if ROLE_RANK[on] >= ROLE_RANK["editor"] else 403
+    on = ROLE_ON[role][0 if world.study(role, which) == world.a else 1]
+    if on is None:
+        return 404
+    return case.ok if ROLE_RANK[on] >= ROLE_RANK[case.need] else 403
+
+
+def api_routes() -> dict[str, tuple[str, set[str]]]:
+    """URL name -> (pattern, HTTP methods its view implements) for every /api/v1/ route."""
+    found: dict[str, tuple[str, set[str]]] = {}
+
+    def walk(patterns, prefix: str) -> None:
+        for entry in patterns:
+            if isinstance(entry, URLResolver):
+                walk(entry.url_patterns, prefix + str(entry.pattern))
+            elif isinstance(entry, URLPattern):
+                route = prefix + str(entry.pattern)
+                if not route.startswith("api/v1/"):
+                    continue
+                view = getattr(entry.callback, "view_class", None) or getattr(
+                    entry.callback, "cls", None)
+                methods = {m.upper() for m in ("get", "post", "put", "patch", "delete")
+                           if view is not None and hasattr(view, m)}
+                found[entry.name] = (route, methods)
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+def test_every_route_and_method_is_in_the_matrix():
+    routes = api_routes()
+    in_resolver = {(name, method) for name, (_, methods) in routes.items() for method in methods}
+    assert None not in routes, "every API route needs a name"
+    missing = in_resolver - set(CASES)
+    assert not missing, f"routes without a row in the permission matrix: {sorted(missing)}"
+    stale = set(CASES) - in_resolver
+    assert not stale, f"matrix rows without a route: {sorted(stale)}"
+
+
+def _request(client: Client, method: str, url: str, body, token: str | None):
+    headers = {"HTTP_AUTHORIZATION": f"Token {token}"} if token else {}
+    call = getattr(client, method.lower())
+    if body is None:
+        return call(url, **headers)
+    return call(url, data=json.dumps(body), content_type="application/json", **headers)
+
+
+@pytest.mark.parametrize("name,method", sorted(CASES))
+def test_permission_matrix(world, name, method):
+    from django.urls import reverse
+
+    case = CASES[(name, method)]
+    client = Client()
+    failures = []
+    for role in ROLES:
+        for which in ("own", "other") if case.both_studies else ("own",):
+            # Each request sees the same starting state; what it changed is rolled back.
+            with transaction.atomic():
+                if case.prepare:
+                    case.prepare(world)
+                cache.clear()  # throttles
+                url = reverse(name, kwargs=case.kwargs(world, role, which))
+                body = case.body(world, role, which) if case.body else None
+                token = world.tokens.get(role)
+                response = _request(client, method, url, body, token)
+                want = expected(case, world, role, which)
+                if response.status_code != want:
+                    failures.append(f"{role}/{which}: {method} {url} -> "
+                                    f"{response.status_code}, expected {want}: "
+                                    f"{response.content[:200]!r}")
+                elif response.status_code >= 400 and response["Content-Type"].startswith(
+                        "application/json"):
+                    shape = response.json()
+                    assert {"code", "message", "field_errors"} <= set(shape), shape
+                transaction.set_rollback(True)
+    assert not failures, "\n".join(failures)

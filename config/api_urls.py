@@ -14,6 +14,7 @@ from analysis import api as analysis_api
 from annotation import api as rater_api
 from evalstudy import api
 from metrics import api as metrics_api
+from metrics import proxy_api
 
 STUDY = "studies/<slug:slug>/"
 DOCS_CSP = csp_update({"style-src": ["'unsafe-inline'"], "worker-src": ["blob:"]})
@@ -63,6 +64,21 @@ urlpatterns = [
     path("metric-runs/<int:pk>/", metrics_api.MetricRunDetail.as_view(), name="api-metric-run"),
     path(STUDY + "metric-results/", metrics_api.StudyMetricResults.as_view(),
          name="api-metric-results"),
+    # Proxy judges (LLM and learned proxies)
+    path(STUDY + "proxy-runs/", proxy_api.StudyProxyRuns.as_view(), name="api-study-proxy-runs"),
+    path("proxy-runs/<int:pk>/", proxy_api.ProxyRunDetail.as_view(), name="api-proxy-run"),
+    path("proxy-runs/<int:pk>/resume/", proxy_api.ProxyRunResume.as_view(),
+         name="api-proxy-run-resume"),
+    path("proxy-runs/<int:pk>/threshold/", proxy_api.ProxyRunThreshold.as_view(),
+         name="api-proxy-run-threshold"),
+    path("proxy-runs/<int:pk>/results/", proxy_api.ProxyRunResults.as_view(),
+         name="api-proxy-run-results"),
+    path("proxy-runs/<int:pk>/latte-scores/", proxy_api.ProxyRunLatteScores.as_view(),
+         name="api-proxy-run-latte-scores"),
+    path(STUDY + "learned-proxies/", proxy_api.StudyLearnedProxies.as_view(),
+         name="api-study-learned-proxies"),
+    path("learned-proxies/<int:pk>/", proxy_api.LearnedProxyDetail.as_view(),
+         name="api-learned-proxy"),
     # Analyses
     path(STUDY + "analysis-runs/", analysis_api.StudyAnalysisRuns.as_view(),
          name="api-study-analysis-runs"),

@@ -43,3 +43,67 @@ def metric_batch_gpu_task(run_id: int, output_ids: list[int], metrics: list[str]
     from .services import metric_batch_score
 
     return metric_batch_score(run_id=run_id, output_ids=output_ids, metrics=metrics)
+
+
+# --- proxy judges -------------------------------------------------------------------------
+# Remote LLM calls go to `llm` (I/O bound: run that worker with high concurrency), local
+# Hugging Face judges and the cross-encoder to `gpu`, logistic-regression proxies to `cpu`.
+
+def _proxy_batch(run_id: int, slot_ids: list[int]) -> int:
+    from .proxy_services import proxy_batch_judge, proxy_run_fail
+
+    try:
+        return proxy_batch_judge(run_id=run_id, slot_ids=slot_ids)
+    except OperationalError:
+        raise  # the database blinked: retried by autoretry_for
+    except Exception as error:
+        proxy_run_fail(run_id=run_id, error=f"{type(error).__name__}: {error}")
+        raise
+
+
+@shared_task(name="metrics.cpu.proxy_dispatch", soft_time_limit=300, **COMMON)
+def proxy_run_dispatch_task(run_id: int) -> int:
+    from .models import ProxyRun
+    from .proxy_services import proxy_run_dispatch
+
+    tasks = {"llm": proxy_batch_llm_task, "gpu": proxy_batch_gpu_task,
+             "cpu": proxy_batch_cpu_task}
+    return proxy_run_dispatch(ProxyRun.objects.get(pk=run_id),
+                              send=lambda queue, slot_ids: tasks[queue].delay(run_id, slot_ids))
+
+
+@shared_task(name="metrics.llm.proxy_batch", soft_time_limit=3600, **COMMON)
+def proxy_batch_llm_task(run_id: int, slot_ids: list[int]) -> int:
+    return _proxy_batch(run_id, slot_ids)
+
+
+@shared_task(name="metrics.gpu.proxy_batch", soft_time_limit=3600, **COMMON)
+def proxy_batch_gpu_task(run_id: int, slot_ids: list[int]) -> int:
+    return _proxy_batch(run_id, slot_ids)
+
+
+@shared_task(name="metrics.cpu.proxy_batch", soft_time_limit=1800, **COMMON)
+def proxy_batch_cpu_task(run_id: int, slot_ids: list[int]) -> int:
+    return _proxy_batch(run_id, slot_ids)
+
+
+def _train(proxy_id: int) -> int:
+    from .proxy_services import learned_proxy_fail, learned_proxy_train
+
+    try:
+        return learned_proxy_train(proxy_id).pk
+    except OperationalError:
+        raise
+    except Exception as error:
+        learned_proxy_fail(proxy_id=proxy_id, error=f"{type(error).__name__}: {error}")
+        raise
+
+
+@shared_task(name="metrics.cpu.train_proxy", soft_time_limit=7200, **COMMON)
+def learned_proxy_train_cpu_task(proxy_id: int) -> int:
+    return _train(proxy_id)
+
+
+@shared_task(name="metrics.gpu.train_proxy", soft_time_limit=7200, **COMMON)
+def learned_proxy_train_gpu_task(proxy_id: int) -> int:
+    return _train(proxy_id)

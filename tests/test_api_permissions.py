@@ -28,7 +28,7 @@ from evalstudy.models import AssignmentSlot, Enrollment, Rater, Study, StudyColl
 from evalstudy.permissions import ROLE_RANK
 from evalstudy.rest import api_token_create
 from evalstudy.services import assignment_next, study_open
-from metrics.models import MetricRun
+from metrics.models import LearnedProxy, MetricRun, ProxyRun
 from tests.factories import UserFactory, make_study
 
 ROLES = ("anonymous", "rater", "viewer", "editor", "owner", "other", "admin")
@@ -45,7 +45,8 @@ class World:
     b: Study
     tokens: dict[str, str]
     raters: dict[str, Rater]  # "A"/"B": a rater enrolled in that study
-    runs: dict[str, tuple[int, int]]  # "A"/"B": (metric run id, analysis run id)
+    # "A"/"B": (metric run id, analysis run id, proxy run id, learned proxy id)
+    runs: dict[str, tuple[int, int, int, int]]
     rater_user_rater: Rater
     other_slot: dict[str, int] = field(default_factory=dict)
 
@@ -84,7 +85,13 @@ def world(db) -> World:
         analysis = AnalysisRun.objects.create(
             study=study, status="done", result={"ok": True}, report_html="<p>report</p>",
             report_pdf=b"%PDF-1.4 test")
-        runs[label] = (metric.pk, analysis.pk)
+        judge = Rater.objects.create(kind="llm", external_id=f"latte:judge:{label}")
+        proxy = ProxyRun.objects.create(study=study, rater=judge, method="latte",
+                                        criteria=["usable"], status="done")
+        learned = LearnedProxy.objects.create(
+            name=f"learned-{label}", kind="wer_bertscore", study=study, criterion_key="usable",
+            status="done", version=1, report={"threshold": 0.5})
+        runs[label] = (metric.pk, analysis.pk, proxy.pk, learned.pk)
     tokens = {role: api_token_create(user=user)[1] for role, user in users.items()}
     return World(a=a, b=b, tokens=tokens, raters=raters, runs=runs,
                  rater_user_rater=Rater.objects.create(kind="slp", user=users["rater"]))
@@ -199,6 +206,21 @@ CASES: dict[tuple[str, str], Case] = {
     ("api-analysis-report-html", "GET"): Case("viewer", 200, kwargs=_run(1)),
     ("api-analysis-report-pdf", "GET"): Case("viewer", 200, kwargs=_run(1)),
     ("api-analysis-report-json", "GET"): Case("viewer", 200, kwargs=_run(1)),
+    ("api-study-proxy-runs", "GET"): Case("viewer", 200),
+    ("api-study-proxy-runs", "POST"): Case("editor", 202, body=lambda w, r, x: {
+        "method": "latte", "backend": {"base_url": "http://127.0.0.1:9/v1", "model": "m"}}),
+    ("api-proxy-run", "GET"): Case("viewer", 200, kwargs=_run(2)),
+    ("api-proxy-run-resume", "POST"): Case("editor", 202, kwargs=_run(2)),
+    # The matrix world has no human labels: a permitted request is refused for its data (400),
+    # after the permission checks that this matrix is about.
+    ("api-proxy-run-threshold", "POST"): Case("editor", 400, kwargs=_run(2),
+                                              body=lambda w, r, x: {"criterion": "usable"}),
+    ("api-proxy-run-results", "GET"): Case("viewer", 200, kwargs=_run(2)),
+    ("api-proxy-run-latte-scores", "GET"): Case("viewer", 200, kwargs=_run(2)),
+    ("api-study-learned-proxies", "GET"): Case("viewer", 200),
+    ("api-study-learned-proxies", "POST"): Case("editor", 400, body=lambda w, r, x: {
+        "criterion": "usable", "kind": "wer_bertscore"}),  # too few labelled outputs
+    ("api-learned-proxy", "GET"): Case("viewer", 200, kwargs=_run(3)),
     ("api-rater-slots", "GET"): Case("rater", 200, kwargs=_rater_study,
                                      prepare=open_a_with_seats),
     ("api-rater-next", "POST"): Case("rater", 200, kwargs=_rater_study,

@@ -1,0 +1,846 @@
+"""Proxy judges on a study: LLM judges (LATTE, rubric/G-Eval, DRPE) and learned proxies.
+
+A proxy run answers criteria on every unit of a study (each output; for pairwise criteria each
+pair of outputs the design shows) as a non-human Rater, through one seat (source "proxy") whose
+slots hold the units. The answers are ordinary Judgments, so the analysis compares humans and
+proxies through the same code: `value` in the criterion's canonical spelling, `numeric_value`
+the proxy's score (P(yes), the G-Eval expected score, or P(A is better)).
+
+Every step is idempotent: judgments are unique per (slot, criterion), a batch skips what is
+stored, and judge answers are cached by model + prompt in the database, so a redelivered task or
+a re-run costs nothing and misses nothing. A run is resumable: `proxy_run_resume` sends what is
+still missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.models import Judgment
+from evalstudy.models import Assignment, AssignmentSlot, Criterion, Output, Rater, Study
+
+from .models import JudgeResponse, LearnedProxy, ProxyRun
+
+# Bump when the way answers are turned into judgments changes: it enters every proxy
+# signature, so new answers belong to a new proxy rater instead of mixing with old ones.
+JUDGE_VERSION = "1"
+
+METHOD_KINDS: dict[str, frozenset[str]] = {
+    ProxyRun.Method.LATTE: frozenset({"binary", "severity"}),
+    ProxyRun.Method.RUBRIC: frozenset({"likert", "binary", "severity", "categorical"}),
+    ProxyRun.Method.DRPE: frozenset({"pairwise"}),
+    ProxyRun.Method.LEARNED: frozenset({"binary", "severity"}),
+}
+# Run parameters each method understands; anything else is refused by name.
+METHOD_PARAMS: dict[str, frozenset[str]] = {
+    ProxyRun.Method.LATTE: frozenset({"threshold"}),
+    ProxyRun.Method.RUBRIC: frozenset({"threshold"}),
+    ProxyRun.Method.DRPE: frozenset({"static_roles", "dynamic_roles", "dedup_eps",
+                                     "max_tokens"}),
+    ProxyRun.Method.LEARNED: frozenset({"threshold"}),
+}
+
+class DatabaseResponseCache:
+    """The judge backends' response cache (metrics.judges.backends.ResponseCache) in the
+    database, so every worker host shares it and a re-run makes no request."""
+
+    def get(self, key: str) -> dict | None:
+        return JudgeResponse.objects.filter(key=key).values_list("value", flat=True).first()
+
+    def set(self, key: str, value: dict) -> None:
+        self.set_many({key: value})
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, dict]:
+        """One query for a batch's prompts."""
+        return dict(JudgeResponse.objects.filter(key__in=list(keys)).values_list("key", "value"))
+
+    def set_many(self, values: dict[str, dict]) -> None:
+        JudgeResponse.objects.bulk_create(
+            [JudgeResponse(key=key, value=value) for key, value in values.items()],
+            ignore_conflicts=True, batch_size=500)
+
+
+# --- starting a run -------------------------------------------------------------------------
+
+def default_backend() -> dict[str, Any]:
+    """The judge endpoint from settings (EVALSTUDY_JUDGE_*), key read from the environment."""
+    config = {
+        "backend": "openai", "base_url": settings.EVALSTUDY_JUDGE_BASE_URL,
+        "model": settings.EVALSTUDY_JUDGE_MODEL, "mode": settings.EVALSTUDY_JUDGE_MODE,
+        "concurrency": settings.EVALSTUDY_JUDGE_CONCURRENCY,
+    }
+    if os.environ.get("EVALSTUDY_JUDGE_API_KEY"):  # local servers (vLLM, Ollama) need none
+        config["api_key_env"] = "EVALSTUDY_JUDGE_API_KEY"
+    return config
+
+
+def _clean_backend(backend: dict[str, Any] | None) -> dict[str, Any]:
+    backend = dict(backend or {})
+    # A local model needs none of the HTTP defaults; an HTTP judge fills gaps from settings.
+    config = backend if backend.get("backend") == "hf" else {**default_backend(), **backend}
+    if "api_key" in config:
+        raise ValidationError("backend: give api_key_env, the name of an environment variable "
+                              "holding the key; keys are never stored")
+    if config.get("backend") == "openai" and not (config.get("base_url") and config.get("model")):
+        raise ValidationError("backend: an OpenAI-compatible judge needs base_url and model "
+                              "(or EVALSTUDY_JUDGE_BASE_URL / EVALSTUDY_JUDGE_MODEL)")
+    if config.get("backend") == "hf" and not config.get("model_path"):
+        raise ValidationError("backend: a local Hugging Face judge needs model_path")
+    return config
+
+
+def _build_backend(config: dict[str, Any]):
+    from .judges.backends import JudgeError, build_backend
+
+    try:
+        return build_backend(config, cache=DatabaseResponseCache())
+    except (KeyError, ValueError, OSError, JudgeError) as error:
+        raise ValidationError(f"backend: {error}") from None
+
+
+def default_template(method: str) -> str:
+    from .judges import methods
+
+    return methods.LATTE_TEMPLATE if method == ProxyRun.Method.LATTE else ""
+
+
+def _check_template(method: str, template: str) -> None:
+    if not template:
+        return
+    if method != ProxyRun.Method.LATTE:
+        raise ValidationError("template: only the LATTE prompt is editable; rubric and DRPE "
+                              "prompts are built from the criterion")
+    from .judges.methods import latte_prompts
+
+    try:
+        latte_prompts([("reference", "output")], template, contexts=["context"])
+    except (KeyError, ValueError) as error:
+        raise ValidationError(f"template: {error}") from None
+
+
+def _criteria_for(study: Study, method: str, keys: Sequence[str] | None) -> list[Criterion]:
+    allowed = METHOD_KINDS[method]
+    criteria = {c.key: c for c in study.criteria.all()}
+    if not keys:
+        chosen = [c for c in criteria.values() if c.kind in allowed]
+        if not chosen:
+            raise ValidationError(f"criteria: study {study.slug!r} has no criterion a {method} "
+                                  f"judge answers (kinds {sorted(allowed)})")
+        return sorted(chosen, key=lambda c: (c.order, c.pk))
+    errors = []
+    for key in keys:
+        if key not in criteria:
+            errors.append(f"criteria: {key!r} is not a criterion of {study.slug!r} "
+                          f"(known: {sorted(criteria)})")
+        elif criteria[key].kind not in allowed:
+            errors.append(f"criteria: {key!r} is {criteria[key].kind}; a {method} judge answers "
+                          f"{sorted(allowed)}")
+    if len(set(keys)) != len(keys):
+        errors.append("criteria: a criterion is named twice")
+    if errors:
+        raise ValidationError(errors)
+    return [criteria[key] for key in keys]
+
+
+def _queue_for(method: str, backend: dict[str, Any], learned: LearnedProxy | None) -> str:
+    if method == ProxyRun.Method.LEARNED:
+        return "gpu" if learned and learned.kind == LearnedProxy.Kind.CROSS_ENCODER else "cpu"
+    return "gpu" if backend.get("backend") == "hf" else "llm"
+
+
+def proxy_signature(*, method: str, backend_signature: dict[str, Any], template: str,
+                    params: dict[str, Any]) -> dict[str, Any]:
+    """Everything a proxy's answers depend on. The threshold is left out: it only turns the
+    stored score into a decision and may be re-chosen later on the same answers."""
+    return {
+        "method": method, "judge_version": JUDGE_VERSION, "backend": backend_signature,
+        "template": template,
+        "params": {k: v for k, v in sorted(params.items()) if k != "threshold"},
+    }
+
+
+def proxy_rater_for(*, method: str, signature: dict[str, Any]) -> Rater:
+    """The proxy's Rater: one per signature, so a changed prompt or model is another rater."""
+    digest = hashlib.sha256(json.dumps(signature, sort_keys=True, default=str).encode())
+    backend = signature["backend"]
+    model = str(backend.get("model") or backend.get("name") or backend.get("model_path") or "")
+    model = Path(model).name if "/" in model else model
+    external_id = f"{method}:{model}:{digest.hexdigest()[:10]}"[:200]
+    kind = Rater.Kind.METRIC if method == ProxyRun.Method.LEARNED else Rater.Kind.LLM
+    # Analyses name raters by display name: two prompts of one model must not share one.
+    rater, _ = Rater.objects.get_or_create(
+        kind=kind, external_id=external_id,
+        defaults={"display_name": f"{method} {model} [{digest.hexdigest()[:6]}]"[:200],
+                  "metadata": signature},
+    )
+    return rater
+
+
+def proxy_run_prepare(
+    *, study: Study, method: str, criteria: Sequence[str] | None = None,
+    backend: dict[str, Any] | None = None, template: str = "",
+    params: dict[str, Any] | None = None, learned_proxy: LearnedProxy | None = None,
+) -> dict[str, Any]:
+    """Check a proxy-run request and return the run's fields; writes nothing.
+
+    Raises ValidationError naming the field for an unknown method, criterion, parameter or
+    backend setting, an invalid template, or a learned proxy that is not trained.
+    """
+    if method not in METHOD_KINDS:
+        raise ValidationError(f"method: {method!r} is not one of {sorted(METHOD_KINDS)}")
+    params = dict(params or {})
+    unknown = set(params) - METHOD_PARAMS[method]
+    if unknown:
+        raise ValidationError(f"params: {sorted(unknown)} not understood by {method}; known: "
+                              f"{sorted(METHOD_PARAMS[method])}")
+    if "threshold" in params and not 0 <= float(params["threshold"]) <= 1:
+        raise ValidationError("params: threshold must lie in [0, 1]")
+    chosen = _criteria_for(study, method, criteria)
+    if method == ProxyRun.Method.LEARNED:
+        if learned_proxy is None or learned_proxy.status != LearnedProxy.Status.DONE:
+            raise ValidationError("learned_proxy: a trained learned proxy is required")
+        if template or backend:
+            raise ValidationError("a learned proxy takes no backend or template")
+        config: dict[str, Any] = {}
+        backend_signature = learned_proxy.report.get("signature") or {
+            "name": learned_proxy.name, "kind": learned_proxy.kind,
+            "version": learned_proxy.version, "artifact": learned_proxy.artifact_path}
+        backend_signature = {**backend_signature, "name": f"{learned_proxy.name}-v"
+                             f"{learned_proxy.version}"}
+        params.setdefault("threshold", learned_proxy.report.get("threshold", 0.5))
+    else:
+        config = _clean_backend(backend)
+        _check_template(method, template)
+        template = template or default_template(method)
+        # The key is read where the judging happens (the `llm` workers); this process may not
+        # hold it, and it never enters the signature.
+        backend_signature = _build_backend(
+            {k: v for k, v in config.items() if k != "api_key_env"}).signature()
+    signature = proxy_signature(method=method, backend_signature=backend_signature,
+                                template=template, params=params)
+    units = proxy_units(study, chosen)
+    return {
+        "study": study, "method": method, "criteria": [c.key for c in chosen],
+        "backend": config, "template": template, "params": params,
+        "learned_proxy": learned_proxy, "signature": signature,
+        "queue": _queue_for(method, config, learned_proxy),
+        "total": sum(len(units[c.kind == "pairwise"]) for c in chosen),
+    }
+
+
+def proxy_run_start(*, user: Any = None, enqueue: bool = True, **request: Any) -> ProxyRun:
+    """Validate the request (`proxy_run_prepare`'s arguments), record the run under its proxy
+    rater, and (after commit) hand it to the workers."""
+    fields = proxy_run_prepare(**request)
+    with transaction.atomic():
+        rater = proxy_rater_for(method=fields["method"], signature=fields["signature"])
+        run = ProxyRun.objects.create(
+            rater=rater, created_by=user if user and user.pk else None, **fields)
+        if enqueue:
+            from .tasks import proxy_run_dispatch_task
+
+            transaction.on_commit(lambda: proxy_run_dispatch_task.delay(run.pk))
+    return run
+
+
+# --- units, seat and dispatch ---------------------------------------------------------------
+
+def proxy_units(study: Study, criteria: Sequence[Criterion]
+                ) -> dict[bool, list[tuple[int, int | None]]]:
+    """{pairwise?: [(output, output_b)]}: every output for item criteria; for pairwise ones the
+    pairs the design shows humans (so both judge the same units), else every pair per item."""
+    units: dict[bool, list[tuple[int, int | None]]] = {False: [], True: []}
+    if any(c.kind != "pairwise" for c in criteria):
+        units[False] = [(pk, None) for pk in Output.objects.filter(item__study=study)
+                        .order_by("item_id", "system_id").values_list("id", flat=True)]
+    if any(c.kind == "pairwise" for c in criteria):
+        shown = (AssignmentSlot.objects
+                 .filter(assignment__study=study, kind=AssignmentSlot.Kind.TARGET,
+                         output_b__isnull=False)
+                 .exclude(assignment__source=Assignment.Source.PROXY)
+                 .values_list("output_id", "output_b_id").distinct())
+        pairs = sorted({(a, b) if a < b else (b, a) for a, b in shown})
+        if not pairs:
+            by_item: dict[int, list[int]] = defaultdict(list)
+            for pk, item in (Output.objects.filter(item__study=study)
+                             .order_by("item_id", "system_id").values_list("id", "item_id")):
+                by_item[item].append(pk)
+            pairs = [pair for outputs in by_item.values() for pair in combinations(outputs, 2)]
+        units[True] = pairs
+    return units
+
+
+def proxy_seat_prepare(run: ProxyRun) -> Assignment:
+    """The proxy's seat on the study with one slot per unit; creates what is missing only."""
+    now = timezone.now()
+    seat, _ = Assignment.objects.get_or_create(
+        study=run.study, rater=run.rater,
+        defaults={"source": Assignment.Source.PROXY, "state": Assignment.State.ACTIVE,
+                  "claimed_at": now},
+    )
+    criteria = list(run.study.criteria.filter(key__in=run.criteria))
+    wanted = [unit for units in proxy_units(run.study, criteria).values() for unit in units]
+    existing = set(seat.slots.values_list("output_id", "output_b_id"))
+    position = (seat.slots.order_by("-position").values_list("position", flat=True).first()
+                if existing else -1)
+    new = []
+    for output, output_b in wanted:
+        if (output, output_b) not in existing:
+            position += 1
+            new.append(AssignmentSlot(assignment=seat, position=position, output_id=output,
+                                      output_b_id=output_b, kind=AssignmentSlot.Kind.TARGET))
+    AssignmentSlot.objects.bulk_create(new, batch_size=2000)
+    return seat
+
+
+def _missing(run: ProxyRun, seat: Assignment, slot_ids: Sequence[int] | None = None
+             ) -> dict[int, list[Criterion]]:
+    """slot id -> the run's criteria it still lacks a judgment for."""
+    criteria = list(run.study.criteria.filter(key__in=run.criteria))
+    slots = seat.slots.all()
+    if slot_ids is not None:
+        slots = slots.filter(pk__in=slot_ids)
+    slot_pairs = list(slots.values_list("id", "output_b_id"))
+    have = set(Judgment.objects.filter(slot__in=[pk for pk, _ in slot_pairs],
+                                       criterion__in=criteria)
+               .values_list("slot_id", "criterion_id"))
+    missing: dict[int, list[Criterion]] = {}
+    for pk, output_b in slot_pairs:
+        lacking = [c for c in criteria if (c.kind == "pairwise") == (output_b is not None)
+                   and (pk, c.pk) not in have]
+        if lacking:
+            missing[pk] = lacking
+    return missing
+
+
+def proxy_run_dispatch(run: ProxyRun, *, send: Callable[[str, list[int]], None]) -> int:
+    """Prepare the seat, mark the run started and send the batches still to judge with
+    `send(queue, slot_ids)`; returns the number of batches. Finishes at once when complete."""
+    seat = proxy_seat_prepare(run)
+    todo = sorted(_missing(run, seat))
+    size = settings.EVALSTUDY_PROXY_BATCH_SIZE
+    now = timezone.now()
+    # A resumed run tries its unreadable answers again.
+    ProxyRun.objects.filter(pk=run.pk).update(
+        status=ProxyRun.Status.RUNNING, started_at=run.started_at or now, heartbeat_at=now,
+        error="", unreadable={}, finished_at=None,
+    )
+    batches = [todo[start:start + size] for start in range(0, len(todo), size)]
+    for batch in batches:
+        send(run.queue, batch)
+    proxy_run_refresh(run)
+    return len(batches)
+
+
+# --- judging one batch ----------------------------------------------------------------------
+
+def _unit_texts(slot_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    texts: dict[int, dict[str, Any]] = {}
+    for pk, reference, context, metadata, text, text_b in (
+        AssignmentSlot.objects.filter(pk__in=slot_ids).values_list(
+            "id", "output__item__reference", "output__item__context", "output__item__metadata",
+            "output__text", "output_b__text")
+    ):
+        texts[pk] = {"reference": reference, "context": context, "metadata": metadata,
+                     "output": text, "output_b": text_b}
+    return texts
+
+
+def _decide(criterion: Criterion, score: float, threshold: float) -> str:
+    """The canonical answer for a P(yes) score. LATTE's binary reading of the severity scale:
+    a preserved meaning is stored as 0 (fully preserved), a lost one as 2."""
+    preserved = score >= threshold
+    if criterion.kind == "severity":
+        return "0" if preserved else "2"
+    return "yes" if preserved else "no"
+
+
+def _answers_latte(run, backend, criterion, units, texts):
+    from .judges.methods import latte_judge
+
+    pairs = [(texts[pk]["reference"] or texts[pk]["context"], texts[pk]["output"])
+             for pk in units]
+    threshold = float(run.params.get("threshold", 0.5))
+    completions = latte_judge(backend, pairs, template=run.template,
+                              contexts=[texts[pk]["context"] for pk in units])
+    for pk, completion in zip(units, completions, strict=True):
+        score = completion.p_yes
+        if score is None:
+            yield (pk, None, None, completion.error or f"no answer read ({completion.source})",
+                   completion.source)
+        else:
+            yield pk, _decide(criterion, score, threshold), score, "", completion.source
+
+
+def _answers_rubric(run, backend, criterion, units, texts):
+    from .judges.methods import rubric_judge
+
+    threshold = float(run.params.get("threshold", 0.5))
+    spec = _criterion_spec(criterion)
+    results = rubric_judge(
+        backend, [texts[pk]["output"] for pk in units], criterion=spec["prompt"],
+        scale=spec["scale"], definition=spec["description"],
+        references=[texts[pk]["reference"] for pk in units],
+        contexts=[texts[pk]["context"] for pk in units],
+    )
+    for pk, result in zip(units, results, strict=True):
+        completion = result.completion
+        if result.answer is None:
+            yield (pk, None, None, completion.error or f"no answer read ({completion.source})",
+                   completion.source)
+            continue
+        probs = result.probs or {}
+        answer = str(result.answer)
+        if criterion.kind == "binary":
+            score = probs.get("yes")
+            value = _decide(criterion, score, threshold) if score is not None else answer
+        elif criterion.kind == "severity":
+            # The analysis reads a proxy's score as P(meaning preserved): levels 0 and 1.
+            score = (probs.get("0", 0.0) + probs.get("1", 0.0)) if probs else None
+            value = answer
+        elif criterion.kind == "likert":
+            score, value = result.expected, answer
+        else:  # categorical: the most likely option and its probability
+            score, value = probs.get(answer), answer
+        yield pk, value, score, "", completion.source
+
+
+def _criterion_spec(criterion: Criterion) -> dict[str, Any]:
+    """The criterion as the rubric prompt shows it: its question, help text and scale points
+    (canonical values with their labels)."""
+    choices = [choice for choice in criterion.rule.choices() or [] if choice != "tie"]
+    labels = list(criterion.labels or [])
+    if criterion.kind == "severity" and not labels:
+        from evalstudy.criteria import SEVERITY_DEFAULT_LABELS
+
+        labels = list(SEVERITY_DEFAULT_LABELS)
+    return {
+        "prompt": criterion.prompt, "description": criterion.description,
+        "scale": {choice: (labels[i] if i < len(labels) else "")
+                  for i, choice in enumerate(choices)},
+    }
+
+
+def _answers_drpe(run, backend, criterion, units, texts):
+    from .judges import methods
+    from .judges.backends import JudgeError
+
+    static = ([methods.Role(role["type"], role["description"])
+               for role in run.params["static_roles"]]
+              if run.params.get("static_roles") else list(methods.STATIC_ROLES))
+    k = int(run.params.get("dynamic_roles", 4))
+    options = {"eps": float(run.params["dedup_eps"])} if "dedup_eps" in run.params else {}
+    from .services import default_model_path
+
+    embed = methods.sentence_embedder(default_model_path())
+    max_tokens = run.params.get("max_tokens")
+    roles_by_content: dict[str, list] = {}
+    for pk in units:
+        content = texts[pk]["context"] or texts[pk]["reference"]
+        if content not in roles_by_content:
+            try:
+                roles_by_content[content] = methods.drpe_roles(
+                    backend, content, static=static, k=k, embed=embed, **options)
+            except JudgeError as error:
+                yield pk, None, None, str(error), "error"
+                continue
+        result = methods.drpe_judge(backend, roles_by_content[content], content,
+                                    texts[pk]["output"], texts[pk]["output_b"],
+                                    max_tokens=max_tokens)
+        if result.p_a is None or result.winner is None:
+            yield (pk, None, None, "; ".join(result.errors) or "no role vote could be read",
+                   "unparsed")
+            continue
+        if result.winner == "tie" and not criterion.allow_tie:
+            value = "A" if result.p_a >= 0.5 else "B"
+        else:
+            value = result.winner
+        yield pk, value, result.p_a, "", "/".join(sorted(set(result.weighting.values()))) or "votes"
+
+
+def _learned_model(learned: LearnedProxy):
+    from .learned import load_artifact
+
+    return _load_artifact_cached(learned.artifact_path, load_artifact)
+
+
+@lru_cache(maxsize=4)
+def _load_artifact_cached(path: str, loader):
+    return loader(path)
+
+
+def _answers_learned(run, backend, criterion, units, texts):
+    from .learned import Example
+
+    trained = _learned_model(run.learned_proxy)
+    examples = [Example(reference=texts[pk]["reference"] or texts[pk]["context"],
+                        output=texts[pk]["output"], label=None,
+                        group=texts[pk]["reference"], key=pk) for pk in units]
+    threshold = float(run.params.get("threshold", 0.5))
+    for pk, score in zip(units, trained.predict_proba(examples), strict=True):
+        yield pk, _decide(criterion, float(score), threshold), float(score), "", "model"
+
+
+ANSWERERS = {
+    ProxyRun.Method.LATTE: _answers_latte,
+    ProxyRun.Method.RUBRIC: _answers_rubric,
+    ProxyRun.Method.DRPE: _answers_drpe,
+    ProxyRun.Method.LEARNED: _answers_learned,
+}
+
+
+def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
+    """Judge the slots' missing (slot, criterion) answers; returns the judgments stored.
+
+    Safe to run twice and concurrently with itself: stored judgments are skipped, inserts
+    ignore conflicts on (slot, criterion), and answers come from the cache the second time.
+    An answer that cannot be read is recorded in `unreadable`, not stored.
+    """
+    run = ProxyRun.objects.select_related("study", "rater", "learned_proxy").get(pk=run_id)
+    seat = Assignment.objects.get(study=run.study, rater=run.rater)
+    missing = _missing(run, seat, slot_ids)
+    if not missing:
+        proxy_run_refresh(run)
+        return 0
+    texts = _unit_texts(list(missing))
+    backend = None if run.method == ProxyRun.Method.LEARNED else _build_backend(run.backend)
+    by_criterion: dict[int, list[int]] = defaultdict(list)
+    criteria = {}
+    for pk, lacking in missing.items():
+        for criterion in lacking:
+            by_criterion[criterion.pk].append(pk)
+            criteria[criterion.pk] = criterion
+    now = timezone.now()
+    rows, failures = [], {}
+    # Where answers came from ("logprobs", "logits", or "parsed" when the server gave no
+    # probabilities and the answer text was read): reported with the run's usage.
+    sources: dict[str, int] = defaultdict(int)
+    for criterion_pk, units in by_criterion.items():
+        criterion = criteria[criterion_pk]
+        answers = ANSWERERS[run.method](run, backend, criterion, units, texts)
+        for pk, value, score, error, source in answers:
+            sources[f"answers_{source}"] += 1
+            if value is None:
+                failures[f"{pk}:{criterion.key}"] = error[:300]
+                continue
+            rows.append(Judgment(slot_id=pk, criterion=criterion, rater=run.rater, value=value,
+                                 numeric_value=score, submitted_at=now))
+    Judgment.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
+    _complete_slots(seat, run)
+    _record_usage(run.pk, {**(backend.usage.as_dict() if backend else {}), **sources},
+                  failures)
+    proxy_run_refresh(run)
+    return len(rows)
+
+
+def _complete_slots(seat: Assignment, run: ProxyRun) -> None:
+    """Mark the slots that now hold every answer of the run as completed."""
+    still_missing = list(_missing(run, seat))
+    seat.slots.filter(completed_at__isnull=True).exclude(pk__in=still_missing).update(
+        completed_at=timezone.now())
+
+
+def _record_usage(run_id: int, usage: dict[str, Any], failures: dict[str, str]) -> None:
+    with transaction.atomic():
+        run = ProxyRun.objects.select_for_update().get(pk=run_id)
+        merged = dict(run.usage)
+        for name, amount in usage.items():
+            if isinstance(amount, int | float):
+                merged[name] = round(merged.get(name, 0) + amount, 4)
+        run.usage = merged
+        run.unreadable = {**run.unreadable, **failures}
+        run.heartbeat_at = timezone.now()
+        run.save(update_fields=["usage", "unreadable", "heartbeat_at"])
+
+
+def proxy_judgments(run: ProxyRun):
+    """The run's judgments: its rater's answers to its criteria on this study."""
+    return Judgment.objects.filter(rater=run.rater, slot__assignment__study=run.study,
+                                   criterion__key__in=run.criteria)
+
+
+def proxy_run_refresh(run: ProxyRun) -> ProxyRun:
+    """Recount progress from the stored judgments (the truth); finish the run when every unit
+    has an answer or a recorded failure."""
+    done = proxy_judgments(run).count()
+    with transaction.atomic():
+        run = ProxyRun.objects.select_for_update().get(pk=run.pk)
+        failed = len(run.unreadable)
+        run.done, run.failed = done, failed
+        fields = ["done", "failed"]
+        if done + failed >= run.total and run.status == ProxyRun.Status.RUNNING:
+            run.status = ProxyRun.Status.DONE
+            run.finished_at = timezone.now()
+            fields += ["status", "finished_at"]
+            if failed:
+                run.error = f"{failed} answers could not be read; resume the run to retry them"
+                fields.append("error")
+        run.save(update_fields=fields)
+    return run
+
+
+def proxy_run_resume(run: ProxyRun) -> ProxyRun:
+    """Send what is still missing (after a failure, a stop, or unreadable answers)."""
+    from .tasks import proxy_run_dispatch_task
+
+    ProxyRun.objects.filter(pk=run.pk).update(status=ProxyRun.Status.PENDING)
+    transaction.on_commit(lambda: proxy_run_dispatch_task.delay(run.pk))
+    run.refresh_from_db()
+    return run
+
+
+def proxy_run_fail(*, run_id: int, error: str) -> None:
+    ProxyRun.objects.filter(pk=run_id).update(
+        status=ProxyRun.Status.FAILED, error=error[:5000], finished_at=timezone.now())
+
+
+# --- thresholds and LATTEScore --------------------------------------------------------------
+
+def proxy_scores_with_labels(run: ProxyRun, criterion_key: str):
+    """(output, item reference, proxy score, human majority label) for every output that both
+    the proxy scored and the humans judged with a clear majority."""
+    import pandas as pd
+
+    from analysis.stats.pipeline import binary_label
+
+    criterion = run.study.criteria.get(key=criterion_key)
+    human = (Judgment.objects.filter(slot__assignment__study=run.study, criterion=criterion,
+                                     rater__kind__in=Rater.HUMAN_KINDS,
+                                     slot__output__isnull=False)
+             .values_list("slot__output_id", "value"))
+    labels = pd.DataFrame(list(human), columns=["output", "value"])
+    labels["label"] = labels["value"].map(lambda v: binary_label(criterion.kind, v))
+    share = labels.dropna(subset=["label"]).groupby("output")["label"].mean()
+    majority = share[share != 0.5].gt(0.5).astype(int).rename("label")
+    scores = pd.DataFrame(list(
+        proxy_judgments(run).filter(criterion=criterion).values_list(
+            "slot__output_id", "slot__output__item__reference", "numeric_value")),
+        columns=["output", "reference", "score"]).dropna().set_index("output")
+    return scores.join(majority, how="inner")
+
+
+def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precision: float = 0.9,
+                           dev_fraction: float = 0.5, seed: int = 0,
+                           apply: bool = True) -> dict[str, Any]:
+    """Pick the decision threshold on a dev split (no reference shared with the test split)
+    for `target_precision`, report precision/recall on the held-out test split, and (apply)
+    store it and re-decide the run's stored answers. LATTE: 0.85 gave 90% precision."""
+    import numpy as np
+
+    from analysis.stats.validity import threshold_for_precision
+
+    criterion = run.study.criteria.get(key=criterion_key)
+    if criterion.kind not in ("binary", "severity"):
+        raise ValidationError(f"criterion: {criterion_key!r} is {criterion.kind}; a threshold "
+                              "needs a binary or severity criterion")
+    table = proxy_scores_with_labels(run, criterion_key)
+    references = sorted(table["reference"].unique())
+    if len(references) < 4 or table["label"].nunique() < 2:
+        raise ValidationError("too few human-labelled outputs (or one class only) to choose a "
+                              "threshold")
+    rng = np.random.default_rng(seed)
+    rng.shuffle(references)
+    dev_refs = set(references[: max(1, round(len(references) * dev_fraction))])
+    dev = table[table["reference"].isin(dev_refs)]
+    test = table[~table["reference"].isin(dev_refs)]
+    choice = threshold_for_precision(dev["score"].to_numpy(), dev["label"].to_numpy(),
+                                     target_precision=target_precision)
+    threshold = float(choice.threshold)
+
+    def rates(frame):
+        predicted = frame["score"] >= threshold
+        tp = int((predicted & (frame["label"] == 1)).sum())
+        fp = int((predicted & (frame["label"] == 0)).sum())
+        fn = int((~predicted & (frame["label"] == 1)).sum())
+        return {"n": len(frame), "precision": tp / (tp + fp) if tp + fp else None,
+                "recall": tp / (tp + fn) if tp + fn else None}
+
+    report = {"criterion": criterion_key, "target_precision": target_precision,
+              "threshold": threshold, "dev": rates(dev), "test": rates(test),
+              "dev_references": len(dev_refs),
+              "test_references": len(references) - len(dev_refs)}
+    if apply:
+        proxy_threshold_apply(run, threshold=threshold, report=report)
+    return report
+
+
+def proxy_threshold_apply(run: ProxyRun, *, threshold: float,
+                          report: dict[str, Any] | None = None) -> int:
+    """Re-decide the run's binary/severity answers at `threshold` from their stored scores;
+    returns the answers changed. The scores (the judge's output) are never touched."""
+    if run.method == ProxyRun.Method.DRPE:
+        raise ValidationError("a DRPE run has no decision threshold")
+    changed = 0
+    with transaction.atomic():
+        for criterion in run.study.criteria.filter(key__in=run.criteria,
+                                                   kind__in=("binary", "severity")):
+            for judgment in proxy_judgments(run).filter(criterion=criterion,
+                                                        numeric_value__isnull=False):
+                value = _decide(criterion, judgment.numeric_value, threshold)
+                if value != judgment.value:
+                    judgment.value = value
+                    judgment.save(update_fields=["value"])
+                    changed += 1
+        params = {**run.params, "threshold": threshold}
+        if report:
+            params["threshold_choice"] = report
+        ProxyRun.objects.filter(pk=run.pk).update(params=params)
+    run.refresh_from_db()
+    return changed
+
+
+def latte_scores(run: ProxyRun, *, criterion_key: str, by: str = "system") -> list[dict]:
+    """LATTEScore per group = 100 x share of the group's outputs the proxy judged meaning-
+    preserved. `by`: "system", "item", or any item metadata field (e.g. "speaker")."""
+    from analysis.stats.pipeline import binary_label
+
+    criterion = run.study.criteria.get(key=criterion_key)
+    groups: dict[str, list[float]] = defaultdict(list)
+    rows = proxy_judgments(run).filter(criterion=criterion).values_list(
+        "value", "slot__output__system__name", "slot__output__item__external_id",
+        "slot__output__item__metadata")
+    for value, system, item, metadata in rows:
+        if by == "system":
+            group = system
+        elif by == "item":
+            group = item
+        else:
+            group = (metadata or {}).get(by)
+            if group is None:
+                continue
+        label = binary_label(criterion.kind, value)
+        if label is not None:
+            groups[str(group)].append(label)
+    from analysis.stats.validity import latte_score
+
+    return [{"group": group, "n": len(labels), "latte_score": round(latte_score(labels), 2)}
+            for group, labels in sorted(groups.items())]
+
+
+# --- learned proxies ------------------------------------------------------------------------
+
+def learned_examples(study: Study, criterion_key: str) -> list:
+    """One Example per output with a clear human majority on the criterion's binary reading
+    (ties are left out): the training data of a learned proxy."""
+    from analysis.stats.pipeline import binary_label
+
+    from .learned import Example
+
+    try:
+        criterion = study.criteria.get(key=criterion_key)
+    except Criterion.DoesNotExist:
+        raise ValidationError(f"criterion: {criterion_key!r} is not a criterion of "
+                              f"{study.slug!r}") from None
+    if criterion.kind not in METHOD_KINDS[ProxyRun.Method.LEARNED]:
+        raise ValidationError(f"criterion: {criterion_key!r} is {criterion.kind}; a learned "
+                              "proxy needs a binary or severity criterion")
+    votes: dict[int, list[float]] = defaultdict(list)
+    texts = {}
+    for output, reference, context, text, value in (
+        Judgment.objects.filter(slot__assignment__study=study, criterion=criterion,
+                                rater__kind__in=Rater.HUMAN_KINDS, slot__output__isnull=False)
+        .values_list("slot__output_id", "slot__output__item__reference",
+                     "slot__output__item__context", "slot__output__text", "value")
+    ):
+        label = binary_label(criterion.kind, value)
+        if label is not None:
+            votes[output].append(label)
+            texts[output] = (reference or context, text)
+    examples = []
+    for output, labels in sorted(votes.items()):
+        share = sum(labels) / len(labels)
+        if share != 0.5:
+            reference, text = texts[output]
+            examples.append(Example(reference=reference, output=text, label=int(share > 0.5),
+                                    group=reference, key=output))
+    return examples
+
+
+def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: str = "",
+                        params: dict[str, Any] | None = None, user: Any = None,
+                        enqueue: bool = True) -> LearnedProxy:
+    """Record a training request (checked now: criterion, kind, enough labelled outputs) and
+    hand it to a worker (`gpu` queue for the cross-encoder, `cpu` otherwise)."""
+    if kind not in LearnedProxy.Kind.values:
+        raise ValidationError(f"kind: {kind!r} is not one of {LearnedProxy.Kind.values}")
+    examples = learned_examples(study, criterion_key)
+    if len(examples) < 20:
+        raise ValidationError(f"only {len(examples)} outputs of {study.slug!r} have a clear "
+                              f"human majority on {criterion_key!r}; at least 20 are needed")
+    name = name or f"{study.slug}-{criterion_key}-{kind}".replace("_", "-")
+    with transaction.atomic():
+        proxy = LearnedProxy.objects.create(
+            name=name, kind=kind, study=study, criterion_key=criterion_key,
+            params=params or {}, total=len(examples),
+            created_by=user if user and user.pk else None,
+        )
+        if enqueue:
+            from .tasks import learned_proxy_train_cpu_task, learned_proxy_train_gpu_task
+
+            task = (learned_proxy_train_gpu_task if kind == LearnedProxy.Kind.CROSS_ENCODER
+                    else learned_proxy_train_cpu_task)
+            transaction.on_commit(lambda: task.delay(proxy.pk))
+    return proxy
+
+
+def learned_proxy_train(proxy_id: int) -> LearnedProxy:
+    """Train, pick the threshold on dev, test, and save the versioned artefact; the row gets
+    the artefact's path, version and manifest (split sizes, threshold, AUCs) as its report."""
+    from .learned import save_artifact, train_proxy
+
+    proxy = LearnedProxy.objects.select_related("study").get(pk=proxy_id)
+    if proxy.status == LearnedProxy.Status.DONE:
+        return proxy  # redelivered: trained already
+    LearnedProxy.objects.filter(pk=proxy.pk).update(
+        status=LearnedProxy.Status.RUNNING, started_at=timezone.now(),
+        heartbeat_at=timezone.now())
+    params = dict(proxy.params)
+    seed = int(params.pop("seed", 0))
+    target_precision = float(params.pop("target_precision", 0.9))
+    params.setdefault("model_path", _encoder_for(proxy.study))
+    try:
+        trained = train_proxy(proxy.kind, learned_examples(proxy.study, proxy.criterion_key),
+                              params=params, seed=seed, target_precision=target_precision)
+    except ValueError as error:  # bad parameter, too few groups, a one-class split
+        raise ValidationError(str(error)) from None
+    path = save_artifact(trained, settings.EVALSTUDY_PROXY_DIR, proxy.name)
+    manifest = json.loads((Path(path) / "manifest.json").read_text())
+    proxy.artifact_path = str(path)
+    proxy.version = trained.version
+    proxy.report = _jsonable({**manifest, "signature": trained.signature()})
+    proxy.done = proxy.total
+    proxy.status = LearnedProxy.Status.DONE
+    proxy.error = ""
+    proxy.finished_at = proxy.heartbeat_at = timezone.now()
+    proxy.save()
+    return proxy
+
+
+def _encoder_for(study: Study | None) -> str:
+    from .services import default_model_path
+
+    return (study.encoder_path if study and study.encoder_path else "") or default_model_path()
+
+
+def _jsonable(value: Any) -> Any:
+    from analysis.stats.pipeline import to_jsonable
+
+    return json.loads(json.dumps(to_jsonable(value), default=str))
+
+
+def learned_proxy_fail(*, proxy_id: int, error: str) -> None:
+    LearnedProxy.objects.filter(pk=proxy_id).update(
+        status=LearnedProxy.Status.FAILED, error=error[:5000], finished_at=timezone.now())

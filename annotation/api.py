@@ -32,6 +32,7 @@ from .idempotency import (
     request_fingerprint,
 )
 from .models import Judgment
+from .selectors import slot_texts
 from .services import SubmissionInvalid, SubmissionRefused, judgment_submit
 
 
@@ -97,14 +98,7 @@ def _slot_rows(slots, study: Study) -> list[dict]:
         answers.setdefault(slot_id, {})[key] = value
     rows = []
     for slot in slots:
-        if slot.kind == AssignmentSlot.Kind.TARGET:
-            item = slot.output.item
-            reference, context = item.reference, item.context
-            text, text_b = slot.output.text, slot.output_b.text if slot.output_b else ""
-        else:
-            control = slot.calibration_item or slot.attention_check
-            reference, context, text, text_b = (control.reference, control.context,
-                                                control.text, control.text_b)
+        reference, context, text, text_b = slot_texts(slot)
         rows.append({
             "id": slot.pk, "position": slot.position + 1, "kind": slot.kind,
             "completed": slot.completed_at is not None,

@@ -114,17 +114,20 @@ class SlotView:
     questions: list[Question]
 
 
-def slot_view(slot: AssignmentSlot) -> SlotView:
-    """The texts and questions of one slot, and any answers already given (for revisions)."""
+def slot_texts(slot: AssignmentSlot) -> tuple[str, str, str, str]:
+    """(reference, context, text, text_b) of a slot: its output(s) and item, or the control
+    item of a calibration or attention slot. Never the system."""
     if slot.kind == AssignmentSlot.Kind.TARGET:
         item = slot.output.item
-        reference, context = item.reference, item.context
-        text, text_b = slot.output.text, slot.output_b.text if slot.output_b else ""
-    else:
-        control = slot.calibration_item or slot.attention_check
-        reference, context, text, text_b = (
-            control.reference, control.context, control.text, control.text_b
-        )
+        return (item.reference, item.context, slot.output.text,
+                slot.output_b.text if slot.output_b else "")
+    control = slot.calibration_item or slot.attention_check
+    return control.reference, control.context, control.text, control.text_b
+
+
+def slot_view(slot: AssignmentSlot) -> SlotView:
+    """The texts and questions of one slot, and any answers already given (for revisions)."""
+    reference, context, text, text_b = slot_texts(slot)
     study = slot.assignment.study
     answers = dict(
         Judgment.objects.filter(slot=slot).values_list("criterion__key", "value")

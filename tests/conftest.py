@@ -11,3 +11,13 @@ def study(db):
     from tests.factories import make_study
 
     return make_study()
+
+
+@pytest.fixture
+def fresh_throttles():
+    """An empty cache before and after the test: API and sign-in throttles count there."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()

@@ -34,3 +34,30 @@ def get_study(slug: str) -> Study:
         return Study.objects.get(slug=slug)
     except Study.DoesNotExist:
         raise CommandError(f"no study with slug {slug!r}") from None
+
+
+def judge_batches_here(run, batches, do_batch, *, out, unit: str) -> None:
+    """Run each batch with `do_batch(batch)` in this process (a command's --sync), with a
+    progress bar over `run.done` / `run.total` (a BackgroundRun, refreshed after each)."""
+    from tqdm import tqdm
+
+    run.refresh_from_db()
+    with tqdm(total=run.total, initial=run.done, unit=unit, file=out) as bar:
+        for batch in batches:
+            do_batch(batch)
+            run.refresh_from_db()
+            bar.update(run.done - bar.n)
+
+
+def wait_for_run(run, *, out, unit: str, poll_seconds: float = 1.0) -> None:
+    """Follow a BackgroundRun that the workers process until it is done or failed."""
+    import time
+
+    from tqdm import tqdm
+
+    finished = (run.Status.DONE, run.Status.FAILED)
+    with tqdm(total=run.total, unit=unit, file=out) as bar:
+        while run.status not in finished:
+            time.sleep(poll_seconds)
+            run.refresh_from_db()
+            bar.update(run.done - bar.n)

@@ -373,6 +373,16 @@ class JudgeBackend(ABC):
     ) -> list[Completion]:
         """Generated text per prompt, in prompt order (greedy at temperature 0)."""
 
+    @staticmethod
+    def _generation_params(max_tokens: int, temperature: float, **extra: Any) -> dict[str, Any]:
+        """The checked generation settings, as they enter the cache key."""
+        if int(max_tokens) < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens!r}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+        return {"task": "generate", "max_tokens": int(max_tokens),
+                "temperature": float(temperature), **extra}
+
     # -- shared cache handling -----------------------------------------------------------
     def _cache_identity(self) -> tuple[str, str]:
         """(model, mode) for `cache_key`."""
@@ -760,12 +770,7 @@ class OpenAICompatibleBackend(JudgeBackend):
     def generate(
         self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0
     ) -> list[Completion]:
-        if int(max_tokens) < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens!r}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature!r}")
-        params = {"task": "generate", "max_tokens": int(max_tokens),
-                  "temperature": float(temperature), "logprobs": self.logprobs}
+        params = self._generation_params(max_tokens, temperature, logprobs=self.logprobs)
 
         def one(prompt: str) -> Completion:
             started = time.perf_counter()
@@ -1014,12 +1019,7 @@ class LocalHFBackend(JudgeBackend):
     def generate(
         self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0
     ) -> list[Completion]:
-        if int(max_tokens) < 1:
-            raise ValueError(f"max_tokens must be >= 1, got {max_tokens!r}")
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature!r}")
-        params = {"task": "generate", "max_tokens": int(max_tokens),
-                  "temperature": float(temperature), "max_length": self.max_length}
+        params = self._generation_params(max_tokens, temperature, max_length=self.max_length)
         return self._cached_map(
             prompts, params, lambda missing: self._generate(missing, int(max_tokens),
                                                             float(temperature))

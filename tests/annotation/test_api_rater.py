@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
@@ -19,10 +18,8 @@ ANSWERS = {"answers": {"severity": "0", "usable": "yes"}}
 
 
 @pytest.fixture(autouse=True)
-def _fresh_throttles():
-    cache.clear()
-    yield
-    cache.clear()
+def _fresh_throttles(fresh_throttles):
+    """Throttle counters start empty (tests/conftest.py)."""
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from django.core.cache import cache
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -19,14 +18,12 @@ from annotation.services import judgment_submit
 from evalstudy.models import ApiToken, Item, Output, Rater, Study
 from evalstudy.rest import TokenObtainThrottle, api_token_create
 from evalstudy.services import assignment_next, study_open
-from tests.factories import UserFactory, make_study
+from tests.factories import UserFactory, make_study, token_client
 
 
 @pytest.fixture(autouse=True)
-def _fresh_throttles():
-    cache.clear()
-    yield
-    cache.clear()
+def _fresh_throttles(fresh_throttles):
+    """Throttle counters start empty (tests/conftest.py)."""
 
 
 @pytest.fixture
@@ -37,8 +34,7 @@ def owner(db):
 @pytest.fixture
 def api(owner):
     """A client that authenticates every request with the owner's token."""
-    _, raw = api_token_create(user=owner, name="tests")
-    return Client(HTTP_AUTHORIZATION=f"Token {raw}")
+    return token_client(owner)
 
 
 @pytest.fixture

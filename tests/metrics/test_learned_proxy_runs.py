@@ -3,6 +3,7 @@ artefact, then used as a proxy rater (kind `metric`) on another study."""
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from tests.factories import make_study
 from tests.metrics.judges.fake_openai import FakeOpenAI
 from tests.metrics.learned.synthetic import make_synthetic_study
 from tests.metrics.test_proxy_runs import latte_responder, run_here
+from tests.workers import running_worker, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -131,3 +133,19 @@ def test_learned_and_llm_proxies_are_compared_with_humans_by_the_same_analysis()
                               None, {}, [])
     names = {entry["proxy"] for entry in validity["proxies"]}
     assert {f"rater:{learned.rater}", f"rater:{llm.rater}"} <= names
+
+
+@pytest.mark.django_db(transaction=True)
+def test_real_worker_trains_a_proxy_and_judges_with_it(settings):
+    study, _ = synthetic_study("worker-study", seed=5, n_references=30)
+    with running_worker(["cpu"], name=f"learn-{uuid.uuid4().hex[:6]}",
+                        env={"EVALSTUDY_PROXY_DIR": settings.EVALSTUDY_PROXY_DIR}):
+        proxy = learned_proxy_start(study=study, criterion_key="usable", kind="embedding_lr")
+        assert wait_for(lambda: LearnedProxy.objects.get(pk=proxy.pk).status in (
+            "done", "failed"), timeout=180)
+        proxy.refresh_from_db()
+        assert proxy.status == "done", proxy.error
+        run = proxy_run_start(study=study, method="learned", learned_proxy=proxy,
+                              criteria=["usable"])
+        assert wait_for(lambda: ProxyRun.objects.get(pk=run.pk).status == "done", timeout=120)
+    assert Judgment.objects.filter(rater=run.rater).count() == 90

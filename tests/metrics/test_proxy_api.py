@@ -6,37 +6,27 @@ import json
 import uuid
 
 import pytest
-from django.core.cache import cache
-from django.test import Client
 from django.urls import reverse
 
 from annotation.models import Judgment
 from evalstudy.models import StudyCollaborator
-from evalstudy.rest import api_token_create
 from metrics.models import ProxyRun
 from metrics.proxy_services import proxy_run_start
-from tests.factories import UserFactory, make_study
+from tests.factories import UserFactory, make_study, token_client
 from tests.metrics.judges.fake_openai import FakeOpenAI
 from tests.metrics.test_proxy_runs import backend_for, latte_responder, run_here
 from tests.workers import running_worker, wait_for
 
 
 @pytest.fixture(autouse=True)
-def _fresh_throttles():
-    cache.clear()
-    yield
-    cache.clear()
+def _fresh_throttles(fresh_throttles):
+    """Throttle counters start empty (tests/conftest.py)."""
 
 
 @pytest.fixture
 def judge():
     with FakeOpenAI(latte_responder) as server:
         yield server
-
-
-def token_client(user) -> Client:
-    _, raw = api_token_create(user=user, name="tests")
-    return Client(HTTP_AUTHORIZATION=f"Token {raw}")
 
 
 @pytest.mark.django_db

@@ -1,11 +1,9 @@
 import json
-import time
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
-from tqdm import tqdm
 
-from evalstudy.management.base import get_study
+from evalstudy.management.base import get_study, judge_batches_here, wait_for_run
 from metrics.models import MetricRun
 from metrics.services import (
     DEFAULT_METRICS,
@@ -50,18 +48,12 @@ class Command(BaseCommand):
             batches = []
             metric_run_dispatch(run, send=lambda kind, ids, names: batches.append((ids, names)))
             run = metric_run_refresh(run)
-            with tqdm(total=run.total, initial=run.done, unit="result",
-                      file=self.stdout._out) as bar:
-                for ids, names in batches:
-                    metric_batch_score(run_id=run.pk, output_ids=ids, metrics=names)
-                    run.refresh_from_db()
-                    bar.update(run.done - bar.n)
+            judge_batches_here(
+                run, batches, lambda batch: metric_batch_score(
+                    run_id=run.pk, output_ids=batch[0], metrics=batch[1]),
+                out=self.stdout._out, unit="result")
         elif not no_wait:
-            with tqdm(total=run.total, unit="result", file=self.stdout._out) as bar:
-                while run.status not in (MetricRun.Status.DONE, MetricRun.Status.FAILED):
-                    time.sleep(1)
-                    run.refresh_from_db()
-                    bar.update(run.done - bar.n)
+            wait_for_run(run, out=self.stdout._out, unit="result")
         run.refresh_from_db()
         self.stdout.write(f"metric run {run.pk}: {run.status}, {run.done}/{run.total} results, "
                           f"{run.failed_outputs} with errors")

@@ -1,17 +1,14 @@
 import json
-import time
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
-from tqdm import tqdm
 
-from evalstudy.management.base import get_study
+from evalstudy.management.base import get_study, judge_batches_here, wait_for_run
 from metrics.models import LearnedProxy, ProxyRun
 from metrics.proxy_services import (
     latte_scores,
     proxy_batch_judge,
     proxy_run_dispatch,
-    proxy_run_refresh,
     proxy_run_start,
     proxy_threshold_choose,
 )
@@ -88,19 +85,11 @@ class Command(BaseCommand):
         if sync:
             batches = []
             proxy_run_dispatch(run, send=lambda queue, ids: batches.append(ids))
-            run = proxy_run_refresh(run)
-            with tqdm(total=run.total, initial=run.done, unit="answer",
-                      file=self.stdout._out) as bar:
-                for ids in batches:
-                    proxy_batch_judge(run_id=run.pk, slot_ids=ids)
-                    run.refresh_from_db()
-                    bar.update(run.done - bar.n)
+            judge_batches_here(run, batches,
+                               lambda ids: proxy_batch_judge(run_id=run.pk, slot_ids=ids),
+                               out=self.stdout._out, unit="answer")
         elif not no_wait:
-            with tqdm(total=run.total, unit="answer", file=self.stdout._out) as bar:
-                while run.status not in (ProxyRun.Status.DONE, ProxyRun.Status.FAILED):
-                    time.sleep(1)
-                    run.refresh_from_db()
-                    bar.update(run.done - bar.n)
+            wait_for_run(run, out=self.stdout._out, unit="answer")
         run.refresh_from_db()
         usage = run.usage
         self.stdout.write(f"proxy run {run.pk}: {run.status}, {run.done}/{run.total} answers, "

@@ -1,10 +1,9 @@
 import json
-import time
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from evalstudy.management.base import get_study
+from evalstudy.management.base import get_study, wait_for_run
 from metrics.models import LearnedProxy
 from metrics.proxy_services import learned_proxy_start, learned_proxy_train
 
@@ -47,9 +46,7 @@ class Command(BaseCommand):
                 learned_proxy_fail(proxy_id=proxy.pk, error=f"{type(error).__name__}: {error}")
                 raise CommandError(f"training failed: {error}") from None
         else:
-            while proxy.status not in (LearnedProxy.Status.DONE, LearnedProxy.Status.FAILED):
-                time.sleep(1)
-                proxy.refresh_from_db()
+            wait_for_run(proxy, out=self.stdout._out, unit="output")
         if proxy.status == LearnedProxy.Status.FAILED:
             raise CommandError(proxy.error)
         report = proxy.report

@@ -3,6 +3,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html
 
+from evalstudy import permissions as perms
 from evalstudy.admin import ONLY_VISIBLE, StudyScopedAdmin
 
 from .models import LearnedProxy, MetricConfig, MetricResult, MetricRun, ProxyRun
@@ -72,6 +73,11 @@ def _json_field(label: str, help_text: str) -> forms.JSONField:
     return forms.JSONField(label=label, required=False, initial=dict, help_text=help_text)
 
 
+def _only_editable_studies(form, user) -> None:
+    """Starting a run or a training needs the editor role on the study (viewers only read)."""
+    form.base_fields["study"].queryset = perms.studies_with_role(user, perms.EDITOR)
+
+
 class ProxyRunStartForm(forms.ModelForm):
     """Starting a proxy run from the admin: the request is checked by the same service as the
     command line and the API, and its errors are shown on the form."""
@@ -127,7 +133,13 @@ class ProxyRunAdmin(StudyScopedAdmin):
     def get_form(self, request, obj=None, **kwargs):
         if obj is None:
             kwargs["form"] = ProxyRunStartForm
-        return super().get_form(request, obj, **kwargs)
+        form = super().get_form(request, obj, **kwargs)
+        if obj is None:
+            _only_editable_studies(form, request.user)
+            form.base_fields["learned_proxy"].queryset = LearnedProxy.objects.filter(
+                status=LearnedProxy.Status.DONE,
+                study__in=perms.studies_visible_to(request.user))
+        return form
 
     def get_fields(self, request, obj=None):
         if obj is None:
@@ -201,7 +213,10 @@ class LearnedProxyAdmin(StudyScopedAdmin):
     def get_form(self, request, obj=None, **kwargs):
         if obj is None:
             kwargs["form"] = LearnedProxyStartForm
-        return super().get_form(request, obj, **kwargs)
+        form = super().get_form(request, obj, **kwargs)
+        if obj is None:
+            _only_editable_studies(form, request.user)
+        return form
 
     def get_fields(self, request, obj=None):
         if obj is None:

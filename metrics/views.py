@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 from evalstudy.audit import audit_record
 from evalstudy.permissions import EDITOR, VIEWER, study_for
 
-from .models import MetricRun
+from .models import MetricRun, ProxyRun
 from .selectors import metrics_write_csv, output_results_page
 from .services import DEFAULT_METRICS, metric_run_start
 
@@ -31,16 +31,21 @@ def metrics_page(request: HttpRequest, slug: str) -> HttpResponse:
     page, results, shown = output_results_page(study, page=int(request.GET.get("page", 1)))
     rows = [(output, results.get(output.pk, {})) for output in page]
     return render(request, "metrics/metrics.html", {
-        "study": study, "runs": MetricRun.objects.filter(study=study)[:10],
+        **_runs_context(study),
         "page": page, "rows": rows, "shown": shown, "available": DEFAULT_METRICS,
     })
+
+
+def _runs_context(study) -> dict:
+    """The latest metric and proxy runs (the fragment the page refreshes)."""
+    return {"study": study, "runs": MetricRun.objects.filter(study=study)[:10],
+            "proxy_runs": ProxyRun.objects.filter(study=study).select_related("rater")[:10]}
 
 
 @staff_member_required
 def runs_fragment(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug)
-    return render(request, "metrics/_runs.html",
-                  {"study": study, "runs": MetricRun.objects.filter(study=study)[:10]})
+    return render(request, "metrics/_runs.html", _runs_context(study))
 
 
 @staff_member_required

@@ -121,3 +121,41 @@ def test_real_worker_on_the_llm_queue_judges_a_run(judge):
         assert wait_for(lambda: ProxyRun.objects.get(pk=run.pk).status == "done", timeout=120)
     assert Judgment.objects.filter(rater=run.rater).count() == 8
     assert judge.hits == 8
+
+
+@pytest.mark.django_db
+def test_metrics_page_lists_proxy_runs_with_progress(judge, client):
+    from django.contrib.auth.models import Permission
+
+    owner = UserFactory(username="owner", is_staff=True)
+    owner.user_permissions.set(Permission.objects.filter(content_type__app_label="metrics"))
+    study = make_study(owner=owner, slug="asr")
+    run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
+                                   backend=backend_for(judge), enqueue=False))
+    client.force_login(owner)
+    page = client.get(reverse("metrics:runs", args=["asr"])).content.decode()
+    assert str(run.rater) in page and "18 / 18" in page
+    assert f"/admin/metrics/proxyrun/add/?study={study.pk}" in page
+    add = client.get(f"/admin/metrics/proxyrun/add/?study={study.pk}").content.decode()
+    assert f'<option value="{study.pk}" selected>' in add
+
+
+@pytest.mark.django_db
+def test_admin_offers_only_studies_the_researcher_may_edit(client):
+    from django.contrib.auth.models import Permission
+
+    viewer = UserFactory(username="viewer", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(content_type__app_label="metrics"))
+    mine = make_study(owner=viewer, slug="mine")
+    watched = make_study(slug="watched")
+    StudyCollaborator.objects.create(study=watched, user=viewer, role="viewer")
+    client.force_login(viewer)
+    for url in ("/admin/metrics/proxyrun/add/", "/admin/metrics/learnedproxy/add/"):
+        page = client.get(url).content.decode()
+        assert f'<option value="{mine.pk}">' in page
+        assert f'<option value="{watched.pk}">' not in page
+    response = client.post("/admin/metrics/proxyrun/add/", {
+        "study": watched.pk, "method": "latte", "criteria_keys": "usable",
+        "backend_config": json.dumps({"base_url": "http://127.0.0.1:9/v1", "model": "m"}),
+        "params_config": "{}"})
+    assert response.status_code == 200 and not ProxyRun.objects.exists()

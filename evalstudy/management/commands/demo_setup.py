@@ -65,7 +65,8 @@ class Command(BaseCommand):
             user.set_password(password)
             user.save()
             user.user_permissions.set(
-                Permission.objects.filter(content_type__app_label__in=["evalstudy", "annotation"])
+                Permission.objects.filter(content_type__app_label__in=[
+                    "evalstudy", "annotation", "metrics", "analysis"])
             )
         return user
 

@@ -59,3 +59,14 @@ def test_rater_pages_run_under_the_policy(live_server, new_page):
     page.wait_for_selector("#rate-form")
     page.keyboard.press("0")  # rate.js: number keys pick answers
     assert violations == []
+
+
+def test_api_docs_render_under_the_policy(live_server, new_page):
+    """Swagger UI (from the sidecar package) lists the operations with no violation."""
+    page = new_page()
+    violations = _watch(page)
+    page.goto(f"{live_server.url}/api/v1/docs/")
+    page.wait_for_selector(".opblock", timeout=20_000)
+    assert page.locator(".opblock").count() > 40
+    assert page.locator("text=/api/v1/proxy-runs/{id}/").count() >= 1
+    assert violations == []

@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -119,6 +120,12 @@ def uploaded_text(request, default_name: str) -> tuple[str, str] | None:
     """(text, file name) of a multipart `file` or a raw text body; None for a JSON body."""
     upload = request.FILES.get("file") if hasattr(request, "FILES") else None
     if upload is not None:
+        # Django's DATA_UPLOAD_MAX_MEMORY_SIZE limits raw bodies but not file parts.
+        limit = settings.EVALSTUDY_UPLOAD_MAX_BYTES
+        if upload.size > limit:
+            raise SpecInvalid([SpecError(upload.name, None, "", (
+                f"{upload.size} bytes is over the upload limit of {limit} bytes "
+                "(EVALSTUDY_UPLOAD_MAX_BYTES); split the file"))])
         return decode(upload.read(), upload.name), upload.name
     if isinstance(request.data, bytes | str):
         data = request.data

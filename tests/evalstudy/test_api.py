@@ -416,3 +416,16 @@ def test_api_changes_and_imports_are_audited(api, owner):
     assert [(action, source) for action, source, _ in events] == [
         ("create", "api"), ("update", "api"), ("create", "api")]
     assert events[1][2]["title"] == ["Before", "After"]
+
+
+def test_uploaded_files_over_the_limit_are_refused(api, draft, settings):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.EVALSTUDY_UPLOAD_MAX_BYTES = 100
+    before = outputs_snapshot(draft)
+    csv_text = "item,system,output\n" + "item-000,sys-0,x\n" * 20
+    response = api.post(reverse("api-study-outputs", args=[draft.slug]), {
+        "file": SimpleUploadedFile("outputs.csv", csv_text.encode(), "text/csv")})
+    assert response.status_code == 400
+    assert "over the upload limit" in json.dumps(response.json())
+    assert outputs_snapshot(draft) == before

@@ -121,7 +121,10 @@ class ProxyRunDetail(APIView):
 class ProxyRunResume(APIView):
     @extend_schema(request=None, responses={202: ProxyRunSerializer})
     def post(self, request, pk):
-        run = proxy_run_resume(_run_for(request, pk, EDITOR))
+        try:
+            run = proxy_run_resume(_run_for(request, pk, EDITOR))
+        except DjangoValidationError as error:
+            raise _invalid(error) from None
         return Response(ProxyRunSerializer(run, context={"request": request}).data,
                         status=status.HTTP_202_ACCEPTED)
 
@@ -135,9 +138,11 @@ class ThresholdSerializer(serializers.Serializer):
 
 class ProxyRunThreshold(APIView):
     """Choose the decision threshold on a dev split of the human labels for a target
-    precision, apply it to the stored answers, and report dev and test precision/recall."""
+    precision, report dev and test precision/recall, and start a run of the same judge at that
+    threshold (202; `Location` and `run_url` name it). Its answers come from the stored scores
+    and the judge cache: no model call."""
 
-    @extend_schema(request=ThresholdSerializer, responses={200: dict})
+    @extend_schema(request=ThresholdSerializer, responses={202: dict})
     def post(self, request, pk):
         run = _run_for(request, pk, EDITOR)
         body = ThresholdSerializer(data=request.data)
@@ -146,10 +151,13 @@ class ProxyRunThreshold(APIView):
         try:
             report = proxy_threshold_choose(
                 run, criterion_key=data["criterion"], target_precision=data["target_precision"],
-                dev_fraction=data["dev_fraction"], seed=data["seed"])
+                dev_fraction=data["dev_fraction"], seed=data["seed"], user=request.user)
         except DjangoValidationError as error:
             raise _invalid(error) from None
-        return Response(report)
+        report["run_url"] = request.build_absolute_uri(
+            reverse("api-proxy-run", args=[report["run"]]))
+        return Response(report, status=status.HTTP_202_ACCEPTED,
+                        headers={"Location": report["run_url"]})
 
 
 class ProxyAnswerSerializer(serializers.Serializer):

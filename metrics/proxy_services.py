@@ -17,12 +17,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
 from functools import lru_cache
 from itertools import combinations
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -87,16 +91,48 @@ def default_backend() -> dict[str, Any]:
     return config
 
 
+def _check_base_url(url: str) -> None:
+    """A judge URL carries no credentials (they would be stored and shown with the run) and,
+    when EVALSTUDY_JUDGE_ALLOWED_HOSTS is set, points at one of those hosts only: the workers
+    send requests wherever an editor says, so a deployment can fence that in."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError(f"backend: base_url {url!r} is not an http(s) URL")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ValidationError("backend: base_url must not carry credentials, a query or a "
+                              "fragment; give the key through api_key_env")
+    allowed = settings.EVALSTUDY_JUDGE_ALLOWED_HOSTS
+    if allowed and parts.hostname not in allowed:
+        raise ValidationError(f"backend: host {parts.hostname!r} is not in "
+                              f"EVALSTUDY_JUDGE_ALLOWED_HOSTS {sorted(allowed)}")
+
+
 def _clean_backend(backend: dict[str, Any] | None) -> dict[str, Any]:
+    """The stored backend settings: the caller's, with gaps filled from settings. The
+    configured key goes only to the configured endpoint, and only keys named in
+    EVALSTUDY_JUDGE_KEY_ENVS may be read: any other environment variable (SECRET_KEY,
+    DATABASE_URL) could otherwise be sent as a Bearer token to a URL of the caller's choosing."""
     backend = dict(backend or {})
-    # A local model needs none of the HTTP defaults; an HTTP judge fills gaps from settings.
-    config = backend if backend.get("backend") == "hf" else {**default_backend(), **backend}
+    if backend.get("backend") == "hf":
+        config = backend  # a local model needs none of the HTTP defaults
+    else:
+        defaults = default_backend()
+        if backend.get("base_url") and backend["base_url"] != defaults["base_url"]:
+            defaults.pop("api_key_env", None)
+        config = {**defaults, **backend}
     if "api_key" in config:
         raise ValidationError("backend: give api_key_env, the name of an environment variable "
                               "holding the key; keys are never stored")
-    if config.get("backend") == "openai" and not (config.get("base_url") and config.get("model")):
-        raise ValidationError("backend: an OpenAI-compatible judge needs base_url and model "
-                              "(or EVALSTUDY_JUDGE_BASE_URL / EVALSTUDY_JUDGE_MODEL)")
+    key_env = config.get("api_key_env")
+    if key_env and key_env not in settings.EVALSTUDY_JUDGE_KEY_ENVS:
+        raise ValidationError(f"backend: api_key_env {key_env!r} is not one of the key "
+                              f"variables allowed by EVALSTUDY_JUDGE_KEY_ENVS "
+                              f"{sorted(settings.EVALSTUDY_JUDGE_KEY_ENVS)}")
+    if config.get("backend") == "openai":
+        if not (config.get("base_url") and config.get("model")):
+            raise ValidationError("backend: an OpenAI-compatible judge needs base_url and model "
+                                  "(or EVALSTUDY_JUDGE_BASE_URL / EVALSTUDY_JUDGE_MODEL)")
+        _check_base_url(str(config["base_url"]))
     if config.get("backend") == "hf" and not config.get("model_path"):
         raise ValidationError("backend: a local Hugging Face judge needs model_path")
     return config
@@ -163,12 +199,11 @@ def _queue_for(method: str, backend: dict[str, Any], learned: LearnedProxy | Non
 
 def proxy_signature(*, method: str, backend_signature: dict[str, Any], template: str,
                     params: dict[str, Any]) -> dict[str, Any]:
-    """Everything a proxy's answers depend on. The threshold is left out: it only turns the
-    stored score into a decision and may be re-chosen later on the same answers."""
+    """Everything a proxy's answers depend on, the decision threshold included: two thresholds
+    are two proxies (their scores come from the same cached model answers)."""
     return {
         "method": method, "judge_version": JUDGE_VERSION, "backend": backend_signature,
-        "template": template,
-        "params": {k: v for k, v in sorted(params.items()) if k != "threshold"},
+        "template": template, "params": dict(sorted(params.items())),
     }
 
 
@@ -261,7 +296,8 @@ def proxy_run_start(*, user: Any = None, enqueue: bool = True, **request: Any) -
 def proxy_units(study: Study, criteria: Sequence[Criterion]
                 ) -> dict[bool, list[tuple[int, int | None]]]:
     """{pairwise?: [(output, output_b)]}: every output for item criteria; for pairwise ones the
-    pairs the design shows humans (so both judge the same units), else every pair per item."""
+    ordered pairs the design shows humans (so both judge the same units), else every pair per
+    item."""
     units: dict[bool, list[tuple[int, int | None]]] = {False: [], True: []}
     if any(c.kind != "pairwise" for c in criteria):
         units[False] = [(pk, None) for pk in Output.objects.filter(item__study=study)
@@ -272,7 +308,9 @@ def proxy_units(study: Study, criteria: Sequence[Criterion]
                          output_b__isnull=False)
                  .exclude(assignment__source=Assignment.Source.PROXY)
                  .values_list("output_id", "output_b_id").distinct())
-        pairs = sorted({(a, b) if a < b else (b, a) for a, b in shown})
+        # As shown to humans (A, B), both orientations where the design shows both: the
+        # analysis' unit is the ordered pair, and DRPE judges both orders of each anyway.
+        pairs = sorted(set(shown))
         if not pairs:
             by_item: dict[int, list[int]] = defaultdict(list)
             for pk, item in (Output.objects.filter(item__study=study)
@@ -286,11 +324,19 @@ def proxy_units(study: Study, criteria: Sequence[Criterion]
 def proxy_seat_prepare(run: ProxyRun) -> Assignment:
     """The proxy's seat on the study with one slot per unit; creates what is missing only."""
     now = timezone.now()
-    seat, _ = Assignment.objects.get_or_create(
-        study=run.study, rater=run.rater,
-        defaults={"source": Assignment.Source.PROXY, "state": Assignment.State.ACTIVE,
-                  "claimed_at": now},
-    )
+    with transaction.atomic():
+        seat, _ = Assignment.objects.get_or_create(
+            study=run.study, rater=run.rater,
+            defaults={"source": Assignment.Source.PROXY, "state": Assignment.State.ACTIVE,
+                      "claimed_at": now},
+        )
+        # Two dispatches of one proxy (a resume, a second run) must not number slots alike.
+        seat = Assignment.objects.select_for_update().get(pk=seat.pk)
+        _add_missing_slots(run, seat)
+    return seat
+
+
+def _add_missing_slots(run: ProxyRun, seat: Assignment) -> None:
     criteria = list(run.study.criteria.filter(key__in=run.criteria))
     wanted = [unit for units in proxy_units(run.study, criteria).values() for unit in units]
     existing = set(seat.slots.values_list("output_id", "output_b_id"))
@@ -303,7 +349,6 @@ def proxy_seat_prepare(run: ProxyRun) -> Assignment:
             new.append(AssignmentSlot(assignment=seat, position=position, output_id=output,
                                       output_b_id=output_b, kind=AssignmentSlot.Kind.TARGET))
     AssignmentSlot.objects.bulk_create(new, batch_size=2000)
-    return seat
 
 
 def _missing(run: ProxyRun, seat: Assignment, slot_ids: Sequence[int] | None = None
@@ -510,6 +555,7 @@ def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
     An answer that cannot be read is recorded in `unreadable`, not stored.
     """
     run = ProxyRun.objects.select_related("study", "rater", "learned_proxy").get(pk=run_id)
+    ProxyRun.objects.filter(pk=run_id).update(heartbeat_at=timezone.now())
     seat = Assignment.objects.get(study=run.study, rater=run.rater)
     missing = _missing(run, seat, slot_ids)
     if not missing:
@@ -575,10 +621,13 @@ def proxy_judgments(run: ProxyRun):
 def proxy_run_refresh(run: ProxyRun) -> ProxyRun:
     """Recount progress from the stored judgments (the truth); finish the run when every unit
     has an answer or a recorded failure."""
-    done = proxy_judgments(run).count()
+    answered = set(proxy_judgments(run).values_list("slot_id", "criterion__key"))
+    done = len(answered)
     with transaction.atomic():
         run = ProxyRun.objects.select_for_update().get(pk=run.pk)
-        failed = len(run.unreadable)
+        # A unit that failed once and was answered later (a redelivered batch) is done.
+        failed = sum(1 for key in run.unreadable
+                     if (int(key.split(":", 1)[0]), key.split(":", 1)[1]) not in answered)
         run.done, run.failed = done, failed
         fields = ["done", "failed"]
         if done + failed >= run.total and run.status == ProxyRun.Status.RUNNING:
@@ -596,6 +645,9 @@ def proxy_run_resume(run: ProxyRun) -> ProxyRun:
     """Send what is still missing (after a failure, a stop, or unreadable answers)."""
     from .tasks import proxy_run_dispatch_task
 
+    if run.status == ProxyRun.Status.RUNNING:
+        raise ValidationError(f"proxy run {run.pk} is still running; resume it once it is done "
+                              "or failed (a stalled run is failed by the beat scheduler)")
     ProxyRun.objects.filter(pk=run.pk).update(status=ProxyRun.Status.PENDING)
     transaction.on_commit(lambda: proxy_run_dispatch_task.delay(run.pk))
     run.refresh_from_db()
@@ -633,19 +685,29 @@ def proxy_scores_with_labels(run: ProxyRun, criterion_key: str):
 
 
 def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precision: float = 0.9,
-                           dev_fraction: float = 0.5, seed: int = 0,
-                           apply: bool = True) -> dict[str, Any]:
+                           dev_fraction: float = 0.5, seed: int = 0, apply: bool = True,
+                           enqueue: bool = True, user: Any = None) -> dict[str, Any]:
     """Pick the decision threshold on a dev split (no reference shared with the test split)
-    for `target_precision`, report precision/recall on the held-out test split, and (apply)
-    store it and re-decide the run's stored answers. LATTE: 0.85 gave 90% precision."""
+    for `target_precision` and report precision/recall on the held-out test split (LATTE: 0.85
+    gave 90 % precision).
+
+    With `apply`, start a new run of the same judge at that threshold on this criterion
+    (`report["run"]`): the decision is part of a proxy's identity, so the first run's answers
+    stay as they were, and the new one costs no model call (stored scores, cached answers)."""
     import numpy as np
 
     from analysis.stats.validity import threshold_for_precision
 
+    if criterion_key not in run.criteria:
+        raise ValidationError(f"criterion: {criterion_key!r} is not one of this run's "
+                              f"criteria {run.criteria}")
     criterion = run.study.criteria.get(key=criterion_key)
-    if criterion.kind not in ("binary", "severity"):
+    if criterion.kind not in ("binary", "severity") or run.method == ProxyRun.Method.DRPE:
         raise ValidationError(f"criterion: {criterion_key!r} is {criterion.kind}; a threshold "
                               "needs a binary or severity criterion")
+    if run.method == ProxyRun.Method.RUBRIC and criterion.kind == "severity":
+        raise ValidationError("criterion: a rubric judge answers the most likely severity "
+                              "level; a threshold applies to its binary criteria only")
     table = proxy_scores_with_labels(run, criterion_key)
     references = sorted(table["reference"].unique())
     if len(references) < 4 or table["label"].nunique() < 2:
@@ -658,6 +720,9 @@ def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precisio
     test = table[~table["reference"].isin(dev_refs)]
     choice = threshold_for_precision(dev["score"].to_numpy(), dev["label"].to_numpy(),
                                      target_precision=target_precision)
+    if choice.threshold is None:
+        raise ValidationError(f"no threshold reaches precision {target_precision} on the dev "
+                              f"split ({len(dev)} outputs); lower the target")
     threshold = float(choice.threshold)
 
     def rates(frame):
@@ -668,38 +733,18 @@ def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precisio
         return {"n": len(frame), "precision": tp / (tp + fp) if tp + fp else None,
                 "recall": tp / (tp + fn) if tp + fn else None}
 
-    report = {"criterion": criterion_key, "target_precision": target_precision,
-              "threshold": threshold, "dev": rates(dev), "test": rates(test),
-              "dev_references": len(dev_refs),
-              "test_references": len(references) - len(dev_refs)}
+    report: dict[str, Any] = {
+        "criterion": criterion_key, "target_precision": target_precision,
+        "threshold": threshold, "dev": rates(dev), "test": rates(test),
+        "dev_references": len(dev_refs), "test_references": len(references) - len(dev_refs)}
     if apply:
-        proxy_threshold_apply(run, threshold=threshold, report=report)
+        decided = proxy_run_start(
+            study=run.study, method=run.method, criteria=[criterion_key],
+            backend=run.backend or None, template=run.template,
+            params={**run.params, "threshold": threshold}, learned_proxy=run.learned_proxy,
+            user=user, enqueue=enqueue)
+        report["run"] = decided.pk
     return report
-
-
-def proxy_threshold_apply(run: ProxyRun, *, threshold: float,
-                          report: dict[str, Any] | None = None) -> int:
-    """Re-decide the run's binary/severity answers at `threshold` from their stored scores;
-    returns the answers changed. The scores (the judge's output) are never touched."""
-    if run.method == ProxyRun.Method.DRPE:
-        raise ValidationError("a DRPE run has no decision threshold")
-    changed = 0
-    with transaction.atomic():
-        for criterion in run.study.criteria.filter(key__in=run.criteria,
-                                                   kind__in=("binary", "severity")):
-            for judgment in proxy_judgments(run).filter(criterion=criterion,
-                                                        numeric_value__isnull=False):
-                value = _decide(criterion, judgment.numeric_value, threshold)
-                if value != judgment.value:
-                    judgment.value = value
-                    judgment.save(update_fields=["value"])
-                    changed += 1
-        params = {**run.params, "threshold": threshold}
-        if report:
-            params["threshold_choice"] = report
-        ProxyRun.objects.filter(pk=run.pk).update(params=params)
-    run.refresh_from_db()
-    return changed
 
 
 def latte_scores(run: ProxyRun, *, criterion_key: str, by: str = "system") -> list[dict]:
@@ -804,29 +849,59 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
     proxy = LearnedProxy.objects.select_related("study").get(pk=proxy_id)
     if proxy.status == LearnedProxy.Status.DONE:
         return proxy  # redelivered: trained already
-    LearnedProxy.objects.filter(pk=proxy.pk).update(
+    # Training may outlast the broker's visibility timeout, which then hands the task to a
+    # second worker: while the first one's heartbeat is fresh, leave the training to it.
+    fresh = timezone.now() - timedelta(minutes=5)
+    claimed = LearnedProxy.objects.filter(pk=proxy.pk).exclude(
+        status=LearnedProxy.Status.RUNNING, heartbeat_at__gte=fresh).update(
         status=LearnedProxy.Status.RUNNING, started_at=timezone.now(),
         heartbeat_at=timezone.now())
+    if not claimed:
+        return proxy
     params = dict(proxy.params)
     seed = int(params.pop("seed", 0))
     target_precision = float(params.pop("target_precision", 0.9))
     params.setdefault("model_path", _encoder_for(proxy.study))
     try:
-        trained = train_proxy(proxy.kind, learned_examples(proxy.study, proxy.criterion_key),
-                              params=params, seed=seed, target_precision=target_precision)
+        with _heartbeat(LearnedProxy, proxy.pk):
+            trained = train_proxy(proxy.kind,
+                                  learned_examples(proxy.study, proxy.criterion_key),
+                                  params=params, seed=seed, target_precision=target_precision)
     except ValueError as error:  # bad parameter, too few groups, a one-class split
         raise ValidationError(str(error)) from None
     path = save_artifact(trained, settings.EVALSTUDY_PROXY_DIR, proxy.name)
     manifest = json.loads((Path(path) / "manifest.json").read_text())
-    proxy.artifact_path = str(path)
-    proxy.version = trained.version
-    proxy.report = _jsonable({**manifest, "signature": trained.signature()})
-    proxy.done = proxy.total
-    proxy.status = LearnedProxy.Status.DONE
-    proxy.error = ""
-    proxy.finished_at = proxy.heartbeat_at = timezone.now()
-    proxy.save()
+    now = timezone.now()
+    LearnedProxy.objects.filter(pk=proxy.pk).update(
+        artifact_path=str(path), version=trained.version,
+        report=_jsonable({**manifest, "signature": trained.signature()}), done=proxy.total,
+        status=LearnedProxy.Status.DONE, error="", finished_at=now, heartbeat_at=now)
+    proxy.refresh_from_db()
     return proxy
+
+
+@contextmanager
+def _heartbeat(model, pk: int, every_seconds: float = 60.0):
+    """Beat a BackgroundRun's heartbeat from a thread while one long call runs (training has
+    no batches to beat between), so the stale-run check does not fail it."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        from django.db import connection
+
+        try:
+            while not stop.wait(every_seconds):
+                model.objects.filter(pk=pk).update(heartbeat_at=timezone.now())
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{pk}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
 
 
 def _encoder_for(study: Study | None) -> str:

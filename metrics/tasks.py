@@ -64,20 +64,29 @@ def _proxy_batch(run_id: int, slot_ids: list[int]) -> int:
 @shared_task(name="metrics.cpu.proxy_dispatch", soft_time_limit=300, **COMMON)
 def proxy_run_dispatch_task(run_id: int) -> int:
     from .models import ProxyRun
-    from .proxy_services import proxy_run_dispatch
+    from .proxy_services import proxy_run_dispatch, proxy_run_fail
 
     tasks = {"llm": proxy_batch_llm_task, "gpu": proxy_batch_gpu_task,
              "cpu": proxy_batch_cpu_task}
-    return proxy_run_dispatch(ProxyRun.objects.get(pk=run_id),
-                              send=lambda queue, slot_ids: tasks[queue].delay(run_id, slot_ids))
+    try:
+        return proxy_run_dispatch(
+            ProxyRun.objects.get(pk=run_id),
+            send=lambda queue, slot_ids: tasks[queue].delay(run_id, slot_ids))
+    except OperationalError:
+        raise
+    except Exception as error:  # a run never stays pending because its dispatch failed
+        proxy_run_fail(run_id=run_id, error=f"{type(error).__name__}: {error}")
+        raise
 
 
-@shared_task(name="metrics.llm.proxy_batch", soft_time_limit=3600, **COMMON)
+# Soft limits stay below the broker's visibility timeout (3600 s by default), so a batch that
+# is still running is never handed to a second worker as well.
+@shared_task(name="metrics.llm.proxy_batch", soft_time_limit=1800, **COMMON)
 def proxy_batch_llm_task(run_id: int, slot_ids: list[int]) -> int:
     return _proxy_batch(run_id, slot_ids)
 
 
-@shared_task(name="metrics.gpu.proxy_batch", soft_time_limit=3600, **COMMON)
+@shared_task(name="metrics.gpu.proxy_batch", soft_time_limit=1800, **COMMON)
 def proxy_batch_gpu_task(run_id: int, slot_ids: list[int]) -> int:
     return _proxy_batch(run_id, slot_ids)
 

@@ -203,6 +203,11 @@ EVALSTUDY_JUDGE_BASE_URL = env.str("EVALSTUDY_JUDGE_BASE_URL", default="")
 EVALSTUDY_JUDGE_MODEL = env.str("EVALSTUDY_JUDGE_MODEL", default="")
 EVALSTUDY_JUDGE_MODE = env.str("EVALSTUDY_JUDGE_MODE", default="chat")
 EVALSTUDY_JUDGE_CONCURRENCY = env.int("EVALSTUDY_JUDGE_CONCURRENCY", default=8)
+# Environment variables a run may name as its key (`api_key_env`): nothing else is ever read.
+EVALSTUDY_JUDGE_KEY_ENVS = env.list("EVALSTUDY_JUDGE_KEY_ENVS",
+                                    default=["EVALSTUDY_JUDGE_API_KEY"])
+# Hosts judge requests may go to (empty: any). Set it in production: editors choose base_url.
+EVALSTUDY_JUDGE_ALLOWED_HOSTS = env.list("EVALSTUDY_JUDGE_ALLOWED_HOSTS", default=[])
 # Units per proxy-judge task.
 EVALSTUDY_PROXY_BATCH_SIZE = env.int("EVALSTUDY_PROXY_BATCH_SIZE", default=64)
 # Trained learned-proxy artefacts (versioned directories). Workers that train and those that

@@ -168,6 +168,12 @@ def test_requests_are_refused_with_a_clear_reason(study, judge):
          "unknown key(s) ['colour']"),
         ({"method": "latte", "backend": {"base_url": ""}}, "needs base_url and model"),
         ({"method": "learned"}, "a trained learned proxy is required"),
+        ({"method": "latte", "backend": {**backend_for(judge), "api_key_env": "SECRET_KEY"}},
+         "api_key_env 'SECRET_KEY' is not one of the key variables allowed"),
+        ({"method": "latte", "backend": {"base_url": "http://user:pw@127.0.0.1:9/v1",
+                                         "model": "m"}}, "must not carry credentials"),
+        ({"method": "latte", "backend": {"base_url": "ftp://127.0.0.1/v1", "model": "m"}},
+         "is not an http(s) URL"),
     ]
     for request, expected in cases:
         backend = request.pop("backend", backend_for(judge))
@@ -198,16 +204,33 @@ def test_threshold_chosen_on_dev_for_precision_and_applied(judge):
                                    backend=backend_for(judge), enqueue=False))
     # At the default 0.5, variant 1 (P = 0.6) is called preserved though humans say no.
     assert Judgment.objects.filter(rater=run.rater, value="yes").count() == 24
-    report = proxy_threshold_choose(run, criterion_key="usable", target_precision=0.9)
+    hits = judge.hits
+    report = proxy_threshold_choose(run, criterion_key="usable", target_precision=0.9,
+                                    enqueue=False)
     assert 0.6 < report["threshold"] <= 0.9
     assert report["dev"]["precision"] == 1.0 and report["test"]["precision"] == 1.0
     assert report["dev_references"] + report["test_references"] == 12
-    run.refresh_from_db()
-    assert run.params["threshold"] == report["threshold"]
-    assert Judgment.objects.filter(rater=run.rater, value="yes").count() == 12
-    # The judge's scores are untouched; only the decisions moved.
-    assert sorted(set(Judgment.objects.filter(rater=run.rater)
+    decided = run_here(ProxyRun.objects.get(pk=report["run"]))
+    # The decision is part of the proxy: a new rater at the chosen threshold, answered from
+    # the judge cache, while the first run's answers stay as they were.
+    assert decided.rater_id != run.rater_id and decided.params["threshold"] == report["threshold"]
+    assert judge.hits == hits
+    assert Judgment.objects.filter(rater=decided.rater, value="yes").count() == 12
+    assert Judgment.objects.filter(rater=run.rater, value="yes").count() == 24
+    assert sorted(set(Judgment.objects.filter(rater=decided.rater)
                       .values_list("numeric_value", flat=True))) == pytest.approx([0.2, 0.6, 0.9])
+
+
+def test_threshold_choice_refuses_what_it_cannot_do(judge):
+    study = make_study(n_items=12, n_systems=3)
+    _human_labels(study, {"0": "no", "1": "yes", "2": "no"})  # never monotone in P(yes)
+    run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
+                                   backend=backend_for(judge), enqueue=False))
+    with pytest.raises(ValidationError, match="no threshold reaches precision 0.99"):
+        proxy_threshold_choose(run, criterion_key="usable", target_precision=0.99)
+    with pytest.raises(ValidationError, match="not one of this run's criteria"):
+        proxy_threshold_choose(run, criterion_key="severity")
+    assert ProxyRun.objects.count() == 1
 
 
 def test_latte_score_per_system_and_metadata_field(study, judge):
@@ -300,3 +323,41 @@ def test_local_hugging_face_judge_runs_on_the_gpu_queue_from_logits(study, reque
     assert run.usage["answers_logits"] == 18
     scores = Judgment.objects.filter(rater=run.rater).values_list("numeric_value", flat=True)
     assert all(0 < p < 1 for p in scores)
+
+
+def test_the_configured_key_goes_to_the_configured_endpoint_only(settings, monkeypatch, judge):
+    """An editor's base_url never receives the organisation's judge key."""
+    from metrics.proxy_services import _clean_backend
+
+    monkeypatch.setenv("EVALSTUDY_JUDGE_API_KEY", "sk-organisation")
+    settings.EVALSTUDY_JUDGE_BASE_URL = "http://judge.internal:8000/v1"
+    settings.EVALSTUDY_JUDGE_MODEL = "m"
+    assert _clean_backend(None)["api_key_env"] == "EVALSTUDY_JUDGE_API_KEY"
+    assert "api_key_env" not in _clean_backend({"base_url": judge.base_url})
+    settings.EVALSTUDY_JUDGE_ALLOWED_HOSTS = ["judge.internal"]
+    with pytest.raises(ValidationError, match="not in EVALSTUDY_JUDGE_ALLOWED_HOSTS"):
+        _clean_backend({"base_url": judge.base_url})
+
+
+def test_a_running_run_is_not_resumed_twice(study, judge):
+    from metrics.proxy_services import proxy_run_resume
+
+    run = proxy_run_start(study=study, method="latte", criteria=["usable"],
+                          backend=backend_for(judge), enqueue=False)
+    ProxyRun.objects.filter(pk=run.pk).update(status=ProxyRun.Status.RUNNING)
+    run.refresh_from_db()
+    with pytest.raises(ValidationError, match="still running"):
+        proxy_run_resume(run)
+
+
+def test_a_unit_answered_after_a_failure_counts_once(study, judge):
+    """A batch redelivered after a failure stores the answer: the run counts it as done, not
+    also as failed, and so does not finish early."""
+    from metrics.proxy_services import proxy_run_refresh
+
+    run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
+                                   backend=backend_for(judge), enqueue=False))
+    slot = Judgment.objects.filter(rater=run.rater).first().slot_id
+    ProxyRun.objects.filter(pk=run.pk).update(unreadable={f"{slot}:usable": "timeout"})
+    run = proxy_run_refresh(run)
+    assert (run.done, run.failed) == (18, 0)

@@ -82,14 +82,8 @@ class Command(BaseCommand):
         self.stdout.write(f"proxy run {run.pk}: {run.method} as rater "
                           f"{run.rater.external_id!r} on {', '.join(run.criteria)} "
                           f"({run.total} answers, queue {run.queue})")
-        if sync:
-            batches = []
-            proxy_run_dispatch(run, send=lambda queue, ids: batches.append(ids))
-            judge_batches_here(run, batches,
-                               lambda ids: proxy_batch_judge(run_id=run.pk, slot_ids=ids),
-                               out=self.stdout._out, unit="answer")
-        elif not no_wait:
-            wait_for_run(run, out=self.stdout._out, unit="answer")
+        if sync or not no_wait:
+            self._follow(run, sync=sync)
         run.refresh_from_db()
         usage = run.usage
         self.stdout.write(f"proxy run {run.pk}: {run.status}, {run.done}/{run.total} answers, "
@@ -101,11 +95,16 @@ class Command(BaseCommand):
         if choose_threshold:
             try:
                 report = proxy_threshold_choose(run, criterion_key=choose_threshold,
-                                                target_precision=target_precision)
+                                                target_precision=target_precision,
+                                                enqueue=not sync)
             except ValidationError as error:
                 raise CommandError("; ".join(error.messages)) from None
             self.stdout.write(f"threshold {report['threshold']:.3f}: dev {report['dev']}, "
                               f"test {report['test']}")
+            run = ProxyRun.objects.get(pk=report["run"])
+            self.stdout.write(f"proxy run {run.pk} decides at that threshold as rater "
+                              f"{run.rater.external_id!r}")
+            self._follow(run, sync=sync)
         if latte_by:
             key = choose_threshold or next(
                 (c for c in run.criteria
@@ -115,3 +114,15 @@ class Command(BaseCommand):
             for row in latte_scores(run, criterion_key=key, by=latte_by):
                 self.stdout.write(f"{latte_by}={row['group']}: LATTEScore {row['latte_score']}"
                                   f" (n={row['n']})")
+
+    def _follow(self, run, *, sync: bool) -> None:
+        """Judge here (--sync) or wait for the workers, with a progress bar."""
+        if sync:
+            batches = []
+            proxy_run_dispatch(run, send=lambda queue, ids: batches.append(ids))
+            judge_batches_here(run, batches,
+                               lambda ids: proxy_batch_judge(run_id=run.pk, slot_ids=ids),
+                               out=self.stdout._out, unit="answer")
+        else:
+            wait_for_run(run, out=self.stdout._out, unit="answer")
+        run.refresh_from_db()

@@ -2,8 +2,10 @@
 
 A rater is identified by `Authorization: Rater <entry token>`, by an account with a rater
 profile (token or session), or by the browser session their entry link opened
-(`evalstudy.permissions.rater_for_request`). Every slot is looked up among the rater's own
-slots, so another rater's slot is a 404 whatever its id. System names and ids never appear.
+(`evalstudy.permissions.rater_for_request`). Requests identified by the browser session
+(entry link or signed-in account) must carry the CSRF token; token requests need none. Every
+slot is looked up among the rater's own slots, so another rater's slot is a 404 whatever its
+id. System names and ids never appear.
 Throttled per rater (scope "rater").
 """
 
@@ -21,7 +23,7 @@ from rest_framework.views import APIView
 from evalstudy.api import errors
 from evalstudy.models import Assignment, AssignmentSlot, Study
 from evalstudy.permissions import IsRater
-from evalstudy.rest import RaterThrottle
+from evalstudy.rest import RaterThrottle, enforce_csrf
 from evalstudy.services import AssignmentExpired, StudyFull, StudyNotOpen, assignment_next
 
 from . import flow
@@ -52,6 +54,14 @@ class RaterView(APIView):
     permission_classes = [IsRater]
     throttle_classes = [RaterThrottle]
     throttle_scope = "rater"
+
+    def check_permissions(self, request):
+        super().check_permissions(request)
+        # A rater known only from the browser session (entry link) is not a DRF-authenticated
+        # user, so SessionAuthentication never ran its CSRF check: a cross-site form could
+        # act for them. Token requests (request.auth set) carry no ambient credential.
+        if request.auth is None:
+            enforce_csrf(request)
 
 
 class QuestionSerializer(serializers.Serializer):

@@ -47,19 +47,32 @@ def idempotent_call(
     key and fingerprint replays it. Raises IdempotencyKeyReused for the same key with another
     fingerprint. Server errors (an exception from `call`) are not stored, so a retry runs again.
 
-    Precondition: `call` is itself safe to run twice (two first requests racing both run it;
-    the loser of the insert then replays the winner's response).
+    The key is claimed before `call` runs: a placeholder row is inserted in the transaction
+    that then runs `call` and fills in its response. A second request with the same key blocks
+    on that row (the unique index, or the row lock) until the first commits, and then replays
+    or refuses; it never runs `call` beside the first. If `call` raises, the transaction rolls
+    back, the claim with it, and the waiting request runs `call` itself.
+
+    Precondition: `call` writes only through this database connection (its writes commit or
+    roll back with the claim).
     """
-    stored = IdempotencyKey.objects.filter(rater=rater, key=key).first()
-    if stored is None:
-        status, body = call()
-        try:
-            with transaction.atomic():
-                IdempotencyKey.objects.create(rater=rater, key=key, fingerprint=fingerprint,
-                                              status_code=status, response=body)
-            return StoredResponse(status, body, replayed=False)
-        except IntegrityError:
-            stored = IdempotencyKey.objects.get(rater=rater, key=key)
+    with transaction.atomic():
+        stored = (IdempotencyKey.objects.select_for_update()
+                  .filter(rater=rater, key=key).first())
+        if stored is None:
+            try:
+                with transaction.atomic():  # a savepoint: a lost insert race leaves us usable
+                    claim = IdempotencyKey.objects.create(
+                        rater=rater, key=key, fingerprint=fingerprint, status_code=0,
+                        response={})
+            except IntegrityError:
+                # Another request held the claim and committed while we waited on the index.
+                stored = IdempotencyKey.objects.select_for_update().get(rater=rater, key=key)
+            else:
+                status, body = call()
+                claim.status_code, claim.response = status, body
+                claim.save(update_fields=["status_code", "response"])
+                return StoredResponse(status, body, replayed=False)
     if stored.fingerprint != fingerprint:
         raise IdempotencyKeyReused(
             f"Idempotency-Key {key!r} was used for a different request; use a new key for a "

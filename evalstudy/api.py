@@ -28,13 +28,14 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import parsers, serializers, status
-from rest_framework.exceptions import APIException
+from rest_framework.exceptions import APIException, Throttled
 from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from . import criteria as rules
+from . import login_throttle
 from . import permissions as perms
 from .audit import audit_record, instance_changes, model_snapshot
 from .importers import (
@@ -681,18 +682,36 @@ class RaterSerializer(serializers.ModelSerializer):
         return data
 
 
+class RaterSummarySerializer(serializers.ModelSerializer):
+    """A rater as collaborators below the owner see them: no entry link (a secret that lets
+    its holder rate as that person) and no metadata (personal data such as the email)."""
+
+    class Meta:
+        model = Rater
+        fields = ("id", "kind", "external_id", "display_name", "created_at")
+        read_only_fields = fields
+
+
 class RaterList(StudyScopedView):
-    """The study's raters; invite one (editors): returns their personal entry link."""
+    """The study's raters; invite one (editors): the answer holds their personal entry link.
+
+    Listing shows entry links and metadata (personal data) to the study's owner and admins
+    only; viewers and editors get the summary without them."""
 
     study_roles = {"GET": VIEWER, "POST": EDITOR}
 
     @extend_schema(responses={200: paginated(RaterSerializer, "Rater"), **READ_ERRORS},
-                   parameters=PAGE_PARAMETERS)
+                   parameters=PAGE_PARAMETERS,
+                   description="Owners and admins get every field; viewers and editors get "
+                               "`id`, `kind`, `external_id`, `display_name`, `created_at`.")
     def get(self, request, slug):
-        raters = perms.raters_of_study(self.get_study()).order_by("pk")
+        study = self.get_study()
+        raters = perms.raters_of_study(study).order_by("pk")
         page = self.paginator.paginate_queryset(raters, request, view=self)
+        serializer = (RaterSerializer if perms.has_role(request.user, study, OWNER)
+                      else RaterSummarySerializer)
         return self.paginator.get_paginated_response(
-            RaterSerializer(page, many=True, context={"request": request}).data)
+            serializer(page, many=True, context={"request": request}).data)
 
     @extend_schema(request=RaterSerializer, responses={201: RaterSerializer, **WRITE_ERRORS})
     def post(self, request, slug):
@@ -806,8 +825,16 @@ class CollaboratorDetail(StudyScopedView):
 
 
 # --- tokens ---------------------------------------------------------------------------------
+class LockedOut(Throttled):
+    default_code = "locked_out"
+    default_detail = ("Too many failed sign-in attempts for this username; try again later "
+                      "(see Retry-After).")
+
+
 class TokenObtain(APIView):
-    """Exchange a username and password for an API token (shown once). Throttled per client."""
+    """Exchange a username and password for an API token (shown once). Throttled per client
+    address, and locked out per username after repeated failures like the sign-in page
+    (LOGIN_FAILURE_LIMIT, LOGIN_LOCKOUT_SECONDS): 429 with code "locked_out"."""
 
     permission_classes = [AllowAny]
     authentication_classes: list = []
@@ -829,11 +856,18 @@ class TokenObtain(APIView):
                    if not data.get(name)}
         if missing:
             raise ApiValidationError(missing)
-        user = authenticate(request._request, username=str(data["username"]),
+        username = str(data["username"])
+        # The same per-username and per-address lockout as the sign-in pages: the API must
+        # not be the unthrottled way to guess a password.
+        if login_throttle.is_locked_out(request, username):
+            raise LockedOut(wait=settings.LOGIN_LOCKOUT_SECONDS)
+        user = authenticate(request._request, username=username,
                             password=str(data["password"]))
         if user is None:
+            login_throttle.record_failure(request, username)
             raise ApiValidationError({"detail": ["Wrong username or password."]},
                                      code="invalid_credentials")
+        login_throttle.record_success(request, username)
         token, raw = api_token_create(user=user, name=str(data.get("name", "")))
         return Response({"token": raw, "prefix": token.prefix, "name": token.name,
                          "created_at": token.created_at}, status=status.HTTP_201_CREATED)

@@ -99,7 +99,8 @@ class RaterTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Malformed Authorization header: "
                                                   "expected 'Rater <entry token>'.")
         rater = Rater.objects.filter(access_token=parts[1].decode("latin-1")).first()
-        if rater is None:
+        # Proxy raters (LLM judges, metrics) are written by the system, never by a client.
+        if rater is None or not rater.is_human:
             raise exceptions.AuthenticationFailed("Invalid rater token.")
         return AnonymousUser(), rater
 
@@ -112,6 +113,13 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
         return {"type": "apiKey", "in": "header", "name": "Authorization",
                 "description": "`Token <secret>` from POST /api/v1/auth/token/ or "
                                "`manage.py api_token create`."}
+
+
+def enforce_csrf(request) -> None:
+    """Refuse an unsafe request without a valid CSRF token (403), as DRF's
+    SessionAuthentication does for signed-in users; for requests whose identity comes from the
+    browser session by another route (a rater's entry link)."""
+    authentication.SessionAuthentication().enforce_csrf(request)
 
 
 class RaterTokenScheme(OpenApiAuthenticationExtension):
@@ -141,10 +149,15 @@ class RaterThrottle(throttling.ScopedRateThrottle):
 
 
 class TokenObtainThrottle(throttling.ScopedRateThrottle):
-    """Per client address: password guessing must not get faster with more usernames."""
+    """Per client address: password guessing must not get faster with more usernames.
+
+    The address is the sign-in pages' (`login_throttle.client_address`): REMOTE_ADDR unless a
+    trusted proxy header is configured, never a client-supplied X-Forwarded-For."""
 
     def get_cache_key(self, request, view):
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+        from .login_throttle import client_address
+
+        return self.cache_format % {"scope": self.scope, "ident": client_address(request)}
 
 
 # --- pagination -----------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import IdempotencyKey, Judgment
-from evalstudy.models import Rater, Study
+from evalstudy.models import Assignment, Rater, Study
 from evalstudy.rest import RaterThrottle
 from tests.factories import make_study
 
@@ -155,3 +155,77 @@ def test_session_from_entry_link_works_for_the_api(open_study, rater):
     browser.get(f"/enter/{rater.access_token}/")
     response = browser.get(reverse("api-rater-slots", args=[open_study.slug]))
     assert response.status_code == 200
+
+
+@pytest.mark.parametrize("kind", ["llm", "metric"])
+def test_proxy_rater_tokens_never_authenticate(open_study, kind):
+    proxy = Rater.objects.create(kind=kind, external_id=f"{kind}-judge")
+    response = as_rater(proxy).post(reverse("api-rater-next", args=[open_study.slug]))
+    assert response.status_code == 401 and response.json()["code"] == "authentication_failed"
+    assert not Assignment.objects.filter(rater=proxy).exists()
+
+
+def test_session_rater_needs_the_csrf_token(open_study, rater):
+    browser = Client(enforce_csrf_checks=True)
+    browser.get(f"/enter/{rater.access_token}/", follow=True)
+    url = reverse("api-rater-next", args=[open_study.slug])
+    response = browser.post(url)
+    assert response.status_code == 403 and "CSRF" in response.json()["message"]
+    assert not Assignment.objects.filter(rater=rater).exists()
+    # Reading needs no token; writing with the token from the cookie works.
+    assert browser.get(reverse("api-rater-slots", args=[open_study.slug])).status_code == 200
+    # The rating pages carry the token (their forms); a page script would send it back.
+    browser.get(reverse("annotation:rate", args=[open_study.slug]), follow=True)
+    token = browser.cookies["csrftoken"].value
+    assert browser.post(url, HTTP_X_CSRFTOKEN=token).status_code == 200
+    # A request that names its rater by token carries no ambient credential: no CSRF token.
+    other = Rater.objects.create(kind="crowd", external_id="PID-2")
+    scripted = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Rater {other.access_token}")
+    assert scripted.post(url).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_first_requests_with_one_key_run_once(monkeypatch):
+    """Two first requests with the same key and different bodies: one runs, the other waits
+    for it and is refused; the stored judgments are the answered request's."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    from annotation import api as rater_api
+
+    study = make_study(n_items=3, n_systems=3, status=Study.Status.OPEN, slug="race")
+    rater = Rater.objects.create(kind="crowd", external_id="PID-R")
+    slot = next_slot(as_rater(rater), study)["slot"]["id"]
+    real_submit, calls = rater_api.judgment_submit, []
+
+    def slow_submit(**kwargs):
+        calls.append(kwargs["answers"])
+        time.sleep(0.5)  # hold the first request inside its work while the second arrives
+        return real_submit(**kwargs)
+
+    monkeypatch.setattr(rater_api, "judgment_submit", slow_submit)
+    bodies = [ANSWERS, {"answers": {"severity": "2", "usable": "no"}}]
+    results: list = [None, None]
+
+    def send(index):
+        try:
+            response = submit(as_rater(rater), slot, bodies[index], HTTP_IDEMPOTENCY_KEY="race")
+            results[index] = (response.status_code, response.json())
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(2)]
+    threads[0].start()
+    time.sleep(0.2)
+    threads[1].start()
+    for thread in threads:
+        thread.join(30)
+    assert [r[0] for r in results] == [201, 422], results
+    assert results[1][1]["code"] == "idempotency_key_reused"
+    assert calls == [ANSWERS["answers"]]
+    assert dict(Judgment.objects.filter(slot_id=slot).values_list("criterion__key", "value")
+                ) == ANSWERS["answers"]
+    stored = IdempotencyKey.objects.get(rater=rater, key="race")
+    assert stored.status_code == 201 and stored.response == results[0][1]

@@ -429,3 +429,75 @@ def test_uploaded_files_over_the_limit_are_refused(api, draft, settings):
     assert response.status_code == 400
     assert "over the upload limit" in json.dumps(response.json())
     assert outputs_snapshot(draft) == before
+
+
+def test_rater_entry_links_and_metadata_only_for_owners(api, owner, draft):
+    from evalstudy.models import StudyCollaborator
+
+    viewer, editor = UserFactory(username="viewer"), UserFactory(username="editor")
+    StudyCollaborator.objects.create(study=draft, user=viewer, role="viewer")
+    StudyCollaborator.objects.create(study=draft, user=editor, role="editor")
+    url = reverse("api-study-raters", args=[draft.slug])
+    created = post_json(token_client(editor), url, {"kind": "crowd", "external_id": "PID-9",
+                                                     "email": "p@example.org"})
+    assert created.status_code == 201  # the inviting editor gets the link to send, once
+    rater = Rater.objects.get(pk=created.json()["id"])
+    assert created.json()["entry_url"].endswith(f"/enter/{rater.access_token}/")
+    for user in (viewer, editor):
+        response = token_client(user).get(url)
+        assert response.status_code == 200
+        (row,) = response.json()["results"]
+        assert row["id"] == rater.pk and row["external_id"] == "PID-9"
+        assert "entry_url" not in row and "metadata" not in row
+        assert rater.access_token not in response.content.decode()
+        assert "p@example.org" not in response.content.decode()
+    (row,) = api.get(url).json()["results"]
+    assert row["entry_url"].endswith(f"/enter/{rater.access_token}/")
+    assert row["metadata"] == {"email": "p@example.org"}
+    admin = UserFactory(username="root", is_staff=True, is_superuser=True)
+    (row,) = token_client(admin).get(url).json()["results"]
+    assert "entry_url" in row
+
+
+def test_token_lockout_holds_whatever_x_forwarded_for_says(owner, settings):
+    settings.LOGIN_FAILURE_LIMIT = 3
+    client = Client()
+    url = reverse("api-token")
+    statuses = [post_json(client, url, {"username": "owner", "password": f"bad{i}"},
+                          HTTP_X_FORWARDED_FOR=f"10.0.0.{i}").status_code for i in range(4)]
+    assert statuses == [400, 400, 400, 429]
+    # The right password does not get through while locked out, from any claimed address.
+    response = post_json(client, url, {"username": "owner", "password": "pw-for-tests"},
+                         HTTP_X_FORWARDED_FOR="10.0.1.1")
+    assert response.status_code == 429 and response.json()["code"] == "locked_out"
+    assert int(response["Retry-After"]) > 0 and "message" in response.json()
+    assert not ApiToken.objects.exists()
+    # Another account from the same address is not locked out (the lock is per username).
+    UserFactory(username="colleague")
+    assert post_json(client, url, {"username": "colleague", "password": "pw-for-tests"}
+                     ).status_code == 201
+
+
+def test_token_success_clears_the_failure_count(owner, settings):
+    settings.LOGIN_FAILURE_LIMIT = 3
+    client, url = Client(), reverse("api-token")
+    for _ in range(2):
+        assert post_json(client, url, {"username": "owner", "password": "bad"}
+                         ).status_code == 400
+    assert post_json(client, url, {"username": "owner", "password": "pw-for-tests"}
+                     ).status_code == 201
+    for _ in range(2):
+        assert post_json(client, url, {"username": "owner", "password": "bad"}
+                         ).status_code == 400
+    assert post_json(client, url, {"username": "owner", "password": "pw-for-tests"}
+                     ).status_code == 201
+
+
+def test_token_throttle_ignores_client_supplied_forwarded_for(owner, settings, monkeypatch):
+    settings.LOGIN_FAILURE_LIMIT = 100  # the throttle, not the lockout, must answer here
+    monkeypatch.setattr(TokenObtainThrottle, "THROTTLE_RATES", {"token_obtain": "3/min"})
+    client = Client()
+    statuses = [post_json(client, reverse("api-token"),
+                          {"username": f"user-{i}", "password": "guess"},
+                          HTTP_X_FORWARDED_FOR=f"10.0.0.{i}").status_code for i in range(4)]
+    assert statuses == [400, 400, 400, 429]

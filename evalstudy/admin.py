@@ -1,15 +1,19 @@
 """The researcher's side: every model, with inlines, filters, search and study actions.
 
 Non-superusers see only the studies they own or collaborate on (and the rows under them).
-Study actions call the services, so the admin enforces the same rules as the command line.
+Study actions call the services, so the admin enforces the same rules as the command line;
+they act only on the selected studies the user may change (evalstudy.permissions), and foreign
+keys offer only rows of such studies (`StudyRowChoices`).
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 
 import yaml
+from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
@@ -97,7 +101,132 @@ class AuditedAdmin(admin.ModelAdmin):
                          target=obj, changes=instance_changes(None, obj))
 
 
-class StudyScopedAdmin(AuditedAdmin):
+# --- rows of other studies -------------------------------------------------------------------
+@functools.cache
+def study_path_of(model) -> str | None:
+    """The lookup from a row of `model` to its Study ("" for Study itself; e.g. "item__study"
+    for Output), or None when the model does not belong to a study (users, raters, configs).
+    Follows the first foreign key that leads to a study, so it covers the other apps' models."""
+    return _study_path(model, frozenset())
+
+
+def _study_path(model, seen: frozenset) -> str | None:
+    if model is Study:
+        return ""
+    fields = [f for f in model._meta.fields
+              if f.many_to_one and f.related_model not in seen | {model}]
+    # A direct key to Study first (a Criterion's study, not its show_if_criterion's).
+    for field in sorted(fields, key=lambda f: f.related_model is not Study):
+        path = _study_path(field.related_model, seen | {model})
+        if path is not None:
+            return f"{field.name}__{path}" if path else field.name
+    return None
+
+
+def study_of_row(row) -> Study | None:
+    """The study `row` belongs to (None for rows that belong to none)."""
+    path = study_path_of(type(row))
+    if path is None:
+        return None
+    for part in filter(None, path.split("__")):
+        row = getattr(row, part, None)
+    return row
+
+
+def rows_usable_by(model, user, minimum: str) -> models.QuerySet | None:
+    """Rows of `model` that `user` may point a new or changed row at: those of studies on which
+    they hold `minimum` (raters: of those studies). None when `model` is not study-owned or the
+    user is a superuser (no limit)."""
+    if user.is_superuser:
+        return None
+    studies = perms.studies_with_role(user, minimum).values("pk")
+    if model is Rater:
+        return perms.raters_in(studies)
+    path = study_path_of(model)
+    if path is None:
+        return None
+    return model._default_manager.filter(**{f"{path or 'pk'}__in": studies})
+
+
+class StudyRowForm(forms.ModelForm):
+    """The admin's form for study-owned rows: refuses a row that points at rows of a study the
+    user may not change, or at rows of two different studies (an item of one study with a
+    system of another). `study_user` and `study_role` are set per request by
+    `StudyRowChoices` (the class it is set on is built afresh for each request)."""
+
+    study_user = None
+    study_role = perms.EDITOR
+
+    def clean(self):
+        data = super().clean()
+        if self.study_user is None:
+            return data
+        studies = {}
+        for name, value in data.items():
+            if isinstance(value, models.Model) and study_path_of(type(value)) is not None:
+                studies[name] = study_of_row(value)
+        for name, study in studies.items():
+            if study is not None and study.pk is not None and not perms.has_role(
+                    self.study_user, study, self.study_role):
+                self.add_error(name, f"Choose only rows of studies on which you have the "
+                                     f"{self.study_role} role (or above).")
+        if len({study.pk if study else None for study in studies.values()}) > 1:
+            self.add_error(None, "These must all belong to the same study: " + ", ".join(
+                f"{name} ({study.slug if study else 'none'})" for name, study in studies.items()))
+        return data
+
+
+class StudyRowChoices:
+    """For ModelAdmins and inlines: every foreign key to a study-owned row (or to a rater)
+    offers and accepts only rows of the studies on which the user holds `study_role`, whether
+    it is a dropdown or a raw-id box, and the form refuses a row that mixes studies; else a
+    researcher could read other studies' system names or add rows to studies they cannot see."""
+
+    study_role = perms.EDITOR
+    form = StudyRowForm
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        formfield = super().formfield_for_foreignkey(db_field, request, **kwargs)
+        usable = rows_usable_by(db_field.related_model, request.user, self.study_role)
+        if formfield is not None and usable is not None:
+            formfield.queryset = formfield.queryset.filter(pk__in=usable.values("pk"))
+            formfield.error_messages["invalid_choice"] = (
+                f"Choose among the {db_field.related_model._meta.verbose_name_plural} of the "
+                f"studies on which you have the {self.study_role} role (or above).")
+        return formfield
+
+    def _checked(self, form_class, request):
+        if issubclass(form_class, StudyRowForm):
+            form_class.study_user = request.user
+            form_class.study_role = self.study_role
+        return form_class
+
+    def get_form(self, request, obj=None, **kwargs):
+        return self._checked(super().get_form(request, obj, **kwargs), request)
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+        self._checked(formset.form, request)
+        return formset
+
+
+def rows_with_role(request, rows, minimum: str, *, label=str, study_of=study_of_row) -> list:
+    """The rows (of an admin action) whose study the user holds `minimum` on. Each row left out
+    is reported as a warning naming it and the role needed (rows come from the admin's own
+    queryset, so the user can see every one of them)."""
+    allowed = []
+    for row in rows:
+        study = study_of(row)
+        if study is not None and perms.has_role(request.user, study, minimum):
+            allowed.append(row)
+        else:
+            where = f"study {study.slug}" if study is not None else "its study"
+            messages.warning(request, f"{label(row)}: skipped; this needs the {minimum} role "
+                                      f"(or above) on {where}.")
+    return allowed
+
+
+class StudyScopedAdmin(StudyRowChoices, AuditedAdmin):
     """Limits rows to the studies the user may see; `study_path` leads from the row to Study."""
 
     study_path = "study"
@@ -108,12 +237,6 @@ class StudyScopedAdmin(AuditedAdmin):
             return queryset
         visible = studies_visible_to(request.user).values("pk")
         return queryset.filter(**{f"{self.study_path}__in": visible})
-
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.related_model is Study and not request.user.is_superuser:
-            # New rows may only go into studies the user may change.
-            kwargs["queryset"] = perms.studies_with_role(request.user, self.study_role)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     # Object-level checks (evalstudy.permissions) on top of Django's model permissions: a
     # viewer collaborator sees a study's rows read-only.
@@ -143,7 +266,7 @@ class SystemInline(admin.TabularInline):
     fields = ("name", "description", "metadata")
 
 
-class CriterionInline(admin.StackedInline):
+class CriterionInline(StudyRowChoices, admin.StackedInline):
     model = Criterion
     extra = 0
     fk_name = "study"
@@ -274,7 +397,9 @@ class StudyAdmin(AuditedAdmin):
 
     # --- actions ------------------------------------------------------------------------
     def _each(self, request, queryset, service, done: str, action: str) -> None:
-        for study in queryset:
+        """Run `service` on each selected study the user may change (editor or above); the
+        others (a viewer's) are skipped and reported."""
+        for study in rows_with_role(request, queryset, perms.EDITOR, label=lambda s: s.slug):
             status = study.status
             try:
                 outcome = service(study=study)
@@ -324,6 +449,7 @@ class StudyAdmin(AuditedAdmin):
 
     @admin.action(description="Export selected studies as spec (YAML)")
     def export_specs(self, request, queryset):
+        # Reading: every study the user sees (viewers too), as the spec download on the page.
         documents = []
         for study in queryset:
             documents.append(spec_to_document(study_to_spec(study)))
@@ -477,7 +603,7 @@ class SystemAdmin(StudyScopedAdmin):
     search_fields = ("name", "description", "study__slug")
 
 
-class OutputInline(admin.TabularInline):
+class OutputInline(StudyRowChoices, admin.TabularInline):
     model = Output
     extra = 0
     fields = ("system", "text")
@@ -560,6 +686,45 @@ class RaterAdmin(AuditedAdmin):
     def get_queryset(self, request):
         return perms.raters_visible_to(request.user)
 
+    # Changing, deleting, exporting and erasing a rater touch personal data: as the API, only
+    # the owner of a study the rater entered or holds a seat in (or an admin) may.
+    def may_manage(self, request, rater) -> bool:
+        if request.user.is_superuser:
+            return True
+        return perms.studies_with_role(request.user, perms.OWNER).filter(
+            Q(enrollments__rater=rater) | Q(assignments__rater=rater)).exists()
+
+    def _managed(self, request, queryset) -> list[Rater]:
+        allowed = [rater for rater in queryset if self.may_manage(request, rater)]
+        skipped = len(queryset) - len(allowed)
+        if skipped:
+            messages.warning(request, f"{skipped} rater(s) skipped: their personal data is for "
+                                      "the owner of a study they take part in only.")
+        return allowed
+
+    def has_change_permission(self, request, obj=None):
+        allowed = super().has_change_permission(request, obj)
+        return allowed and (obj is None or self.may_manage(request, obj))
+
+    def has_delete_permission(self, request, obj=None):
+        allowed = super().has_delete_permission(request, obj)
+        return allowed and (obj is None or self.may_manage(request, obj))
+
+    # The entry link is a secret that lets its holder act as the rater, and metadata may hold
+    # an email: both are for those who manage the rater's personal data only.
+    PERSONAL = ("entry_link", "metadata")
+
+    def get_list_display(self, request):
+        shown = super().get_list_display(request)
+        return shown if request.user.is_superuser else [
+            name for name in shown if name not in self.PERSONAL]
+
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        if obj is not None and not self.may_manage(request, obj):
+            return [name for name in fields if name not in self.PERSONAL]
+        return fields
+
     @admin.display(description="personal entry link")
     def entry_link(self, rater):
         if not rater.pk:
@@ -573,11 +738,13 @@ class RaterAdmin(AuditedAdmin):
         from .privacy import rater_data_export
 
         exported = []
-        for rater in queryset:
+        for rater in self._managed(request, queryset):
             exported.append(rater_data_export(rater))
             audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.EXPORT,
                          target=("evalstudy.rater", rater.pk, f"rater {rater.pk}"),
                          changes={"what": "personal data", "format": "json"})
+        if not exported:
+            return None
         document = exported[0] if len(exported) == 1 else exported
         name = f"rater-{exported[0]['rater']['id']}" if len(exported) == 1 else "raters"
         response = HttpResponse(json.dumps(document, indent=2, ensure_ascii=False),
@@ -591,6 +758,9 @@ class RaterAdmin(AuditedAdmin):
         """Asks for confirmation first (a second POST with `confirm`), as deleting does."""
         from .privacy import NotAPerson, rater_data_erase
 
+        queryset = self._managed(request, queryset)
+        if not queryset:
+            return None
         if request.POST.get("confirm") != "yes":
             context = {
                 **self.admin_site.each_context(request), "raters": queryset,

@@ -118,7 +118,8 @@ def study_for(user: Any, slug: str, minimum: str = VIEWER) -> Study:
     return check_study(user, Study.objects.filter(slug=slug).first(), minimum)
 
 
-def _raters_in(studies: Any) -> QuerySet[Rater]:
+def raters_in(studies: Any) -> QuerySet[Rater]:
+    """Raters who entered one of `studies` (a queryset of pks or ids) or hold a seat there."""
     # Subqueries rather than joins: no duplicate rows, so no DISTINCT (the admin deletes
     # from this queryset, which DISTINCT would forbid).
     from .models import Assignment, Enrollment
@@ -132,7 +133,7 @@ def _raters_in(studies: Any) -> QuerySet[Rater]:
 
 def raters_of_study(study: Study) -> QuerySet[Rater]:
     """Raters who entered the study or hold (or held) a seat in it."""
-    return _raters_in([study.pk])
+    return raters_in([study.pk])
 
 
 def raters_visible_to(user: Any) -> QuerySet[Rater]:
@@ -141,7 +142,7 @@ def raters_visible_to(user: Any) -> QuerySet[Rater]:
         return Rater.objects.none()
     if user.is_superuser:
         return Rater.objects.all()
-    return _raters_in(studies_visible_to(user).values("pk"))
+    return raters_in(studies_visible_to(user).values("pk"))
 
 
 # --- DRF ------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from django.utils.html import format_html
 
 from evalstudy import permissions as perms
-from evalstudy.admin import ONLY_VISIBLE, StudyScopedAdmin
+from evalstudy.admin import ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
 
 from .models import LearnedProxy, MetricConfig, MetricResult, MetricRun, ProxyRun
 from .templatetags.metric_tags import alignment
@@ -169,11 +169,19 @@ class ProxyRunAdmin(StudyScopedAdmin):
 
     @admin.action(description="Resume: judge what is still missing")
     def resume_runs(self, request, queryset):
+        """Only runs of studies the user may change (editor or above); others are reported."""
         from .proxy_services import proxy_run_resume
 
-        for run in queryset:
-            proxy_run_resume(run)
-        messages.info(request, f"{queryset.count()} run(s) sent to the workers again.")
+        resumed = 0
+        for run in rows_with_role(request, queryset, perms.EDITOR,
+                                  label=lambda run: f"proxy run {run.pk}"):
+            try:
+                proxy_run_resume(run)
+            except ValidationError as error:
+                messages.error(request, " ".join(error.messages))
+            else:
+                resumed += 1
+        messages.info(request, f"{resumed} run(s) sent to the workers again.")
 
 
 class LearnedProxyStartForm(forms.ModelForm):

@@ -8,6 +8,10 @@ and Redis), so scaling out is more processes here or more hosts behind the proxy
 import multiprocessing
 import os
 
+from gunicorn.glogging import Logger
+
+from evalstudy.logs import mask_secret_path  # pure Python: no Django set-up needed
+
 
 def _int(name: str, default: int) -> int:
     value = os.environ.get(name, "")
@@ -35,5 +39,30 @@ errorlog = os.environ.get("GUNICORN_ERROR_LOG", "-")
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
 # Client, method, path, status, size, duration in microseconds, user agent. Not the query
 # string nor the referrer: crowd entry URLs carry Prolific ids there, and a log line cannot be
-# erased with the rater's personal data.
+# erased with the rater's personal data. Paths that hold a secret are masked (below).
 access_log_format = '%(h)s "%(m)s %(U)s" %(s)s %(B)s %(D)sus "%(a)s"'
+
+class MaskingLogger(Logger):
+    """gunicorn's logger whose access-log atoms hold no secrets and no query strings, whatever
+    `access_log_format` asks for: the path (`U`, and the request line `r` rebuilt from it) is
+    masked, and the query string and referrer (`q`, `f`, and their header/environment forms)
+    are left out."""
+
+    _DROPPED = ("q", "f", "{referer}i", "{http_referer}e", "{query_string}e")
+    _PATHS = ("{raw_uri}e", "{path_info}e", "{request_uri}e")
+
+    def atoms(self, resp, req, environ, request_time):
+        atoms = super().atoms(resp, req, environ, request_time)
+        path = mask_secret_path(environ.get("PATH_INFO") or "")
+        atoms["U"] = path
+        atoms["r"] = f"{environ.get('REQUEST_METHOD')} {path} {environ.get('SERVER_PROTOCOL')}"
+        for key in self._PATHS:
+            if key in atoms:
+                atoms[key] = mask_secret_path(str(atoms[key]))
+        for key in self._DROPPED:
+            if key in atoms:
+                atoms[key] = "-"
+        return atoms
+
+
+logger_class = MaskingLogger

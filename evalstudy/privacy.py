@@ -5,17 +5,25 @@ PID there), metadata, the linked user account (username, name, email, logins), t
 platform's session id of each enrollment, and the entry-link token (a credential). What is kept
 on erasure: the rater row (under a pseudonym), its kind, every enrollment timestamp (consent is
 evidence), every seat and every judgment, so each analysis gives the same numbers as before.
+
+Copies of the personal values made elsewhere are scrubbed too: audit events about the rater and
+its enrollments, and the stored analysis runs of the rater's studies (their results name raters
+by `str(rater)`); see `rater_data_erase`.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import secrets
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
+from django.utils.html import escape
 
 from .audit import audit_record
 from .models import Assignment, AuditEvent, Enrollment, Rater, _new_token
@@ -24,6 +32,10 @@ PSEUDONYM_PREFIX = "erased-"
 ERASED = "<erased>"
 # Rater fields whose values are personal: never copied into the audit trail.
 PERSONAL_RATER_FIELDS = ("external_id", "display_name", "metadata", "user")
+# Enrollment fields whose values are personal.
+PERSONAL_ENROLLMENT_FIELDS = ("platform_session_id",)
+# Shown on an analysis run whose PDF was dropped by an erasure (a PDF cannot be edited safely).
+PDF_DROPPED_STEP = "done; PDF removed by a personal-data erasure: start a new run for a PDF"
 
 
 class NotAPerson(ValueError):
@@ -101,15 +113,143 @@ def _end_sessions(rater: Rater, user_id: int | None) -> int:
     return len(ended)
 
 
+# A single character or a short number cannot be told apart from the levels, counts and keys in
+# an analysis result; such a label alone identifies nobody once the rater row no longer holds it.
+_TOO_SHORT = re.compile(r".|\d{1,5}")
+
+
+def _names_held(rater: Rater) -> set[str]:
+    """Every name the rater went by that copies may hold: the current external id and display
+    name, and earlier ones that admin edits recorded in the audit trail. Precondition: called
+    before the rater's own audit events are scrubbed."""
+    names = {rater.external_id, rater.display_name}
+    for changes in AuditEvent.objects.filter(
+        target_type=rater._meta.label_lower, target_id=str(rater.pk)
+    ).values_list("changes", flat=True):
+        for field in ("external_id", "display_name"):
+            pair = (changes or {}).get(field)
+            if isinstance(pair, list):
+                names.update(value for value in pair if isinstance(value, str))
+    return {name for name in names if name and name != ERASED
+            and not name.startswith(PSEUDONYM_PREFIX) and not _TOO_SHORT.fullmatch(name)}
+
+
+def _scrubber(values: Iterable[str], pseudonym: str) -> Callable[[str], str] | None:
+    """A function that replaces each value by `pseudonym` wherever it stands as a whole token
+    (not inside a longer word, so a short name does not eat into other text), as written,
+    HTML-escaped (reports) or JSON-escaped (data embedded in pages). None: nothing to replace."""
+    forms: set[str] = set()
+    for value in values:
+        forms |= {value, str(escape(value)), json.dumps(value)[1:-1]}
+    forms.discard("")
+    if not forms:
+        return None
+    # Longest first, so a name that contains another is replaced whole. A letter or digit next
+    # to a match makes it part of a longer word; "_" and punctuation do not ("rater_<PID>").
+    pattern = re.compile("|".join(
+        rf"(?<![^\W_]){re.escape(form)}(?![^\W_])"
+        for form in sorted(forms, key=len, reverse=True)))
+    return lambda text: pattern.sub(pseudonym, text)
+
+
+def _scrub_json(value: Any, scrub: Callable[[str], str]) -> Any:
+    """`value` (decoded JSON) with `scrub` applied to every string, dictionary keys included."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        return [_scrub_json(item, scrub) for item in value]
+    if isinstance(value, dict):
+        return {(scrub(key) if isinstance(key, str) else key): _scrub_json(item, scrub)
+                for key, item in value.items()}
+    return value
+
+
+def _studies_of(rater: Rater) -> set[int]:
+    """Ids of the studies the rater took part in (enrolled, held a seat or judged)."""
+    from annotation.models import Judgment
+
+    return (
+        set(Enrollment.objects.filter(rater=rater).values_list("study_id", flat=True))
+        | set(Assignment.objects.filter(rater=rater).values_list("study_id", flat=True))
+        | set(Judgment.objects.filter(rater=rater)
+              .values_list("slot__assignment__study_id", flat=True).distinct())
+    )
+
+
+def _scrub_analysis_runs(study_ids: set[int], scrub: Callable[[str], str] | None) -> int:
+    """Replace the erased names in the stored analysis runs of these studies; returns how many
+    runs changed. Result JSON, report HTML, options, step and error text are edited in place
+    (the numbers stay as they are: the analysis of the pseudonymised data gives the same ones).
+    A changed run's PDF is dropped, since a PDF's text cannot be edited reliably, and its step
+    says so; a new run renders one again."""
+    from analysis.models import AnalysisRun
+
+    if scrub is None or not study_ids:
+        return 0
+    changed = 0
+    runs = (AnalysisRun.objects.select_for_update().filter(study_id__in=study_ids)
+            .defer("report_pdf").order_by("pk"))
+    for run in runs:
+        before = (run.result, run.report_html, run.options, run.step, run.error)
+        after = (_scrub_json(run.result, scrub), scrub(run.report_html),
+                 _scrub_json(run.options, scrub), scrub(run.step), scrub(run.error))
+        if after == before:
+            continue
+        run.result, run.report_html, run.options, run.step, run.error = after
+        run.report_pdf = None
+        if run.status == AnalysisRun.Status.DONE:
+            run.step = PDF_DROPPED_STEP
+        run.save(update_fields=["result", "report_html", "options", "step", "error",
+                                "report_pdf"])
+        changed += 1
+    return changed
+
+
+def _scrub_events(events, pseudonym: str, personal: Iterable[str],
+                  scrub: Callable[[str], str] | None, repr_for) -> int:
+    """Give each audit event a pseudonymous `target_repr`, mark the personal fields of its
+    `changes` as erased and scrub the erased names from the other values."""
+    personal = set(personal)
+    count = 0
+    for event in events:
+        changes = {key: [ERASED, ERASED] if key in personal else value
+                   for key, value in (event.changes or {}).items()}
+        event.changes = _scrub_json(changes, scrub) if scrub else changes
+        event.target_repr = repr_for(event)[:200]
+        event.save(update_fields=["target_repr", "changes"])
+        count += 1
+    return count
+
+
+def _enrollment_events(rater: Rater):
+    """Audit events about the rater's enrollments, including enrollments deleted since (their
+    creation or deletion event lists the rater)."""
+    label = Enrollment._meta.label_lower
+    ids = {str(pk) for pk in Enrollment.objects.filter(rater=rater).values_list("pk", flat=True)}
+    ids |= set(AuditEvent.objects.filter(target_type=label, changes__rater__contains=[rater.pk])
+               .values_list("target_id", flat=True))
+    return AuditEvent.objects.filter(target_type=label, target_id__in=ids)
+
+
 @transaction.atomic
 def rater_data_erase(rater: Rater, *, actor: Any, source: str = "") -> None:
     """Replace the rater's personal data with a pseudonym; keep the rater and its judgments.
 
     Precondition: the rater is a person (NotAPerson otherwise). Idempotent: erasing an erased
     rater keeps its pseudonym. The linked user account is anonymised, deactivated and detached;
-    the entry link stops working (new token) and the participant's open sessions end. Earlier
-    audit events that named the rater are scrubbed, and the erasure itself is audited without
-    any of the erased values.
+    the entry link stops working (new token) and the participant's open sessions end.
+
+    Copies are scrubbed in the same transaction:
+    - audit events about the rater and about its enrollments (their repr names the rater, their
+      changes may hold its names and platform session ids) get the pseudonym and `<erased>`;
+      events the linked account made keep only a pseudonymous actor name;
+    - stored analysis runs of the rater's studies: every name the rater went by (now and in
+      earlier admin edits) is replaced by the pseudonym in the result, the report HTML, the
+      options, step and error; such a run loses its PDF (regenerate it with a new run).
+      Names of one character or short numbers are not replaced (see `_TOO_SHORT`).
+    The erasure itself is audited without any of the erased values. Not covered: files already
+    downloaded, and an analysis that is running right now and read the judgments before the
+    erasure (it stores the old name; erase again after it finishes).
     """
     rater = Rater.objects.select_for_update().get(pk=rater.pk)
     if not rater.is_human:
@@ -117,6 +257,7 @@ def rater_data_erase(rater: Rater, *, actor: Any, source: str = "") -> None:
     metadata = rater.metadata or {}
     already = rater.external_id.startswith(PSEUDONYM_PREFIX) and "erased_at" in metadata
     pseudonym = rater.external_id if already else PSEUDONYM_PREFIX + secrets.token_hex(6)
+    scrub = _scrubber(_names_held(rater), pseudonym)
     user = rater.user
     user_id = user.pk if user is not None else None
     if user is not None:
@@ -134,17 +275,20 @@ def rater_data_erase(rater: Rater, *, actor: Any, source: str = "") -> None:
         platform_session_id="")
     sessions = _end_sessions(rater, user_id)
     # Earlier events about this rater (admin edits) carry its old name and values.
-    for event in AuditEvent.objects.filter(target_type=rater._meta.label_lower,
-                                           target_id=str(rater.pk)):
-        event.target_repr = pseudonym
-        event.changes = {key: [ERASED, ERASED] if key in PERSONAL_RATER_FIELDS else value
-                         for key, value in (event.changes or {}).items()}
-        event.save(update_fields=["target_repr", "changes"])
+    _scrub_events(AuditEvent.objects.filter(target_type=rater._meta.label_lower,
+                                            target_id=str(rater.pk)),
+                  pseudonym, PERSONAL_RATER_FIELDS, scrub, lambda event: pseudonym)
+    # Events about its enrollments: the repr is "<rater> in <study>" (Enrollment.__str__).
+    _scrub_events(_enrollment_events(rater), pseudonym, PERSONAL_ENROLLMENT_FIELDS, scrub,
+                  lambda event: f"{pseudonym} in {event.study_slug}" if event.study_slug
+                  else pseudonym)
     if user_id is not None:
         AuditEvent.objects.filter(actor_id=user_id).update(actor_repr=f"{pseudonym}-user")
+    runs = _scrub_analysis_runs(_studies_of(rater), scrub)
     audit_record(
         actor=actor, action=AuditEvent.Action.ERASE, target=rater, source=source,
         changes={"erased": list(PERSONAL_RATER_FIELDS) + ["platform_session_id", "access_token"],
                  "user_account": "anonymised and deactivated" if user_id else "none",
-                 "sessions_ended": sessions, "repeated": already},
+                 "sessions_ended": sessions, "repeated": already,
+                 "analysis_runs_scrubbed": runs},
     )

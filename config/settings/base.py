@@ -148,6 +148,8 @@ LOGIN_CLIENT_ADDRESS_HEADER = env.str("LOGIN_CLIENT_ADDRESS_HEADER", default="")
 
 # --- Health endpoint (/healthz) -------------------------------------------------------------
 HEALTHZ_TIMEOUT = env.float("HEALTHZ_TIMEOUT", default=1.0)
+# The workers' answer is cached this long: at most one broadcast per interval.
+HEALTHZ_WORKERS_CACHE_SECONDS = env.float("HEALTHZ_WORKERS_CACHE_SECONDS", default=30)
 # Off: missing workers are reported but /healthz still answers 200 (web and workers scale and
 # restart separately). On: 503 unless every queue below has a consumer.
 HEALTHZ_WORKERS_REQUIRED = env.bool("HEALTHZ_WORKERS_REQUIRED", default=False)
@@ -271,6 +273,8 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # Django logs "Not Found: <path>" for a bad entry link: the path is the rater's secret.
+    "filters": {"mask_secrets": {"()": "evalstudy.logs.MaskSecretPaths"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask_secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }

@@ -202,3 +202,145 @@ def test_admin_actions_export_and_erase_with_confirmation(participant):
     admin.post(changelist, {"action": "erase_personal_data", "_selected_action": [rater.pk],
                             "confirm": "yes"})
     assert not Rater.objects.filter(external_id=PID).exists()
+
+
+def _analyse(study):
+    from analysis.services import analysis_run_execute, analysis_run_start
+
+    run = analysis_run_start(study=study, options={"engine": "statsmodels", "pdf": True},
+                             enqueue=False)
+    return analysis_run_execute(run)
+
+
+def _stored_text(model) -> str:
+    """Every stored text of every row of `model`, as one string (JSON fields dumped)."""
+    rows = model.objects.all().values()
+    return "\n".join(json.dumps(row, default=str, ensure_ascii=False) for row in rows)
+
+
+def test_erase_scrubs_analysis_runs_and_enrollment_events(participant, study):
+    """Analyses stored under the rater's old names (the PID, then a display name given in the
+    admin) and audit events about its enrollment (an admin deletion records the platform
+    session id) keep none of them after the erasure; the numbers stay the same."""
+    from analysis.models import AnalysisRun
+
+    rater, _ = participant
+    admin = Client()
+    admin.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    first = _analyse(study)  # names the rater by its PID
+    assert PID in json.dumps(first.result) and bytes(first.report_pdf).startswith(b"%PDF")
+    form = {"kind": "crowd", "external_id": PID, "display_name": "Ann O'Brien",
+            "metadata": json.dumps(rater.metadata), "user": ""}
+    assert admin.post(reverse("admin:evalstudy_rater_change", args=[rater.pk]),
+                      form).status_code == 302
+    second = _analyse(study)  # names it "Ann O'Brien"
+    assert "Ann O'Brien" in json.dumps(second.result)
+    # The review's case: an HTML report that shows the name (escaped) and a note with it.
+    second.report_html += "<p>Rater Ann O&#x27;Brien screened out</p>"
+    second.save(update_fields=["report_html"])
+    enrollment = Enrollment.objects.get(rater=rater)
+    delete = reverse("admin:evalstudy_enrollment_delete", args=[enrollment.pk])
+    assert admin.post(delete, {"post": "yes"}).status_code == 302
+    event = AuditEvent.objects.get(action="delete", target_type="evalstudy.enrollment")
+    assert PID in event.target_repr or "Ann O'Brien" in event.target_repr
+    assert "sess-77" in json.dumps(event.changes)
+    other_enrollment = Enrollment.objects.get(rater__external_id="OTHERPID")
+    from evalstudy.audit import audit_record
+
+    audit_record(actor=None, action=AuditEvent.Action.UPDATE, target=other_enrollment,
+                 changes={"platform_session_id": ["sess-88", "sess-88b"]})
+    results_before = {run.pk: run.result for run in AnalysisRun.objects.all()}
+
+    rater_data_erase(rater, actor=None)
+
+    rater.refresh_from_db()
+    pseudonym = rater.external_id
+    erased = [PID, "sess-77", "Ann O'Brien", "Ann O&#x27;Brien", "Ann O\\u0027Brien",
+              "ann@example.org"]
+    for text in (_stored_text(AnalysisRun), _stored_text(AuditEvent)):
+        assert not [value for value in erased if value in text]
+    for run in AnalysisRun.objects.all():
+        # The same numbers, under the pseudonym; the PDF is gone and the run says so.
+        renamed = json.dumps(results_before[run.pk]).replace(PID, pseudonym).replace(
+            "Ann O'Brien", pseudonym)
+        assert run.result == json.loads(renamed)
+        assert pseudonym in json.dumps(run.result)
+        assert run.report_pdf is None and "PDF removed" in run.step
+        assert "OTHERPID" in json.dumps(run.result)
+    assert f"Rater {pseudonym} screened out" in AnalysisRun.objects.get(pk=second.pk).report_html
+    event.refresh_from_db()
+    assert event.target_repr == f"{pseudonym} in {study.slug}"
+    assert event.changes["platform_session_id"] == ["<erased>", "<erased>"]
+    assert event.changes["rater"] == [rater.pk, None]  # the link to the pseudonymous row stays
+    # The other participant's event and values are untouched.
+    kept = AuditEvent.objects.get(target_type="evalstudy.enrollment",
+                                  target_id=str(other_enrollment.pk))
+    assert kept.target_repr == f"OTHERPID in {study.slug}"
+    assert kept.changes == {"platform_session_id": ["sess-88", "sess-88b"]}
+    assert AuditEvent.objects.get(action="erase").changes["analysis_runs_scrubbed"] == 2
+
+
+@pytest.mark.slow
+def test_gunicorn_access_log_keeps_no_entry_token_or_prolific_id(db):
+    """The real gunicorn config on loopback: the access log shows the paths with secret
+    segments masked and never the query string nor the referrer."""
+    import socket
+    import subprocess
+    import time
+    import urllib.error
+    import urllib.request
+
+    from tests.workers import ROOT, STARTUP_ENVIRONMENT, test_database_url
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**STARTUP_ENVIRONMENT, "DJANGO_SETTINGS_MODULE": "config.settings.test",
+           "DATABASE_URL": test_database_url(), "WEB_CONCURRENCY": "1",
+           "GUNICORN_BIND": f"127.0.0.1:{port}", "ALLOWED_HOSTS": "127.0.0.1"}
+    server = subprocess.Popen(
+        [str(ROOT / ".venv/bin/gunicorn"), "-c", "config/gunicorn.conf.py", "config.wsgi"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    secret = "Zq9SecretEntryToken0123456789"
+    base = f"http://127.0.0.1:{port}"
+    paths = [f"/enter/{secret}/", f"/c/some-study/?PROLIFIC_PID={PID}&SESSION_ID=sess-77",
+             f"/accounts/reset/MQ/{secret}-reset/", "/healthz"]
+    try:
+        deadline = time.monotonic() + 60
+        for path in paths:
+            request = urllib.request.Request(base + path,
+                                             headers={"Referer": f"{base}/enter/{secret}/"})
+            while True:
+                try:
+                    urllib.request.urlopen(request, timeout=10).read()
+                    break
+                except urllib.error.HTTPError:
+                    break  # 404s and redirects to sign-in are logged all the same
+                except OSError:
+                    assert time.monotonic() < deadline and server.poll() is None, "no server"
+                    time.sleep(0.3)
+    finally:
+        server.terminate()
+        output, _ = server.communicate(timeout=30)
+    access = [line for line in output.splitlines() if '" ' in line and "us " in line]
+    assert '"GET /enter/<token>/" 404' in output, output[-3000:]
+    assert '"GET /c/some-study/" 404' in output
+    assert '"GET /accounts/reset/MQ/<token>/"' in output
+    assert '"GET /healthz" 200' in output
+    for value in (secret, PID, "sess-77", "PROLIFIC_PID"):
+        assert value not in "\n".join(access), access
+
+
+def test_django_log_lines_never_carry_an_entry_token(db, client, caplog):
+    """A bad entry link is logged as "Not Found: /enter/<token>/", never with the secret."""
+    import logging
+
+    from evalstudy.logs import MaskSecretPaths
+
+    configured = [f for h in logging.getLogger().handlers for f in h.filters]
+    assert any(isinstance(f, MaskSecretPaths) for f in configured)  # LOGGING applies it
+    caplog.handler.addFilter(MaskSecretPaths())
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        client.get("/enter/SuperSecretToken123/")
+    assert "SuperSecretToken123" not in caplog.text
+    assert "/enter/<token>/" in caplog.text

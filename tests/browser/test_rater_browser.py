@@ -5,6 +5,7 @@ import re
 
 import pytest
 from django.utils import timezone
+from playwright.sync_api import expect
 
 from annotation.models import Judgment
 from evalstudy.models import (
@@ -75,12 +76,13 @@ def _answer_item_with_mouse(page, *, attention: bool):
     if attention:
         page.locator('input[name="severity"][value="2"]').check()
         note = page.locator('textarea[name="note"]')
-        assert note.is_visible(), "the conditional question appears when its condition holds"
+        # expect() retries: rate.js (deferred) may still be loading right after a navigation.
+        expect(note, "the conditional question appears when its condition holds").to_be_visible()
         note.fill("nonsense words")
         page.locator('input[name="usable"][value="no"]').check()
     else:
         page.locator('input[name="severity"][value="0"]').check()
-        assert not page.locator('textarea[name="note"]').is_visible()
+        expect(page.locator('textarea[name="note"]')).to_be_hidden()
         page.locator('input[name="usable"][value="yes"]').check()
     page.locator('input[name="fluency"][value="4"]').check()
     page.locator('input[name="error_type"][value="word"]').check()

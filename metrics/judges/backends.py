@@ -384,9 +384,9 @@ class JudgeBackend(ABC):
                 "temperature": float(temperature), **extra}
 
     # -- shared cache handling -----------------------------------------------------------
+    @abstractmethod
     def _cache_identity(self) -> tuple[str, str]:
         """(model, mode) for `cache_key`."""
-        raise NotImplementedError
 
     def _cached_map(
         self,

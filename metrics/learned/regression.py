@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from abc import abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -101,8 +102,9 @@ class _LogisticProxy(Proxy):
             return np.zeros((0, len(self.feature_names())))
         return self._features(examples)
 
+    @abstractmethod
     def _features(self, examples: Sequence[Example]) -> np.ndarray:
-        raise NotImplementedError
+        """The kind's features for non-empty, checked `examples`."""
 
     def libraries(self) -> dict[str, str]:
         return library_versions("numpy", "scikit-learn", "torch", "transformers", "jiwer")

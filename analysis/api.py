@@ -13,13 +13,14 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalstudy.api import READ_ERRORS, WRITE_ERRORS, StudyScopedView, audit, errors
 from evalstudy.csvsafe import SafeDictWriter
 from evalstudy.permissions import EDITOR, VIEWER, studies_visible_to
+from evalstudy.rest import accepted
 
 from .models import AnalysisRun
 from .selectors import JudgmentFilter, judgments_tidy
@@ -82,8 +83,7 @@ class StudyAnalysisRuns(StudyScopedView):
         run = analysis_run_start(study=study, options=body.validated_data.get("options") or {},
                                  user=request.user)
         data = AnalysisRunSerializer(run, context={"request": request}).data
-        return Response(data, status=status.HTTP_202_ACCEPTED,
-                        headers={"Location": data["status_url"]})
+        return accepted(data, data["status_url"])
 
 
 class AnalysisRunDetail(APIView):

@@ -242,6 +242,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     return Response(body, status=exc.status_code, headers=headers)
 
 
+def accepted(data: dict[str, Any], status_url: str) -> Response:
+    """202 for work handed to the workers, with `Location` naming where to follow it."""
+    return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": status_url})
+
+
 def api_error_response(request, status_code: int, code: str, message: str) -> JsonResponse:
     return JsonResponse(error_body(code, message), status=status_code)
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import permissions, serializers, status
+from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalstudy.api import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, StudyScopedView, paginated
 from evalstudy.permissions import EDITOR, VIEWER, studies_visible_to
-from evalstudy.rest import PageNumberPagination
+from evalstudy.rest import PageNumberPagination, accepted
 
 from .models import MetricRun
 from .selectors import result_rows, study_results
@@ -78,8 +78,7 @@ class StudyMetricRuns(StudyScopedView):
                                model_path=body.validated_data["model_path"],
                                user=request.user)
         data = MetricRunSerializer(run, context={"request": request}).data
-        return Response(data, status=status.HTTP_202_ACCEPTED,
-                        headers={"Location": data["status_url"]})
+        return accepted(data, data["status_url"])
 
 
 class MetricRunDetail(APIView):

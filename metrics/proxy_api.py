@@ -1,21 +1,22 @@
 """REST endpoints for proxy judges (under /api/v1/): start a proxy run (202 + status URL),
 follow it, resume it, choose its threshold, read its answers and LATTEScores; train learned
 proxies. Viewers of a study read; editors start and change. Object checks are
-evalstudy.permissions'."""
+evalstudy.permissions'; a refused request (the services' ValidationError) is answered with 400 in
+the common error shape by the API's exception handler (evalstudy.rest)."""
 
 from __future__ import annotations
 
-from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalstudy.permissions import EDITOR, VIEWER, check_study, studies_visible_to, study_for
+from evalstudy.rest import accepted
 
 from .models import LearnedProxy, ProxyRun
 from .proxy_services import (
@@ -26,10 +27,6 @@ from .proxy_services import (
     proxy_run_start,
     proxy_threshold_choose,
 )
-
-
-def _invalid(error: DjangoValidationError) -> ValidationError:
-    return ValidationError({"non_field_errors": error.messages})
 
 
 class ProxyRunSerializer(serializers.ModelSerializer):
@@ -91,18 +88,14 @@ class StudyProxyRuns(APIView):
         body = StartProxyRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        try:
-            run = proxy_run_start(
-                study=study, method=data["method"], criteria=data.get("criteria"),
-                backend=data.get("backend"), template=data.get("template", ""),
-                params=data.get("params"),
-                learned_proxy=_learned_for(request.user, data.get("learned_proxy")),
-                user=request.user)
-        except DjangoValidationError as error:
-            raise _invalid(error) from None
+        run = proxy_run_start(
+            study=study, method=data["method"], criteria=data.get("criteria"),
+            backend=data.get("backend"), template=data.get("template", ""),
+            params=data.get("params"),
+            learned_proxy=_learned_for(request.user, data.get("learned_proxy")),
+            user=request.user)
         serialized = ProxyRunSerializer(run, context={"request": request}).data
-        return Response(serialized, status=status.HTTP_202_ACCEPTED,
-                        headers={"Location": serialized["status_url"]})
+        return accepted(serialized, serialized["status_url"])
 
 
 def _run_for(request, pk: int, minimum: str) -> ProxyRun:
@@ -121,12 +114,9 @@ class ProxyRunDetail(APIView):
 class ProxyRunResume(APIView):
     @extend_schema(request=None, responses={202: ProxyRunSerializer})
     def post(self, request, pk):
-        try:
-            run = proxy_run_resume(_run_for(request, pk, EDITOR))
-        except DjangoValidationError as error:
-            raise _invalid(error) from None
-        return Response(ProxyRunSerializer(run, context={"request": request}).data,
-                        status=status.HTTP_202_ACCEPTED)
+        run = proxy_run_resume(_run_for(request, pk, EDITOR))
+        data = ProxyRunSerializer(run, context={"request": request}).data
+        return accepted(data, data["status_url"])
 
 
 class ThresholdSerializer(serializers.Serializer):
@@ -148,16 +138,12 @@ class ProxyRunThreshold(APIView):
         body = ThresholdSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        try:
-            report = proxy_threshold_choose(
-                run, criterion_key=data["criterion"], target_precision=data["target_precision"],
-                dev_fraction=data["dev_fraction"], seed=data["seed"], user=request.user)
-        except DjangoValidationError as error:
-            raise _invalid(error) from None
+        report = proxy_threshold_choose(
+            run, criterion_key=data["criterion"], target_precision=data["target_precision"],
+            dev_fraction=data["dev_fraction"], seed=data["seed"], user=request.user)
         report["run_url"] = request.build_absolute_uri(
             reverse("api-proxy-run", args=[report["run"]]))
-        return Response(report, status=status.HTTP_202_ACCEPTED,
-                        headers={"Location": report["run_url"]})
+        return accepted(report, report["run_url"])
 
 
 class ProxyAnswerSerializer(serializers.Serializer):
@@ -244,15 +230,11 @@ class StudyLearnedProxies(APIView):
         body = TrainSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        try:
-            proxy = learned_proxy_start(study=study, criterion_key=data["criterion"],
-                                        kind=data["kind"], name=data.get("name", ""),
-                                        params=data.get("params"), user=request.user)
-        except DjangoValidationError as error:
-            raise _invalid(error) from None
+        proxy = learned_proxy_start(study=study, criterion_key=data["criterion"],
+                                    kind=data["kind"], name=data.get("name", ""),
+                                    params=data.get("params"), user=request.user)
         serialized = LearnedProxySerializer(proxy, context={"request": request}).data
-        return Response(serialized, status=status.HTTP_202_ACCEPTED,
-                        headers={"Location": serialized["status_url"]})
+        return accepted(serialized, serialized["status_url"])
 
 
 class LearnedProxyDetail(APIView):

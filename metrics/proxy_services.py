@@ -516,21 +516,18 @@ def _answers_drpe(run, backend, criterion, units, texts):
         yield pk, value, result.p_a, "", "/".join(sorted(set(result.weighting.values()))) or "votes"
 
 
-def _learned_model(learned: LearnedProxy):
+@lru_cache(maxsize=4)
+def _learned_model(artifact_path: str):
+    """A trained proxy, loaded once per worker process (artefact versions never change)."""
     from .learned import load_artifact
 
-    return _load_artifact_cached(learned.artifact_path, load_artifact)
-
-
-@lru_cache(maxsize=4)
-def _load_artifact_cached(path: str, loader):
-    return loader(path)
+    return load_artifact(artifact_path)
 
 
 def _answers_learned(run, backend, criterion, units, texts):
     from .learned import Example
 
-    trained = _learned_model(run.learned_proxy)
+    trained = _learned_model(run.learned_proxy.artifact_path)
     examples = [Example(reference=texts[pk]["reference"] or texts[pk]["context"],
                         output=texts[pk]["output"], label=None,
                         group=texts[pk]["reference"], key=pk) for pk in units]

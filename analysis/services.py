@@ -11,22 +11,46 @@ from django.utils import timezone
 from evalstudy.models import Study
 
 from .models import AnalysisRun
-from .selectors import JudgmentFilter, judgments_tidy, metric_scores
+from .selectors import JUDGMENT_COLUMNS, JudgmentFilter, judgments_tidy, metric_scores
 
 OPTION_KEYS = {"formula", "formulas", "engine", "filters", "power", "deployment_group", "pdf"}
 ENGINES = ("auto", "R", "pymer4", "statsmodels")
 
 
-def _clean_options(options: dict[str, Any]) -> dict[str, Any]:
+def _judgment_columns(study: Study) -> list[str]:
+    """The columns `judgments_tidy` gives this study's table (metadata fields from every item
+    and system, as it reads them), known before any judgment is read."""
+    item_fields = {key for meta in study.items.values_list("metadata", flat=True)
+                   for key in (meta or {})}
+    system_fields = {key for meta in study.systems.values_list("metadata", flat=True)
+                     for key in (meta or {})}
+    return [*JUDGMENT_COLUMNS, *(f"item.{f}" for f in sorted(item_fields)),
+            *(f"system.{f}" for f in sorted(system_fields))]
+
+
+def _check_formulas(study: Study, options: dict[str, Any]) -> None:
+    """Parse `formula` and every entry of `formulas` with the pipeline's own rule, so that a
+    formula outside the grammar is refused before a run row exists (the worker parses again:
+    patsy and R never see text that did not pass)."""
+    if "formula" not in options and "formulas" not in options:
+        return
+    from .stats.formula import FormulaError
+    from .stats.pipeline import check_formulas
+
+    try:
+        check_formulas(options, _criteria(study), _judgment_columns(study))
+    except FormulaError as error:
+        raise ValidationError(str(error)) from None
+
+
+def _clean_options(options: dict[str, Any], study: Study) -> dict[str, Any]:
     unknown = set(options) - OPTION_KEYS
     if unknown:
         raise ValidationError(f"unknown analysis options: {sorted(unknown)}; "
                               f"known: {sorted(OPTION_KEYS)}")
     if options.get("engine", "auto") not in ENGINES:
         raise ValidationError(f"engine must be one of {', '.join(ENGINES)}")
-    formula = options.get("formula")
-    if formula is not None and (not isinstance(formula, str) or "~" not in formula):
-        raise ValidationError("formula must look like 'rating ~ system + (1|rater) + (1|item)'")
+    _check_formulas(study, options)
     try:
         JudgmentFilter(**(options.get("filters") or {}))
     except TypeError as error:
@@ -36,7 +60,9 @@ def _clean_options(options: dict[str, Any]) -> dict[str, Any]:
 
 def analysis_run_start(*, study: Study, options: dict[str, Any] | None = None, user: Any = None,
                        enqueue: bool = True) -> AnalysisRun:
-    options = _clean_options(dict(options or {}))
+    """Validate `options` (formulas parsed against the study's columns and criteria) and
+    create the run; the worker is enqueued on commit."""
+    options = _clean_options(dict(options or {}), study)
     with transaction.atomic():
         run = AnalysisRun.objects.create(study=study, options=options,
                                          created_by=user if user and user.pk else None)

@@ -2,10 +2,14 @@
 
 Input convention: a tidy pandas DataFrame, one row per judgment, with ``rating`` (ordinal) or
 ``y`` (binary 0/1), ``system``, ``rater``, ``item`` and possibly other factor columns (system
-metadata such as ``temp``/``contact``). Formulas use R / lme4 syntax; random intercepts are
-written ``(1|rater)``. Any column named in the formula is used; non-numeric columns and all
-grouping factors of random terms become factors; numeric fixed-effect columns stay numeric
-(covariates). Rows with a missing value in a used column are dropped (with a warning).
+metadata such as ``temp``/``contact``). Formulas use a small subset of R / lme4 syntax (see
+:mod:`analysis.stats.formula`): columns of ``df``, ``1``, ``a:b``, ``a*b`` and random terms
+``(1|rater)``, ``(1 + x|g)``. Every formula is parsed against ``df``'s columns and the engines
+receive only the text rebuilt from the parsed terms, never the caller's text: patsy and R
+evaluate formulas as code, so this holds for direct calls too, not just user entry points.
+Any column named in the formula is used; non-numeric columns and all grouping factors of
+random terms become factors; numeric fixed-effect columns stay numeric (covariates). Rows with
+a missing value in a used column are dropped (with a warning).
 
 Reference levels: the first level of each factor is the reference of R's treatment contrasts,
 so ``system`` coefficients read "level minus reference". Level order: ``levels={col: [...]}``
@@ -50,6 +54,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis.stats import rbridge
+from analysis.stats.formula import Formula, parse_formula, r_coefficient_name
 from analysis.stats.rbridge import level_label
 
 __all__ = [
@@ -116,7 +121,8 @@ class ModelFit:
 
     Fields
     ------
-    formula: the formula as given (random terms included even when the engine dropped them).
+    formula: the formula as fitted, rebuilt from the parsed terms (``a*b`` written out as
+        ``a + b + a:b``; random terms included even when the engine dropped them).
     engine: what actually fitted it, with versions, e.g.
         ``"R ordinal::clmm 2022.11-16 via rpy2 3.5.17 (R 4.2.2)"``.
     family, link: ``"cumulative"``/``"binomial"``/``"bradley-terry (binomial)"``; ``"logit"``.
@@ -268,31 +274,13 @@ def _coef(term: str, est: float, se: float, conf_level: float, p: float | None =
                        (float(p) if p is not None else None) if with_p else None, z)
 
 
-_IDENT = r"[A-Za-z.][A-Za-z0-9._]*"
-_RANDOM_TERM = re.compile(r"\(([^()|]*?)\|\|?([^()]*)\)")
-
-
-def _split_formula(formula: str) -> tuple[str, str]:
-    if "~" not in formula:
-        raise ValueError(f"formula needs a '~': {formula!r}")
-    lhs, rhs = formula.split("~", 1)
-    return lhs.strip(), rhs.strip()
-
-
-def _random_terms(rhs: str) -> list[tuple[str, str]]:
-    return [(m.group(1).strip(), m.group(2).strip()) for m in _RANDOM_TERM.finditer(rhs)]
-
-
-def _fixed_rhs(rhs: str) -> str:
-    fixed = _RANDOM_TERM.sub(" ", rhs)
-    parts = [p.strip() for p in fixed.split("+")]
-    parts = [p for p in parts if p]
-    return " + ".join(parts) if parts else "1"
-
-
-def _columns_in(text: str, columns: Sequence[str]) -> list[str]:
-    found = set(re.findall(_IDENT, text))
-    return [c for c in columns if c in found]
+def _parse(df: pd.DataFrame, formula: str | Formula, *, allow_cbind: bool = False) -> Formula:
+    """The formula parsed against ``df``'s columns (a :class:`Formula` is re-checked from its
+    rebuilt text: the columns it names must be ``df``'s)."""
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError("df must be a pandas DataFrame")
+    text = formula.text if isinstance(formula, Formula) else formula
+    return parse_formula(text, [str(c) for c in df.columns], allow_cbind=allow_cbind)
 
 
 def _normalise_reference(reference: str | Mapping[str, Any] | None) -> dict[str, Any]:
@@ -309,32 +297,29 @@ class _Prepared:
     response: list[str]
     factors: dict[str, list[str]]
     groups: list[str]
-    fixed_rhs: str
+    formula: Formula  # what the engines fit: only its rebuilt texts reach R and patsy
     warnings: list[str]
+
+    @property
+    def fixed_rhs(self) -> str:
+        """The fixed-effects right-hand side for patsy (names wrapped where needed)."""
+        return self.formula.patsy_rhs()
 
 
 def _prepare(
     df: pd.DataFrame,
-    formula: str,
+    formula: Formula,
     *,
     kind: str,
     reference: str | Mapping[str, Any] | None,
     levels: Mapping[str, Sequence[Any]] | None,
 ) -> _Prepared:
-    """Select the formula's columns, drop incomplete rows, build factors (see module doc)."""
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError("df must be a pandas DataFrame")
-    lhs, rhs = _split_formula(formula)
+    """Select the formula's columns, drop incomplete rows, build factors (see module doc).
+    ``formula`` comes from :func:`_parse` on the same ``df``."""
     cols = [str(c) for c in df.columns]
-    response = _columns_in(lhs, cols)
-    if not response:
-        raise ValueError(f"response of {formula!r} is not a column of the data")
-    groups: list[str] = []
-    for _, grp in _random_terms(rhs):
-        for g in _columns_in(grp, cols):
-            if g not in groups:
-                groups.append(g)
-    used = _columns_in(formula, cols)
+    response = list(formula.response)
+    groups = formula.groups
+    used = [c for c in cols if c in formula.columns]
     ref = _normalise_reference(reference)
     for col in ref:
         if col not in used:
@@ -387,7 +372,7 @@ def _prepare(
             raise ValueError(f"factor {col!r} has fewer than two observed levels: {order}")
     if kind == "ordinal" and len(lv[response[0]]) < 2:
         raise ValueError("the ordinal response needs at least two observed categories")
-    return _Prepared(data, response, lv, groups, _fixed_rhs(rhs), warnings)
+    return _Prepared(data, response, lv, groups, formula, warnings)
 
 
 def _vcov_extra(terms: Sequence[str], matrix: np.ndarray) -> dict[str, Any]:
@@ -547,7 +532,7 @@ def fit_clm(
     ``extra["proportional_odds_violations"]``: terms with p < ``alpha`` (a warning is added for
     each). With the statsmodels engine the test is not available (``None`` + a warning).
     """
-    if _split_formula(formula)[1] and _random_terms(_split_formula(formula)[1]):
+    if _parse(df, formula).random:
         raise ValueError("fit_clm takes no random-effect terms; use fit_clmm")
     fit = _fit_ordinal(df, formula, reference, levels, link, engine, conf_level,
                        mixed=False, nominal=nominal_test)
@@ -568,14 +553,15 @@ def fit_clm(
 
 
 def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mixed, nominal):
-    prep = _prepare(df, formula, kind="ordinal", reference=reference, levels=levels)
-    has_random = bool(_random_terms(_split_formula(formula)[1]))
+    prep = _prepare(df, _parse(df, formula), kind="ordinal", reference=reference,
+                    levels=levels)
+    has_random = bool(prep.formula.random)
     if _use_r(engine):
-        return _fit_ordinal_r(prep, formula, link, conf_level, mixed=mixed and has_random,
+        return _fit_ordinal_r(prep, link, conf_level, mixed=mixed and has_random,
                               nominal=nominal)
     if link != "logit":
         raise ValueError("the statsmodels fallback supports link='logit' only")
-    fit = _fit_ordinal_statsmodels(prep, formula, conf_level)
+    fit = _fit_ordinal_statsmodels(prep, conf_level)
     if has_random:
         fit.warnings.append(RANDOM_EFFECTS_DROPPED)
     if nominal:
@@ -584,9 +570,10 @@ def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mi
     return fit
 
 
-def _fit_ordinal_r(prep: _Prepared, formula: str, link: str, conf_level: float, *,
+def _fit_ordinal_r(prep: _Prepared, link: str, conf_level: float, *,
                    mixed: bool, nominal: bool) -> ModelFit:
     resp = prep.response[0]
+    formula = prep.formula.text
     t0 = time.perf_counter()
     with rbridge.r_session():
         rdf = rbridge.to_r_dataframe(prep.data, levels=prep.factors, ordered=[resp])
@@ -687,30 +674,35 @@ def _nan_none(x: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
-_PATSY_LEVEL = re.compile(r"\[T\.([^\]]*)\]")
-
-
 def _r_style(name: str) -> str:
     """patsy ``temp[T.warm]:contact[T.yes]`` -> R ``tempwarm:contactyes``."""
-    return _PATSY_LEVEL.sub(lambda m: m.group(1), name)
+    return r_coefficient_name(name)
 
 
-def _design(prep: _Prepared, rhs: str) -> pd.DataFrame:
+def _patsy_matrix(prep: _Prepared, **kwargs: Any) -> pd.DataFrame:
+    """patsy's design matrix of the fixed effects. The formula text is rebuilt from parsed
+    column names; the empty evaluation environment keeps even that text from seeing this
+    module's names (patsy still provides its own Q())."""
     import patsy
 
-    X = patsy.dmatrix(rhs, prep.data, return_type="dataframe", NA_action="raise")
+    return patsy.dmatrix(prep.fixed_rhs, prep.data, eval_env=patsy.EvalEnvironment([{}]),
+                         return_type="dataframe", **kwargs)
+
+
+def _design(prep: _Prepared) -> pd.DataFrame:
+    X = _patsy_matrix(prep, NA_action="raise")
     X = X.drop(columns=[c for c in X.columns if c == "Intercept"])
     X.columns = [_r_style(c) for c in X.columns]
     return X
 
 
-def _fit_ordinal_statsmodels(prep: _Prepared, formula: str, conf_level: float) -> ModelFit:
+def _fit_ordinal_statsmodels(prep: _Prepared, conf_level: float) -> ModelFit:
     import statsmodels
     from statsmodels.miscmodels.ordinal_model import OrderedModel
 
     t0 = time.perf_counter()
     resp = prep.response[0]
-    X = _design(prep, prep.fixed_rhs)
+    X = _design(prep)
     if X.shape[1] == 0:
         raise ValueError("the statsmodels fallback needs at least one fixed effect")
     y = prep.data[resp]
@@ -740,7 +732,7 @@ def _fit_ordinal_statsmodels(prep: _Prepared, formula: str, conf_level: float) -
         warnings.append("statsmodels OrderedModel (BFGS) did not converge")
     elapsed = time.perf_counter() - t0
     return ModelFit(
-        formula=formula,
+        formula=prep.formula.text,
         engine=(f"statsmodels {statsmodels.__version__} OrderedModel (logit, BFGS, no "
                 "constant) - fixed effects only, equivalent to R ordinal::clm"),
         family="cumulative",
@@ -761,7 +753,7 @@ def _fit_ordinal_statsmodels(prep: _Prepared, formula: str, conf_level: float) -
             "vcov": _vcov_extra([c.term for c in coefs], cov[:k, :k]),
             "loglik": float(res.llf),
             "aic": float(res.aic),
-            "fixed_formula": f"{resp} ~ {prep.fixed_rhs}",
+            "fixed_formula": prep.formula.fixed_only().text,
             "elapsed_s": elapsed,
             "versions": _versions(),
             "fallback": True,
@@ -834,26 +826,27 @@ def fit_binomial_glmm(
 
     ``engine``: ``"auto"`` (pymer4 when R is available, else the statsmodels fallback),
     ``"pymer4"`` (pymer4 0.8 ``Lmer(formula, data, family="binomial").fit()``), ``"R"``
-    (``lme4::glmer`` through rpy2; the response may be ``cbind(successes, failures)``),
+    (``lme4::glmer`` through rpy2; the response may be ``cbind(successes, failures)``, two
+    columns of ``df``: formulas hold no arithmetic such as ``size - incidence``),
     ``"statsmodels"`` (logistic regression with cluster-robust SEs; see module docstring).
     Coefficients are log-odds; ``extra["odds_ratios"]`` maps each term to
     ``{"odds_ratio", "ci_low", "ci_high"}`` (for ``(Intercept)`` these are the odds of the
     reference condition). The Wald CI uses ``conf_level``; pymer4's own CI is 95 %.
     """
-    lhs = _split_formula(formula)[0]
-    is_cbind = lhs.replace(" ", "").startswith("cbind(")
-    prep = _prepare(df, formula, kind="cbind" if is_cbind else "binary", reference=reference,
+    parsed = _parse(df, formula, allow_cbind=True)
+    is_cbind = len(parsed.response) == 2
+    prep = _prepare(df, parsed, kind="cbind" if is_cbind else "binary", reference=reference,
                     levels=levels)
     eng = engine.lower()
     if _use_r(engine):
         if eng in ("r", "rpy2") or is_cbind:
-            fit = _fit_glmm_r(prep, formula, conf_level)
+            fit = _fit_glmm_r(prep, conf_level)
         else:
-            fit = _fit_glmm_pymer4(prep, formula, conf_level)
+            fit = _fit_glmm_pymer4(prep, conf_level)
     else:
         if is_cbind:
             raise ValueError("the statsmodels fallback needs a 0/1 response, not cbind()")
-        fit = _fit_logit_cluster(prep, formula, conf_level)
+        fit = _fit_logit_cluster(prep, conf_level)
     fit.extra["odds_ratios"] = {
         c.term: {"odds_ratio": c.odds_ratio, "ci_low": c.odds_ratio_ci[0],
                  "ci_high": c.odds_ratio_ci[1]}
@@ -874,7 +867,7 @@ def _glmm_common_extra(prep: _Prepared, conf_level: float) -> dict[str, Any]:
     }
 
 
-def _finish_glmm(prep, formula, engine, names, est, se, p, vc, random_effects, n_groups,
+def _finish_glmm(prep, engine, names, est, se, p, vc, random_effects, n_groups,
                  n_obs, conv_msgs, other_warnings, singular, conf_level, elapsed, extra):
     coefs = [_coef(n, e, s, conf_level, pv) for n, e, s, pv in zip(names, est, se, p,
                                                                     strict=True)]
@@ -898,14 +891,15 @@ def _finish_glmm(prep, formula, engine, names, est, se, p, vc, random_effects, n
         "elapsed_s": elapsed,
         "fallback": False,
     }
-    return ModelFit(formula=formula, engine=engine, family="binomial", link="logit",
+    return ModelFit(formula=prep.formula.text, engine=engine, family="binomial", link="logit",
                     n_obs=n_obs, coefficients=coefs, thresholds=[],
                     random_effects=random_effects, converged=converged, warnings=warnings,
                     extra=extra)
 
 
-def _fit_glmm_r(prep: _Prepared, formula: str, conf_level: float) -> ModelFit:
+def _fit_glmm_r(prep: _Prepared, conf_level: float) -> ModelFit:
     t0 = time.perf_counter()
+    formula = prep.formula.text
     with rbridge.r_session():
         rdf = rbridge.to_r_dataframe(prep.data, levels=prep.factors)
         out = _r_list(rbridge.r_function(_R_GLMER)(formula, rdf))
@@ -925,12 +919,12 @@ def _fit_glmm_r(prep: _Prepared, formula: str, conf_level: float) -> ModelFit:
         singular = bool(list(out["singular"])[0])
         extra = {"loglik": float(_floats(out["loglik"])[0]),
                  "aic": float(_floats(out["aic"])[0])}
-    return _finish_glmm(prep, formula, _r_engine("lme4::glmer", "lme4"), names, est, se, p,
+    return _finish_glmm(prep, _r_engine("lme4::glmer", "lme4"), names, est, se, p,
                         vc, random_effects, n_groups, n_obs, conv, warns, singular,
                         conf_level, time.perf_counter() - t0, extra)
 
 
-def _fit_glmm_pymer4(prep: _Prepared, formula: str, conf_level: float) -> ModelFit:
+def _fit_glmm_pymer4(prep: _Prepared, conf_level: float) -> ModelFit:
     t0 = time.perf_counter()
     with rbridge.r_session() as rs:
         from pymer4.models import Lmer
@@ -938,7 +932,7 @@ def _fit_glmm_pymer4(prep: _Prepared, formula: str, conf_level: float) -> ModelF
         data = prep.data.copy()
         for col in prep.factors:  # Categoricals -> R factors with the same level order
             data[col] = pd.Categorical(data[col].astype(object), categories=prep.factors[col])
-        model = Lmer(formula, data=data, family="binomial")
+        model = Lmer(prep.formula.text, data=data, family="binomial")
         with warnings_module.catch_warnings():
             # pymer4 0.8.2 calls DataFrame.applymap (deprecated in pandas 2.1+)
             warnings_module.simplefilter("ignore", FutureWarning)
@@ -971,7 +965,7 @@ def _fit_glmm_pymer4(prep: _Prepared, formula: str, conf_level: float) -> ModelF
     v = _versions()
     engine = (f"pymer4 {v.get('pymer4')} Lmer(family='binomial') -> R lme4::glmer "
               f"{v.get('lme4')} via rpy2 {v.get('rpy2')} (R {v.get('R')})")
-    fit = _finish_glmm(prep, formula, engine, names, est, se, p, vc, random_effects,
+    fit = _finish_glmm(prep, engine, names, est, se, p, vc, random_effects,
                        n_groups, n_obs, conv, other, singular, conf_level,
                        time.perf_counter() - t0, extra)
     if abs(conf_level - 0.95) < 1e-12:  # keep pymer4's own Wald interval when it applies
@@ -981,14 +975,13 @@ def _fit_glmm_pymer4(prep: _Prepared, formula: str, conf_level: float) -> ModelF
     return fit
 
 
-def _fit_logit_cluster(prep: _Prepared, formula: str, conf_level: float) -> ModelFit:
-    import patsy
+def _fit_logit_cluster(prep: _Prepared, conf_level: float) -> ModelFit:
     import statsmodels
     import statsmodels.api as sm
 
     t0 = time.perf_counter()
     resp = prep.response[0]
-    X = patsy.dmatrix(prep.fixed_rhs, prep.data, return_type="dataframe")
+    X = _patsy_matrix(prep)
     X.columns = ["(Intercept)" if c == "Intercept" else _r_style(c) for c in X.columns]
     y = prep.data[resp].to_numpy(dtype=float)
     groups = prep.groups[:2]
@@ -1005,7 +998,7 @@ def _fit_logit_cluster(prep: _Prepared, formula: str, conf_level: float) -> Mode
         se_kind = "model-based SEs"
     if len(prep.groups) > 2:
         warnings.append(f"cluster-robust SEs use only {groups} (at most two-way clustering)")
-    if _random_terms(_split_formula(formula)[1]):
+    if prep.formula.random:
         warnings.append(RANDOM_EFFECTS_DROPPED)
     warnings.append(
         "fallback: population-averaged logistic regression, NOT glmer; estimates are marginal "
@@ -1028,7 +1021,7 @@ def _fit_logit_cluster(prep: _Prepared, formula: str, conf_level: float) -> Mode
         "elapsed_s": time.perf_counter() - t0,
         "fallback": True,
     }
-    return ModelFit(formula=formula, engine=engine, family="binomial", link="logit",
+    return ModelFit(formula=prep.formula.text, engine=engine, family="binomial", link="logit",
                     n_obs=len(y), coefficients=coefs, thresholds=[], random_effects={},
                     converged=converged, warnings=warnings, extra=extra)
 

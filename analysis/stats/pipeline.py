@@ -10,14 +10,16 @@ Input
   (e.g. `wer`, `bertscore_f`, `sd`), or None.
 
 Every section is computed on its own: a section that fails records its error and the rest of
-the analysis goes on (a report with one failed model is better than no report).
+the analysis goes on (a report with one failed model is better than no report). A user's model
+formula is the exception: one outside the grammar of `formula.py` is refused (FormulaError)
+before anything is computed, since it is a mistake (or an attack), not a property of the data.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
@@ -25,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from . import agreement, descriptives, models, validity
+from .formula import Formula, FormulaError, is_formula_name, parse_formula
 from .rbridge import r_available, r_unavailable_reason, r_versions
 
 ORDINAL_KINDS = ("likert", "severity")
@@ -74,17 +77,120 @@ def _section(result: dict, name: str, warnings: list[str], compute: Callable[[],
     result.setdefault("_seconds", {})[name] = round(time.perf_counter() - started, 3)
 
 
+# --- user formulas ---------------------------------------------------------------------------
+#: The response column each modelled criterion kind is fitted on; a user's formula names it or
+#: the criterion's own key.
+FORMULA_RESPONSES = {"likert": "rating", "binary": "y", "severity": "y"}
+FORMULA_BASE_COLUMNS = ("system", "item", "rater")
+# Columns analyse_criterion adds to the judgments before fitting: metadata never takes their
+# plain names, whatever the criterion's kind, so that the rule below needs no frame.
+_ADDED_COLUMNS = ("unit", "rating", "y")
+_METADATA = ("item.", "system.")
+
+
+def metadata_aliases(columns: Iterable[str]) -> dict[str, str]:
+    """Plain names of metadata columns (`system.temp` -> `temp`) where the plain name is free:
+    not a column of the judgments, not one the pipeline adds, not an earlier alias (item
+    fields come before system fields, as `judgments_tidy` orders them)."""
+    columns = [str(c) for c in columns]
+    taken = set(columns) | set(_ADDED_COLUMNS)
+    aliases: dict[str, str] = {}
+    for column in columns:
+        if column.startswith(_METADATA):
+            plain = column.split(".", 1)[1]
+            if plain not in taken:
+                aliases[column] = plain
+                taken.add(plain)
+    return aliases
+
+
+def formula_columns(columns: Iterable[str]) -> list[str]:
+    """The columns a user's formula may name, given the tidy judgment table's columns: system,
+    item, rater and each item/system metadata field, under its plain name where it has one
+    and under its dotted name (`speaker` and `item.speaker`). The service checks formulas
+    with this before a run exists (columns from the database), the pipeline again on the
+    data: one rule for both."""
+    columns = [str(c) for c in columns]
+    aliases = metadata_aliases(columns)
+    names = list(FORMULA_BASE_COLUMNS)
+    names += [aliases[c] for c in columns if c in aliases]
+    names += [c for c in columns if c.startswith(_METADATA)]
+    return [n for n in dict.fromkeys(names) if is_formula_name(n)]
+
+
+def criterion_formula(options: Mapping[str, Any], criterion: Mapping[str, Any],
+                      columns: Iterable[str]) -> Formula | None:
+    """The user's formula for one criterion, parsed against `formula_columns(columns)` and
+    given the internal response (`rating` or `y`); None where the default model applies.
+
+    `options["formulas"][key]` wins; its response is the internal name or the key. Otherwise
+    `options["formula"]` applies when its response names this criterion's kind (`rating ~`:
+    Likert, `y ~`: binary and severity) or its key. Raises FormulaError."""
+    kind, key = criterion["kind"], str(criterion["key"])
+    internal = FORMULA_RESPONSES.get(kind)
+    if internal is None:
+        return None
+    allowed = formula_columns(columns)
+    formulas = options.get("formulas") or {}
+    if key in formulas:
+        return parse_formula(formulas[key], allowed, responses=[internal, key],
+                             label=f"formulas[{key}]").with_response(internal)
+    text = options.get("formula")
+    if text is None:
+        return None
+    parsed = parse_formula(text, allowed, responses=["rating", "y", key], label="formula")
+    return parsed.with_response(internal) if parsed.response[0] in (internal, key) else None
+
+
+def check_formulas(options: Mapping[str, Any], criteria: Sequence[Mapping[str, Any]],
+                   columns: Iterable[str]) -> dict[str, Formula]:
+    """Every formula of `options` checked against the study's criteria and columns (the
+    tidy judgment table's, see `formula_columns`): {criterion key: its formula} for the
+    criteria given one. Raises FormulaError with a located message for the first bad one,
+    an unknown criterion key in `formulas`, or a formula for a criterion that has no model."""
+    columns = [str(c) for c in columns]
+    allowed = formula_columns(columns)
+    by_key = {str(c["key"]): c for c in criteria}
+    modelled = [k for k, c in by_key.items() if c["kind"] in FORMULA_RESPONSES]
+    criteria_list = f"criteria with a model are {', '.join(modelled) or '(none)'}"
+    formulas = options.get("formulas")
+    if formulas is not None and not isinstance(formulas, Mapping):
+        raise FormulaError("formulas", "must map criterion keys to formulas",
+                           allowed=criteria_list)
+    for key in formulas or {}:
+        label = f"formulas[{key}]"
+        if key not in by_key:
+            raise FormulaError(label, f"the study has no criterion {key!r}",
+                               allowed=criteria_list)
+        if by_key[key]["kind"] not in FORMULA_RESPONSES:
+            raise FormulaError(label, f"criterion {key!r} is {by_key[key]['kind']}: formulas "
+                                      "apply to likert, binary and severity criteria",
+                               allowed=criteria_list)
+    resolved: dict[str, Formula] = {}
+    for key in formulas or {}:
+        found = criterion_formula({"formulas": formulas}, by_key[key], columns)
+        if found is not None:
+            resolved[key] = found
+    text = options.get("formula")
+    if text is not None:
+        # Checked even when no criterion takes it: a refused formula is refused everywhere.
+        parsed = parse_formula(text, allowed, responses=["rating", "y", *modelled],
+                               label="formula")
+        for key in modelled:
+            internal = FORMULA_RESPONSES[by_key[key]["kind"]]
+            if key not in resolved and parsed.response[0] in (internal, key):
+                resolved[key] = parsed.with_response(internal)
+    return resolved
+
+
 def _model_frame(rows: pd.DataFrame, response: str, values: pd.Series) -> pd.DataFrame:
     frame = rows.copy()
     frame[response] = values.to_numpy()
-    # Metadata columns become plain names usable in formulas (system.temp -> temp).
-    renames = {}
-    for column in frame.columns:
-        if column.startswith(("system.", "item.")):
-            plain = column.split(".", 1)[1]
-            if plain not in frame.columns and plain not in renames.values():
-                renames[column] = plain
-    return frame.rename(columns=renames)
+    # Metadata columns get plain names usable in formulas (system.temp -> temp); the dotted
+    # columns stay, so a formula may name either (see formula_columns).
+    for column, plain in metadata_aliases(rows.columns).items():
+        frame[plain] = frame[column]
+    return frame
 
 
 def _agreement(rows: pd.DataFrame, kind: str, labels: list[str] | None) -> dict[str, Any]:
@@ -182,20 +288,14 @@ def _ceiling(rows: pd.DataFrame, kind: str) -> Any:
                                    labels=labels)
 
 
-def _global_formula(options: dict[str, Any], kind: str) -> str | None:
-    """`options["formula"]` applies to the criteria whose response it names: `rating ~ ...`
-    to Likert criteria, `y ~ ...` to binary (and severity mapped to binary) ones."""
-    formula = options.get("formula")
-    if not formula:
-        return None
-    response = formula.split("~", 1)[0].strip()
-    wanted = "rating" if kind == "likert" else "y" if kind in ("binary", "severity") else None
-    return formula if response == wanted else None
-
-
 def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: dict[str, Any],
                       warnings: list[str]) -> dict[str, Any]:
+    """One criterion's statistics. A user formula (see `criterion_formula`) is parsed here
+    against the rows' columns and only its rebuilt text reaches the models; a bad one raises
+    FormulaError (`analyse` checks every formula before it starts)."""
     kind, key = criterion["kind"], criterion["key"]
+    parsed = criterion_formula(options, criterion, rows.columns)
+    formula = parsed.text if parsed is not None else None
     rows = rows.copy()
     rows["unit"] = rows["output"].astype(str)
     if kind == "pairwise":
@@ -207,7 +307,6 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
     }
     if humans.empty:
         return result
-    formula = (options.get("formulas") or {}).get(key) or _global_formula(options, kind)
     engine = options.get("engine", "auto")
     fits: dict[str, Any] = {}  # fitted models, for contrasts computed from them
     if kind == "likert":
@@ -380,8 +479,14 @@ def _williams(table: pd.DataFrame, names: list[str]) -> list[dict[str, Any]]:
 def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
             metrics: pd.DataFrame | None = None, options: dict[str, Any] | None = None,
             progress: Progress | None = None) -> dict[str, Any]:
-    """Everything the report shows, as JSON-able data. `progress(step)` is called per step."""
+    """Everything the report shows, as JSON-able data. `progress(step)` is called per step.
+    Raises FormulaError, before computing anything, for a formula outside the grammar."""
     options = options or {}
+    # Resolved once for all criteria (a global formula may name any criterion's key); each
+    # criterion then gets its own formula, rebuilt, with the internal response.
+    resolved = check_formulas(options, criteria, judgments.columns)
+    options = {**options, "formula": None,
+               "formulas": {key: found.text for key, found in resolved.items()}}
     progress = progress or (lambda step: None)
     warnings: list[str] = []
     started = time.perf_counter()

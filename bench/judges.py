@@ -4,7 +4,9 @@ The server (a separate process, so that it does not share the client's GIL) answ
 `POST /v1/chat/completions` (or `/v1/completions`) after a fixed service time, handling requests
 concurrently (one thread each), with yes/no log-probabilities. The client sends `--requests`
 distinct LATTE-style prompts through `OpenAICompatibleBackend.score_options` at
-`--concurrency`, no cache. With a service time S and concurrency C the server's capacity as
+`--concurrency`, no cache, under the network policy proxy runs use (connections checked on the
+socket, loopback allowed explicitly since the server is local; `--no-policy` measures the
+unguarded library default). With a service time S and concurrency C the server's capacity as
 seen by this client is C / S requests per second: the ratio achieved / capacity shows what the
 backend's own overhead costs (target: at least 0.9).
 
@@ -148,9 +150,14 @@ def _bare_client(base_url: str, bodies: list[bytes], concurrency: int, path: str
 
 
 def run(requests_n: int, concurrency: int, service_ms: float, mode: str, seed: int,
-        reference: bool = True) -> dict:
+        reference: bool = True, guarded: bool = True) -> dict:
     from metrics.judges.backends import OpenAICompatibleBackend
     from metrics.judges.methods import LATTE_TEMPLATE, render_template
+    from metrics.judges.network import NetworkPolicy
+
+    # The server listens on loopback, which a policy refuses unless allowed, as a deployment
+    # with a judge server on its own host would allow it.
+    policy = NetworkPolicy.build(allowed_networks=["127.0.0.1/32"]) if guarded else None
 
     context = multiprocessing.get_context("spawn")
     ready, stop = context.Queue(), context.Event()
@@ -159,7 +166,8 @@ def run(requests_n: int, concurrency: int, service_ms: float, mode: str, seed: i
     try:
         port = ready.get(timeout=30)
         backend = OpenAICompatibleBackend(f"http://127.0.0.1:{port}/v1", "bench-model",
-                                          mode=mode, concurrency=concurrency, max_retries=0)
+                                          mode=mode, concurrency=concurrency, max_retries=0,
+                                          policy=policy)
         # Warm-up (not timed): opens the keep-alive connections and imports requests.
         backend.score_options([f"warm-up {seed} {i}" for i in range(concurrency)], ["yes", "no"])
         before = _stats(port)
@@ -220,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", type=float, default=0.9)
     parser.add_argument("--no-reference", action="store_true",
                         help="skip the bare requests.Session client run")
+    parser.add_argument("--no-policy", action="store_true",
+                        help="no network policy (the library default) instead of the guarded "
+                             "connections proxy runs use")
     parser.add_argument("--learned-pairs", type=int, default=3000,
                         help="then bench the learned proxies on this many synthetic pairs "
                              "(bench/judges_learned.py; 0 skips it)")
@@ -231,14 +242,15 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
     print(f"server: fixed service time {args.service_ms:g} ms, concurrent; client: "
-          f"OpenAICompatibleBackend ({args.mode}), concurrency {args.concurrency}")
+          f"OpenAICompatibleBackend ({args.mode}), concurrency {args.concurrency}, "
+          f"{'no network policy' if args.no_policy else 'network policy (loopback allowed)'}")
     header = (f"{'run':>3} {'requests':>8} {'seconds':>8} {'req/s':>8} {'capacity':>8} "
               f"{'ratio':>6} {'p50 ms':>7} {'p95 ms':>7} {'in-flight':>9} {'client CPU':>10}")
     print(header)
     runs = []
     for index in range(args.repeat):
         result = run(args.requests, args.concurrency, args.service_ms, args.mode, index,
-                     reference=not args.no_reference)
+                     reference=not args.no_reference, guarded=not args.no_policy)
         runs.append(result)
         print(f"{index + 1:>3} {result['requests']:>8,} {result['seconds']:>8.2f} "
               f"{result['achieved']:>8.1f} {result['capacity']:>8.1f} {result['ratio']:>6.3f} "

@@ -195,9 +195,10 @@ class LearnedProxyStartForm(forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
-        from .proxy_services import learned_examples
+        from .proxy_services import learned_examples, learned_proxy_check
 
         try:
+            learned_proxy_check(study=data["study"], params=data.get("params_config") or {})
             learned_examples(data["study"], data["criterion_key"])
         except ValidationError as error:
             raise forms.ValidationError(error.messages) from None

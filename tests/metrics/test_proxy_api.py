@@ -24,7 +24,8 @@ def _fresh_throttles(fresh_throttles):
 
 
 @pytest.fixture
-def judge():
+def judge(allow_loopback_judges):
+    """The fake judge on loopback, with loopback allowed (tests/metrics/conftest.py)."""
     with FakeOpenAI(latte_responder) as server:
         yield server
 
@@ -112,10 +113,11 @@ def test_admin_starts_a_proxy_run_and_shows_errors_on_the_form(judge, client,
 
 
 @pytest.mark.django_db(transaction=True)
-def test_real_worker_on_the_llm_queue_judges_a_run(judge):
+def test_real_worker_on_the_llm_queue_judges_a_run(judge, allow_loopback_judges):
     study = make_study(n_items=4, n_systems=2)
     name = f"llm-{uuid.uuid4().hex[:6]}"
-    with running_worker(["cpu", "llm"], name=name):
+    # The worker reads its settings from the environment: the loopback opt-in goes there too.
+    with running_worker(["cpu", "llm"], name=name, env=allow_loopback_judges):
         run = proxy_run_start(study=study, method="latte", criteria=["usable"],
                               backend=backend_for(judge))
         assert wait_for(lambda: ProxyRun.objects.get(pk=run.pk).status == "done", timeout=120)

@@ -27,7 +27,8 @@ from tests.factories import make_study
 from tests.metrics.judges.fake_openai import FakeOpenAI, Reply, answer, yes_no_reply
 from tests.metrics.judges.test_judge_local_hf import causal_dir  # noqa: F401 - a fixture
 
-pytestmark = pytest.mark.django_db
+# Every judge here is the fake server on loopback: opted in explicitly (tests/metrics/conftest).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_loopback_judges")]
 
 # make_study's outputs are "<reference> (variant k)"; the judge's P(yes) follows the variant.
 P_YES = {"0": 0.9, "1": 0.6, "2": 0.2}
@@ -311,7 +312,8 @@ def test_run_proxy_command_reports_progress_and_latte_scores(study, judge, capsy
     assert "system=sys-2: LATTEScore 0.0 (n=6)" in out
 
 
-def test_local_hugging_face_judge_runs_on_the_gpu_queue_from_logits(study, request):
+def test_local_hugging_face_judge_runs_on_the_gpu_queue_from_logits(study, request,
+                                                                  allow_tmp_model_dirs):
     model_dir = request.getfixturevalue("causal_dir")  # a tiny random Llama, saved
     run = proxy_run_start(study=study, method="latte", criteria=["usable"],
                           backend={"backend": "hf", "model_path": model_dir, "device": "cpu"},

@@ -27,7 +27,8 @@ class Command(BaseCommand):
                             metavar="METRIC", help=f"default: {' '.join(DEFAULT_METRICS)}")
         parser.add_argument("--params", default="{}",
                             help='JSON {metric: {param: value}}, e.g. {"bertscore": {"idf": true}}')
-        parser.add_argument("--model", default="", help="encoder model directory")
+        parser.add_argument("--model", default="",
+                            help="encoder model directory (inside EVALSTUDY_MODEL_DIRS)")
         parser.add_argument("--sync", action="store_true", help="compute here, without workers")
         parser.add_argument("--no-wait", action="store_true", help="start and return at once")
 

@@ -1,7 +1,8 @@
 """A real HTTP server on loopback that speaks the OpenAI chat and completions wire format,
 scripted per test (not a mock: the backends talk to it through sockets).
 
-`FakeOpenAI(responder)` starts a `ThreadingHTTPServer` on 127.0.0.1 (a free port) in a thread;
+`FakeOpenAI(responder)` starts a `ThreadingHTTPServer` on 127.0.0.1 (a free port; `host` picks
+another loopback address, e.g. 127.0.0.2, which Linux answers as well) in a thread;
 `responder(request) -> Reply` decides every answer. `script` holds replies used first, one per
 hit, whatever the request (429s, 500s, slow answers). The server records every hit (`hits`,
 `requests`, `hit_times`, the request headers) and the most requests it served at once
@@ -115,7 +116,7 @@ def yes_no_reply(request: Request, p_yes: float) -> Reply:
 
 class FakeOpenAI:
     def __init__(self, responder: Callable[[Request], Reply] | None = None,
-                 script: list[Reply] | None = None) -> None:
+                 script: list[Reply] | None = None, host: str = "127.0.0.1") -> None:
         self.responder = responder or (lambda request: answer(request, "yes"))
         self.script: deque[Reply] = deque(script or [])
         self.requests: list[Request] = []
@@ -164,7 +165,7 @@ class FakeOpenAI:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client timed out and went away
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 

@@ -10,6 +10,11 @@ ALLOWED_ITEM_SUFFIXES = (".csv", ".jsonl")
 
 class _UploadForm(forms.Form):
     suffixes: tuple[str, ...] = ()
+    # Settings bounding the file's size, checked in turn: (setting, what it limits, advice).
+    size_limits: tuple[tuple[str, str, str], ...] = (
+        ("EVALSTUDY_UPLOAD_MAX_BYTES", "upload",
+         "split the file, or use the import command on the server"),
+    )
     file = forms.FileField()
 
     def clean_file(self):
@@ -22,18 +27,25 @@ class _UploadForm(forms.Form):
                 f"{upload.name}: expected a file ending in {', '.join(self.suffixes)}"
             )
         # Django's DATA_UPLOAD_MAX_MEMORY_SIZE does not count file parts: limit them here.
-        limit = settings.EVALSTUDY_UPLOAD_MAX_BYTES
-        if upload.size > limit:
-            raise forms.ValidationError(
-                f"{upload.name}: {filesizeformat(upload.size)} is over the upload limit of "
-                f"{filesizeformat(limit)} (EVALSTUDY_UPLOAD_MAX_BYTES); split the file, or use "
-                "the import command on the server"
-            )
+        for setting, what, advice in self.size_limits:
+            limit = getattr(settings, setting)
+            if upload.size > limit:
+                raise forms.ValidationError(
+                    f"{upload.name}: {filesizeformat(upload.size)} is over the {what} limit of "
+                    f"{filesizeformat(limit)} ({setting}); {advice}"
+                )
         return upload
 
 
 class SpecUploadForm(_UploadForm):
     suffixes = ALLOWED_SPEC_SUFFIXES
+    # A spec is parsed in the request: its own, smaller limit (evalstudy.spec.SpecLimits).
+    size_limits = (
+        ("EVALSTUDY_SPEC_MAX_BYTES", "spec",
+         "keep the study, systems and criteria in the spec and import the items from a CSV or "
+         "JSONL file on the study's page"),
+        *_UploadForm.size_limits,
+    )
     open_after_import = forms.BooleanField(required=False, label="Open the study after import")
 
 

@@ -25,18 +25,38 @@ from .models import (
     System,
 )
 from .spec import (
+    DEFAULT_LIMITS,
+    LIMIT_SETTINGS,
+    MAX_DEPTH_CEILING,
     STUDY_FIELDS,
     ControlSpec,
     CriterionSpec,
     ItemSpec,
     SpecError,
     SpecInvalid,
+    SpecLimits,
     StudySpec,
     SystemSpec,
     check_items_against_systems,
+    control_problem,
 )
 
 BATCH_SIZE = 2000
+
+
+def spec_limits() -> SpecLimits:
+    """The configured bounds (config/settings/base.py, "Limits on specs, uploads and designs"),
+    for the Django-free readers in evalstudy.spec and for `study_validate`."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    values = {attribute: int(getattr(settings, name, getattr(DEFAULT_LIMITS, attribute)))
+              for attribute, name in LIMIT_SETTINGS.items()}
+    if not 1 <= values["max_depth"] <= MAX_DEPTH_CEILING:
+        # Deeper documents would meet Python's recursion limit, which the limit prevents.
+        raise ImproperlyConfigured(
+            f"EVALSTUDY_SPEC_MAX_DEPTH must be between 1 and {MAX_DEPTH_CEILING}")
+    return SpecLimits(**values)
 
 
 # --- reading a study back ---------------------------------------------------------------------
@@ -270,18 +290,29 @@ def _write_items(
     return len(new_items) + len(changed_items), len(new_outputs) + len(changed_outputs)
 
 
-def items_import(*, study: Study, items: list[ItemSpec], source: str) -> tuple[int, int]:
+def items_import(
+    *, study: Study, items: list[ItemSpec], source: str, limits: SpecLimits | None = None
+) -> tuple[int, int]:
     """Add or update items and outputs of a draft study from a parsed CSV/JSONL file.
 
-    Every item must give an output for each of the study's systems. Atomic; returns
+    Every item must give an output for each of the study's systems, and the study may not end
+    up with more than `limits.max_items` items (default: the settings). Atomic; returns
     (items written, outputs written). Raises SpecInvalid naming the file and line.
     """
+    limits = limits or spec_limits()
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
         if _started(study):
             raise SpecInvalid([SpecError(
                 source, None, "", f"study {study.slug!r} is {study.status} and has raters; "
                 "items can only be added to a draft study",
+            )])
+        ids = {item.external_id for item in items}
+        total = study.items.count() + len(ids) - study.items.filter(external_id__in=ids).count()
+        if total > limits.max_items:
+            raise SpecInvalid([SpecError(
+                source, None, "", f"study {study.slug!r} would have {total:,} items, over the "
+                f"limit of {limits.max_items:,} (EVALSTUDY_MAX_ITEMS)",
             )])
         systems = {s.name: s for s in study.systems.all()}
         if not systems:
@@ -305,11 +336,21 @@ class OutputRow:
     text: str
 
 
-def parse_outputs_json(data: Any, source: str) -> list[OutputRow]:
-    """A JSON list of {"item", "system", "text"}; SpecInvalid listing every bad element."""
+def _too_many_rows(source: str, row: int | None, count: str, limit: int) -> SpecInvalid:
+    return SpecInvalid([SpecError(
+        source, row, "", f"{count} outputs in one request; at most {limit:,} "
+        "(EVALSTUDY_MAX_ITEMS): send them in batches",
+    )])
+
+
+def parse_outputs_json(data: Any, source: str, max_rows: int | None = None) -> list[OutputRow]:
+    """A JSON list of {"item", "system", "text"}, at most `max_rows` long; SpecInvalid listing
+    every bad element (a control character included: PostgreSQL refuses NUL in text)."""
     if not isinstance(data, list):
         raise SpecInvalid([SpecError(source, None, "", "expected a JSON list of "
                                      '{"item", "system", "text"} objects')])
+    if max_rows is not None and len(data) > max_rows:
+        raise _too_many_rows(source, None, f"{len(data):,}", max_rows)
     rows, errors = [], []
     for number, entry in enumerate(data, start=1):
         if not isinstance(entry, dict):
@@ -326,6 +367,9 @@ def parse_outputs_json(data: Any, source: str) -> list[OutputRow]:
                 errors.append(SpecError(source, number, name, "missing" if value is None else
                                         "must be non-empty text" if name != "text" else
                                         "must be text"))
+            if isinstance(value, str) and (problem := control_problem(value)) is not None:
+                errors.append(SpecError(source, number, name, problem))
+                value = None
             values[name] = value.strip() if isinstance(value, str) and name != "text" else value
         if not unknown and all(isinstance(v, str) for v in values.values()):
             rows.append(OutputRow(number, values["item"], values["system"], values["text"]))
@@ -334,12 +378,15 @@ def parse_outputs_json(data: Any, source: str) -> list[OutputRow]:
     return rows
 
 
-def parse_outputs_csv(text: str, source: str) -> list[OutputRow]:
-    """CSV with columns item, system, output (others are refused: this is not an item file)."""
+def parse_outputs_csv(text: str, source: str, max_rows: int | None = None) -> list[OutputRow]:
+    """CSV with columns item, system, output (others are refused: this is not an item file),
+    at most `max_rows` rows."""
     from .spec import _csv_rows
 
     rows, errors = [], []
     for line, row in _csv_rows(text, source, OUTPUT_CSV_COLUMNS):
+        if max_rows is not None and len(rows) == max_rows:
+            raise _too_many_rows(source, line, "more than", max_rows)
         extra = set(row) - set(OUTPUT_CSV_COLUMNS)
         if extra:
             raise SpecInvalid([SpecError(source, 1, "header", f"unexpected column(s) "

@@ -4,6 +4,12 @@ A spec (YAML or JSON) describes a whole study; items and outputs may also come f
 JSONL. Every problem is collected, not just the first, and each names the file, the line, the
 field path and the reason, e.g. `demo.yaml:42: items[3].outputs: no output for system 'b'`.
 Nothing here touches the database: `evalstudy.importers` writes a valid spec atomically.
+
+Files come from people and scripts we do not control, so reading one is bounded (`SpecLimits`):
+its size is checked before parsing, its nesting and node count while composing (before Python's
+recursion limit or the memory is reached), its section lengths and study settings after; and
+no character the database or a browser cannot take (control characters, NUL above all) gets
+through. Each refusal is an ordinary located error, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,8 +18,10 @@ import csv
 import datetime as dt
 import io
 import json
+import math
 import re
-from collections.abc import Callable, Iterator
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +39,138 @@ csv.field_size_limit(MAX_FIELD_CHARS)
 # Byte-order marks of the encodings spreadsheets save as "Unicode text".
 _OTHER_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32",
                b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
+
+
+# --- limits ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SpecLimits:
+    """Bounds on what a spec, an item file or a study may hold.
+
+    The defaults are those of the settings named in `LIMIT_SETTINGS` (config/settings/base.py);
+    Django code passes the configured values (`evalstudy.importers.spec_limits`). Each refusal
+    names its setting, so whoever hits a bound knows which one to raise.
+    """
+
+    max_bytes: int = 5 * 1024 * 1024  # a spec's size; item sets belong in CSV/JSONL files
+    max_depth: int = 32  # lists and mappings inside each other, the top mapping being 1
+    max_nodes: int = 400_000  # values, lists and mappings, aliases counted expanded
+    max_items: int = 100_000
+    max_systems: int = 50
+    max_criteria: int = 50
+    max_ratings_per_output: int = 100
+    max_lease_minutes: int = 7 * 24 * 60
+    max_design_slots: int = 500_000  # rows study_open writes in one request
+
+
+DEFAULT_LIMITS = SpecLimits()
+LIMIT_SETTINGS = {
+    "max_bytes": "EVALSTUDY_SPEC_MAX_BYTES",
+    "max_depth": "EVALSTUDY_SPEC_MAX_DEPTH",
+    "max_nodes": "EVALSTUDY_SPEC_MAX_NODES",
+    "max_items": "EVALSTUDY_MAX_ITEMS",
+    "max_systems": "EVALSTUDY_MAX_SYSTEMS",
+    "max_criteria": "EVALSTUDY_MAX_CRITERIA",
+    "max_ratings_per_output": "EVALSTUDY_MAX_RATINGS_PER_OUTPUT",
+    "max_lease_minutes": "EVALSTUDY_MAX_LEASE_MINUTES",
+    "max_design_slots": "EVALSTUDY_MAX_DESIGN_SLOTS",
+}
+# Above this, composing and constructing nested values would come near Python's recursion
+# limit (several frames per level), which is what the depth limit is there to prevent.
+MAX_DEPTH_CEILING = 100
+
+# Study settings with bounds: name -> (minimum, SpecLimits attribute of the maximum). The
+# minimums are the spec's own; the database holds ratings_per_output and items_per_rater to
+# them with check constraints, which would otherwise answer a bad value with an IntegrityError.
+SETTING_BOUNDS: dict[str, tuple[int, str]] = {
+    "ratings_per_output": (1, "max_ratings_per_output"),
+    "items_per_rater": (1, "max_items"),
+    "lease_minutes": (1, "max_lease_minutes"),
+    "attention_check_every": (0, "max_items"),
+    "attention_fail_limit": (1, "max_items"),
+}
+
+
+def study_setting_problems(values: Mapping[str, Any], limits: SpecLimits) -> dict[str, str]:
+    """Why each bounded study setting in `values` is out of bounds: name -> reason. Shared by
+    the spec reader, the API's serializer, the admin's form and `study_validate`."""
+    problems: dict[str, str] = {}
+    for name, (minimum, attribute) in SETTING_BOUNDS.items():
+        value = values.get(name)
+        if value is None or isinstance(value, bool) or not isinstance(value, int):
+            continue  # absent, nullable or of the wrong type: the field's own check says so
+        maximum = getattr(limits, attribute)
+        if value < minimum:
+            problems[name] = f"must be at least {minimum}, got {value}"
+        elif value > maximum:
+            problems[name] = (f"must be at most {maximum} ({LIMIT_SETTINGS[attribute]}), "
+                              f"got {value}")
+    return problems
+
+
+def show_if_problems(criteria: Sequence[tuple[str, str | None]]) -> dict[int, str]:
+    """Why conditions are not allowed, for criteria given in the order raters answer them as
+    (key, key of the show_if criterion or None): position -> reason.
+
+    A condition is evaluated on the answers given so far, so it may name an earlier criterion
+    only: on a later one (a cycle is always on a later one somewhere) it could never be met,
+    and a cycle hides every question in it, so an empty form would complete the item.
+    """
+    keys = {key for key, _ in criteria}
+    earlier: set[str] = set()
+    problems: dict[int, str] = {}
+    for position, (key, parent) in enumerate(criteria):
+        if parent is None or parent in earlier:
+            pass
+        elif parent == key:
+            problems[position] = f"names {key!r}, which is not another criterion"
+        elif parent in keys:
+            problems[position] = (
+                f"names {parent!r}, which comes after it; a question can depend only on an "
+                f"earlier one (move {parent!r} above {key!r})"
+            )
+        else:
+            problems[position] = f"names {parent!r}, which is not another criterion"
+        earlier.add(key)
+    return problems
+
+
+def check_spec_size(size: int, source: str, limits: SpecLimits = DEFAULT_LIMITS) -> None:
+    """SpecInvalid when a spec of `size` bytes is over the limit; call it before reading."""
+    if size > limits.max_bytes:
+        raise SpecInvalid([SpecError(
+            source, None, "", f"the spec is {size:,} bytes, over the limit of "
+            f"{limits.max_bytes:,} bytes (EVALSTUDY_SPEC_MAX_BYTES); keep the study, systems "
+            "and criteria in the spec and import the items from a CSV or JSONL file",
+        )])
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+# Characters YAML does not allow in a file (PyYAML's own test): C0 and C1 controls but tab,
+# newline, carriage return and NEL, DEL, surrogates and the non-characters U+FFFE/U+FFFF.
+_NON_PRINTABLE = re.compile(
+    "[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+)
+# Controls that escapes (YAML "\0", "\e", "\x01"; JSON "\u0000") can still write into a
+# string: PostgreSQL refuses NUL in text and JSON, and none of them belongs in rated text.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+_MAX_REPORTED = 20
+
+
+def _code(character: str) -> str:
+    return f"U+{ord(character):04X}"
+
+
+def control_problem(text: str) -> str | None:
+    """Why `text` (one string from a file) cannot be stored, or None."""
+    match = _CONTROL.search(text)
+    if match is None:
+        return None
+    return (f"the text holds the control character {_code(match.group())} (written as an "
+            "escape such as \\0, \\x01 or \\u0000); only tab, newline and carriage return "
+            "are allowed")
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -218,13 +358,108 @@ class _Seq(list):  # type: ignore[type-arg]
     item_lines: list[int]
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader that remembers the line of every mapping key and sequence entry."""
+# libyaml's parser when PyYAML has it (about four times faster than PyYAML's own on a large
+# spec), else PyYAML's. Both give the same events and marks; the composer and constructor
+# below are PyYAML's Python ones either way, so the limits and line numbers hold for both.
+USE_LIBYAML = bool(getattr(yaml, "__with_libyaml__", False))
+
+
+class _LimitReached(yaml.composer.ComposerError):
+    """A SpecLimits bound was passed while composing: reported as such, not as broken YAML."""
+
+
+class _CheckedComposer(yaml.composer.Composer):
+    """PyYAML's composer, counting as it goes: it refuses a document nested deeper than
+    `max_depth` or holding more than `max_nodes` nodes, at the line where the limit is passed
+    and before the recursive composer and constructor get anywhere near Python's recursion
+    limit or the memory does. An alias counts as every node it repeats and as deep as what it
+    names, so an "alias bomb" (a few lines that expand to 10**9 values) is refused as well;
+    an alias inside the node it names (a structure containing itself) is refused outright.
+    """
+
+    limits: SpecLimits
+
+    def _start_counting(self, limits: SpecLimits) -> None:
+        self.limits = limits
+        self.nodes = 0
+        self.depth = 0  # of the node being composed: lists and mappings around it
+        self.deepest = 0  # deepest level reached inside the anchored node being composed
+        self.extents: dict[str, tuple[int, int]] = {}  # anchor -> (nodes, height)
+        self.open_anchors: set[str] = set()
+        self.line_marks: dict[int, yaml.Mark] = {}
+
+    def _count(self, nodes: int, mark: yaml.Mark) -> None:
+        self.nodes += nodes
+        if self.nodes > self.limits.max_nodes:
+            raise _LimitReached(None, None, (
+                f"more than {self.limits.max_nodes:,} nodes (values, lists and mappings; an "
+                "alias counts as everything it repeats; EVALSTUDY_SPEC_MAX_NODES); import "
+                "large item sets from a CSV or JSONL file"), mark)
+
+    def _reach(self, depth: int, mark: yaml.Mark) -> None:
+        self.deepest = max(self.deepest, depth)
+        if depth > self.limits.max_depth:
+            raise _LimitReached(None, None, (
+                f"nested deeper than {self.limits.max_depth} levels of lists and mappings "
+                "(EVALSTUDY_SPEC_MAX_DEPTH; aliases count as what they repeat)"), mark)
+
+    def compose_node(self, parent: Any, index: Any) -> yaml.Node:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            if event.anchor in self.open_anchors:
+                raise yaml.composer.ComposerError(None, None, (
+                    f"the alias *{event.anchor} is inside the node it names (a structure that "
+                    "contains itself)"), event.start_mark)
+            if event.anchor in self.extents:  # else undefined: PyYAML's composer says so
+                nodes, height = self.extents[event.anchor]
+                self._count(nodes, event.start_mark)
+                self._reach(self.depth + height, event.start_mark)
+            return super().compose_node(parent, index)
+        event = self.peek_event()
+        self._count(1, event.start_mark)
+        anchor = event.anchor if event.anchor not in self.anchors else None  # dup: PyYAML's
+        if anchor is not None:
+            nodes_before, outer_deepest = self.nodes - 1, self.deepest
+            self.deepest = self.depth
+            self.open_anchors.add(anchor)
+        collection = isinstance(event, yaml.SequenceStartEvent | yaml.MappingStartEvent)
+        if collection:
+            self.depth += 1
+            self._reach(self.depth, event.start_mark)
+        node = super().compose_node(parent, index)
+        # Only the line of a mark is ever read: nodes of one line share one start mark, and
+        # the end mark is dropped (a tenth of the memory of a large spec).
+        node.start_mark = self.line_marks.setdefault(node.start_mark.line, node.start_mark)
+        node.end_mark = None
+        if collection:
+            self.depth -= 1
+        if anchor is not None:
+            self.open_anchors.discard(anchor)
+            self.extents[anchor] = (self.nodes - nodes_before, self.deepest - self.depth)
+            self.deepest = max(outer_deepest, self.deepest)
+        return node
+
+
+class _LineConstructor(yaml.constructor.SafeConstructor):
+    """SafeConstructor that remembers the line of every mapping key and sequence entry, and
+    collects duplicate keys and strings with control characters (with their lines)."""
 
     duplicate_keys: list[tuple[int, Any]]
+    control_errors: list[tuple[int, str]]
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, OverflowError) as error:  # 2024-02-30, a 5,000-digit number
+            reason = str(error)
+            if "digits" in reason:
+                reason = f"a number longer than {sys.get_int_max_str_digits():,} digits"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {str(node.value)[:40]!r}: {reason}", node.start_mark,
+            ) from None
 
 
-def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> _Map:
+def _construct_map(loader: _LineConstructor, node: yaml.MappingNode) -> _Map:
     loader.flatten_mapping(node)
     mapping = _Map()
     mapping.line = node.start_mark.line + 1
@@ -245,7 +480,7 @@ def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> _Map:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _construct_str(loader: _LineLoader, node: yaml.ScalarNode) -> str:
+def _construct_str(loader: _LineConstructor, node: yaml.ScalarNode) -> str:
     """A string; JSON's UTF-16 escapes of characters beyond U+FFFF (\\ud83d\\ude00) joined."""
     value = loader.construct_scalar(node)
     if _SURROGATE.search(value):
@@ -255,41 +490,117 @@ def _construct_str(loader: _LineLoader, node: yaml.ScalarNode) -> str:
             raise yaml.constructor.ConstructorError(
                 None, None, "a \\u escape is half of a UTF-16 surrogate pair", node.start_mark
             ) from None
+    problem = control_problem(value)
+    if problem is not None:
+        loader.control_errors.append((node.start_mark.line + 1, problem))
     return value
 
 
-def _construct_seq(loader: _LineLoader, node: yaml.SequenceNode) -> _Seq:
+def _construct_seq(loader: _LineConstructor, node: yaml.SequenceNode) -> _Seq:
     sequence = _Seq(loader.construct_object(child, deep=True) for child in node.value)
     sequence.line = node.start_mark.line + 1
     sequence.item_lines = [child.start_mark.line + 1 for child in node.value]
     return sequence
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_map)
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_seq)
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG, _construct_str)
+_LineConstructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_map)
+_LineConstructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_seq)
+_LineConstructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG, _construct_str)
 
 
-def load_document(text: str, source: str) -> Any:
-    """Parse YAML (or JSON, which YAML reads too) keeping line numbers; SpecInvalid if broken."""
-    loader = _LineLoader(text)
-    loader.duplicate_keys = []
+class _PyLoader(_CheckedComposer, yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser,
+                _LineConstructor, yaml.resolver.Resolver):
+    def __init__(self, text: str):
+        yaml.reader.Reader.__init__(self, text)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        _LineConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
+
+
+_CParser = getattr(getattr(yaml, "cyaml", None), "CParser", None)
+if _CParser is not None:
+    # The composer comes first: its Python methods (with the counting) win over the ones
+    # libyaml's parser also offers, which compose in C with unbounded recursion.
+    class _FastLoader(_CheckedComposer, _CParser, _LineConstructor, yaml.resolver.Resolver):
+        def __init__(self, text: str):
+            _CParser.__init__(self, text)
+            yaml.composer.Composer.__init__(self)
+            _LineConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+
+
+def _non_printable(text: str, source: str) -> list[SpecError]:
+    """Characters YAML refuses, each with its line and column (PyYAML would raise one error
+    with a character offset, outside any line the researcher can find)."""
+    errors = []
+    for match in _NON_PRINTABLE.finditer(text):
+        start = match.start()
+        line_start = text.rfind("\n", 0, start) + 1
+        errors.append(SpecError(
+            source, text.count("\n", 0, start) + 1, "",
+            f"column {start - line_start + 1}: the character {_code(match.group())} is not "
+            "allowed in a YAML or JSON file (a control character or a non-character); remove it",
+        ))
+        if len(errors) == _MAX_REPORTED:
+            break
+    return errors
+
+
+class _BrokenYaml(Exception):
+    """libyaml found the document broken: PyYAML's parser reads it again (see load_document)."""
+
+
+def load_document(text: str, source: str, limits: SpecLimits = DEFAULT_LIMITS) -> Any:
+    """Parse YAML (or JSON, which YAML reads too) keeping line numbers; SpecInvalid if broken,
+    over the depth or node limits, or holding characters that cannot be stored.
+
+    A document libyaml cannot parse is read again by PyYAML's own parser: its messages are
+    the ones researchers and tests know ("expected ',' or ']', but got ':'"), and it accepts
+    a few things libyaml refuses (a lone UTF-16 surrogate escape, which the constructor then
+    names). Only broken files pay for the second reading, and it is bounded like the first.
+    """
+    errors = _non_printable(text, source)
+    if errors:
+        raise SpecInvalid(errors)
+    if USE_LIBYAML and _CParser is not None:
+        try:
+            return _load(_FastLoader, text, source, limits, broken=_BrokenYaml)
+        except _BrokenYaml:
+            pass
+    return _load(_PyLoader, text, source, limits, broken=None)
+
+
+def _load(loader_class: Any, text: str, source: str, limits: SpecLimits,
+          broken: type[Exception] | None) -> Any:
+    loader: Any = None
     try:
+        # Inside the try: PyYAML's reader checks the characters when it is created.
+        loader = loader_class(text)
+        loader._start_counting(limits)
+        loader.duplicate_keys, loader.control_errors = [], []
         document = loader.get_single_data()
-    except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        line = mark.line + 1 if mark else None
-        problem = f"not valid YAML/JSON: {error.problem}"
-        raise SpecInvalid([SpecError(source, line, "", problem)]) from None
+    except _LimitReached as error:
+        line = error.problem_mark.line + 1 if error.problem_mark else None
+        raise SpecInvalid([SpecError(source, line, "", str(error.problem))]) from None
     except yaml.YAMLError as error:
+        if broken is not None:
+            raise broken() from None
+        if isinstance(error, yaml.MarkedYAMLError):
+            mark = error.problem_mark or error.context_mark
+            line = mark.line + 1 if mark else None
+            problem = f"not valid YAML/JSON: {error.problem}"
+            raise SpecInvalid([SpecError(source, line, "", problem)]) from None
         raise SpecInvalid([SpecError(source, None, "", f"not valid YAML/JSON: {error}")]) from None
     finally:
-        loader.dispose()
-    if loader.duplicate_keys:
-        raise SpecInvalid([
-            SpecError(source, line, "", f"key {key!r} appears twice in the same mapping")
-            for line, key in loader.duplicate_keys
-        ])
+        if loader is not None:
+            loader.dispose()
+    problems = [(line, f"key {key!r} appears twice in the same mapping")
+                for line, key in loader.duplicate_keys] + loader.control_errors
+    if problems:
+        raise SpecInvalid([SpecError(source, line, "", message)
+                           for line, message in sorted(problems, key=lambda p: p[0])])
     return document
 
 
@@ -409,10 +720,17 @@ def _plain(value: Any) -> Any:
     """
     if isinstance(value, dict):
         return {str(key): _plain(val) for key, val in value.items()}
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):  # tuples: the pairs of a YAML !!omap
         return [_plain(val) for val in value]
     if isinstance(value, dt.date):
         return value.isoformat()
+    # What YAML can write but a JSON field cannot hold (the database would refuse the row).
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} is not a finite number; a JSON field cannot hold it")
+    if isinstance(value, set | frozenset):
+        raise ValueError("a set (!!set) cannot be stored; write a list")
+    if isinstance(value, bytes):
+        raise ValueError("binary data (bytes, !!binary) cannot be stored; write text")
     return value
 
 
@@ -484,13 +802,34 @@ def _unique(reader: _Reader, keys: list[tuple[str, str, int]], what: str) -> Non
             seen[key] = line
 
 
-def parse_study_spec(text: str, source: str) -> StudySpec:
-    """Parse and validate a whole study spec; raises SpecInvalid listing every problem."""
-    document = load_document(text, source)
+# Sections whose length is bounded: name -> the SpecLimits attribute bounding it.
+SECTION_LIMITS = {"systems": "max_systems", "criteria": "max_criteria", "items": "max_items",
+                  "calibration": "max_items", "attention_checks": "max_items"}
+
+
+def parse_study_spec(text: str, source: str, limits: SpecLimits = DEFAULT_LIMITS) -> StudySpec:
+    """Parse and validate a whole study spec; raises SpecInvalid listing every problem.
+
+    Bounded by `limits`: the size is checked before parsing, nesting and nodes while
+    composing, and the sections' lengths before their entries are validated.
+    """
+    check_spec_size(_utf8_size(text), source, limits)
+    document = load_document(text, source, limits)
     reader = _Reader(source)
     top = reader.mapping(document, "", 1)
     if top is None:
         raise SpecInvalid(reader.errors)
+    too_long = _Reader(source)
+    for section, attribute in SECTION_LIMITS.items():
+        entries, limit = top.get(section), getattr(limits, attribute)
+        if isinstance(entries, list) and len(entries) > limit:
+            advice = ("; import the items from a CSV or JSONL file"
+                      if section == "items" else "")
+            too_long.error(reader.line_of(top, section), section, (
+                f"{len(entries):,} entries; a study may have at most {limit:,} "
+                f"({LIMIT_SETTINGS[attribute]}){advice}"))
+    if too_long.errors:  # validating every entry of an oversized section would be wasted
+        raise SpecInvalid(too_long.errors)
     allowed = {"study", "systems", "criteria", "items", "calibration", "attention_checks"}
     for key in top:
         if key not in allowed:
@@ -498,6 +837,8 @@ def parse_study_spec(text: str, source: str) -> StudySpec:
                          f"unknown section; expected one of {', '.join(sorted(allowed))}")
     settings_map = reader.mapping(top.get("study"), "study", reader.line_of(top, "study"))
     settings = reader.fields(settings_map, "study", STUDY_FIELDS) if settings_map else {}
+    for name, problem in study_setting_problems(settings, limits).items():
+        reader.error(reader.line_of(settings_map, name), f"study.{name}", problem)
 
     systems = []
     for _, entry, path, line in reader.entries(top, "systems"):
@@ -530,14 +871,14 @@ def parse_study_spec(text: str, source: str) -> StudySpec:
         criteria.append((criterion, path, line))
     _unique(reader, [(c.key, p, line) for c, p, line in criteria], "criterion key")
     by_key = {c.key: c for c, _, _ in criteria}
-    for criterion, path, line in criteria:
+    chain = show_if_problems([(c.key, c.show_if_criterion) for c, _, _ in criteria])
+    for position, (criterion, path, line) in enumerate(criteria):
         if criterion.show_if_criterion is None:
             continue
-        parent = by_key.get(criterion.show_if_criterion)
-        if parent is None or parent is criterion:
-            reader.error(line, f"{path}.show_if",
-                         f"names {criterion.show_if_criterion!r}, which is not another criterion")
+        if position in chain:
+            reader.error(line, f"{path}.show_if", chain[position])
             continue
+        parent = by_key[criterion.show_if_criterion]
         cleaned = []
         for value in criterion.show_if_values:
             try:
@@ -649,18 +990,23 @@ ITEM_CSV_REQUIRED = ("item", "system", "output")
 ITEM_CSV_OPTIONAL = ("reference", "context")
 
 
-def parse_items_file(text: str, source: str, fmt: str) -> list[ItemSpec]:
+def parse_items_file(
+    text: str, source: str, fmt: str, limits: SpecLimits = DEFAULT_LIMITS
+) -> list[ItemSpec]:
     """Items with outputs from CSV (one row per item x system) or JSONL (one item per line).
 
     CSV columns: item, system, output, optional reference and context; any other column is
     item metadata (a `meta.` prefix is stripped). Rows of one item must agree on reference,
     context and metadata. JSONL lines use the spec's item shape: {"id", "reference", "context",
     "metadata", "outputs": {system: text}}.
+
+    At most `limits.max_items` items; a JSONL line may nest `limits.max_depth` levels and may
+    not hold NaN, infinities or control characters (none of which a JSON field can store).
     """
     if fmt == "jsonl":
-        return _parse_items_jsonl(text, source)
+        return _parse_items_jsonl(text, source, limits)
     if fmt == "csv":
-        return _parse_items_csv(text, source)
+        return _parse_items_csv(text, source, limits)
     raise SpecInvalid([SpecError(source, None, "", f"unknown format {fmt!r}; use csv or jsonl")])
 
 
@@ -705,7 +1051,14 @@ def _csv_rows(text: str, source: str, required: tuple[str, ...]) -> Iterator[tup
         ]) from None
 
 
-def _parse_items_csv(text: str, source: str) -> list[ItemSpec]:
+def _too_many_items(source: str, line: int, limits: SpecLimits) -> SpecInvalid:
+    return SpecInvalid([SpecError(
+        source, line, "item", f"more than {limits.max_items:,} items (EVALSTUDY_MAX_ITEMS); "
+        "a study may not have more",
+    )])
+
+
+def _parse_items_csv(text: str, source: str, limits: SpecLimits) -> list[ItemSpec]:
     reader = _Reader(source)
     items: dict[str, ItemSpec] = {}
     first_line: dict[tuple[str, str], int] = {}
@@ -724,6 +1077,8 @@ def _parse_items_csv(text: str, source: str) -> list[ItemSpec]:
         }
         item = items.get(item_id)
         if item is None:
+            if len(items) == limits.max_items:
+                raise _too_many_items(source, line, limits)
             items[item_id] = item = ItemSpec(external_id=item_id, line=line, **fields)
         else:
             for name, value in fields.items():
@@ -740,17 +1095,69 @@ def _parse_items_csv(text: str, source: str) -> list[ItemSpec]:
     return list(items.values())
 
 
-def _parse_items_jsonl(text: str, source: str) -> list[ItemSpec]:
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows (nor can a JSON field hold it)")
+
+
+def json_value_problem(value: Any, limits: SpecLimits = DEFAULT_LIMITS) -> str | None:
+    """Why a value parsed from JSON cannot be stored: nested deeper than `limits.max_depth`
+    (the value itself being level 1), a control character in a string or key, or a number
+    that is not finite; None when it can. Iterative: it must not recurse on what it checks."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > limits.max_depth:
+                return (f"nested deeper than {limits.max_depth} levels of lists and objects "
+                        "(EVALSTUDY_SPEC_MAX_DEPTH)")
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
+            if isinstance(node, dict):
+                stack.extend((key, depth) for key in node)
+        elif isinstance(node, str):
+            if (problem := control_problem(node)) is not None:
+                return problem
+        elif isinstance(node, float) and not math.isfinite(node):
+            return f"{node} is not a finite number; a JSON field cannot hold it"
+    return None
+
+
+def load_json_line(raw: str, limits: SpecLimits = DEFAULT_LIMITS) -> Any:
+    """One JSON value (a JSONL line, a request body's element); ValueError saying why it
+    cannot be read or stored (see `json_value_problem`)."""
+    try:
+        value = json.loads(raw, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not valid JSON: {error.msg} (column {error.colno})") from None
+    except RecursionError:  # deeper than Python's recursion limit, let alone ours
+        raise ValueError(f"nested deeper than {limits.max_depth} levels of lists and objects "
+                         "(EVALSTUDY_SPEC_MAX_DEPTH)") from None
+    except ValueError as error:  # a constant above, or an integer too long to convert
+        reason = str(error)
+        if "digits" in reason:
+            reason = f"a number longer than {sys.get_int_max_str_digits():,} digits"
+        raise ValueError(f"not valid JSON: {reason}") from None
+    problem = json_value_problem(value, limits)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+def _parse_items_jsonl(text: str, source: str, limits: SpecLimits) -> list[ItemSpec]:
     reader = _Reader(source)
     items: list[ItemSpec] = []
     seen: dict[str, int] = {}
+    records = 0
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
+        records += 1
+        if records > limits.max_items:
+            raise _too_many_items(source, number, limits)
         try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as error:
-            reader.error(number, "", f"not valid JSON: {error.msg} (column {error.colno})")
+            record = load_json_line(raw, limits)
+        except ValueError as error:
+            reader.error(number, "", str(error))
             continue
         if (mapping := reader.mapping(record, f"line {number}", number)) is None:
             continue

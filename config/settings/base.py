@@ -260,6 +260,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "evalstudy.rest.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "evalstudy.rest.PageNumberPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "evalstudy.rest.exception_handler",
@@ -300,3 +305,29 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask_secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
+
+# --- Limits on specs, uploads and designs ---------------------------------------------------
+# Every file, request body and study is bounded, so that no upload can take the web process's
+# memory or time, or reach Python's recursion limit (evalstudy.spec.SpecLimits; README,
+# "Limits"). Each refusal names the setting to raise.
+# A spec's size, refused before it is parsed: about 2 s and 140 MB to read 5 MiB. Large item
+# sets belong in CSV/JSONL item files (import_items, the items endpoint).
+EVALSTUDY_SPEC_MAX_BYTES = env.int("EVALSTUDY_SPEC_MAX_BYTES", default=5 * 1024 * 1024)
+# Lists and mappings inside each other in a spec or a JSONL line (the outermost is 1; at most
+# 100, below Python's recursion limit).
+EVALSTUDY_SPEC_MAX_DEPTH = env.int("EVALSTUDY_SPEC_MAX_DEPTH", default=32)
+# Values, lists and mappings in a spec, counted while it is read; an alias counts as all it
+# repeats (no "billion laughs"). Bounds the parse at about 3 s and 170 MB.
+EVALSTUDY_SPEC_MAX_NODES = env.int("EVALSTUDY_SPEC_MAX_NODES", default=400_000)
+# Items of a study (spec, item files, API), and items or outputs in one API request; also the
+# upper bound of items_per_rater, attention_check_every and attention_fail_limit.
+EVALSTUDY_MAX_ITEMS = env.int("EVALSTUDY_MAX_ITEMS", default=100_000)
+EVALSTUDY_MAX_SYSTEMS = env.int("EVALSTUDY_MAX_SYSTEMS", default=50)
+EVALSTUDY_MAX_CRITERIA = env.int("EVALSTUDY_MAX_CRITERIA", default=50)
+EVALSTUDY_MAX_RATINGS_PER_OUTPUT = env.int("EVALSTUDY_MAX_RATINGS_PER_OUTPUT", default=100)
+# How long a seat may stay idle before it is handed on (a week).
+EVALSTUDY_MAX_LEASE_MINUTES = env.int("EVALSTUDY_MAX_LEASE_MINUTES", default=7 * 24 * 60)
+# Slots study_open may build (items x systems, or ordered pairs of systems, x
+# ratings_per_output, plus each seat's calibration items and attention checks). It builds them
+# in the request: about 28,000 slots a second on PostgreSQL here.
+EVALSTUDY_MAX_DESIGN_SLOTS = env.int("EVALSTUDY_MAX_DESIGN_SLOTS", default=500_000)

@@ -3,7 +3,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evalstudy.audit import audit_record
-from evalstudy.importers import items_import
+from evalstudy.importers import items_import, spec_limits
 from evalstudy.management.base import get_study, read_text, spec_errors
 from evalstudy.spec import SpecInvalid, parse_items_file
 
@@ -26,8 +26,10 @@ class Command(BaseCommand):
             raise CommandError(f"{file}: cannot tell the format; pass --format csv or jsonl")
         target = get_study(study)
         try:
-            items = parse_items_file(read_text(file), file, fmt)
-            n_items, n_outputs = items_import(study=target, items=items, source=file)
+            limits = spec_limits()
+            items = parse_items_file(read_text(file), file, fmt, limits)
+            n_items, n_outputs = items_import(study=target, items=items, source=file,
+                                              limits=limits)
         except SpecInvalid as error:
             raise spec_errors(error) from None
         audit_record(actor=None, source="command", action="import", target=target,

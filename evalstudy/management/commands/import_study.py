@@ -1,12 +1,14 @@
+from pathlib import Path
+
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from evalstudy.audit import audit_record
-from evalstudy.importers import study_import_spec
+from evalstudy.importers import spec_limits, study_import_spec
 from evalstudy.management.base import read_text, spec_errors
 from evalstudy.services import study_open
-from evalstudy.spec import SpecInvalid, parse_study_spec
+from evalstudy.spec import SpecInvalid, check_spec_size, parse_study_spec
 
 
 class Command(BaseCommand):
@@ -23,8 +25,12 @@ class Command(BaseCommand):
             owner_user = get_user_model().objects.filter(username=owner).first()
             if owner_user is None:
                 raise CommandError(f"no user {owner!r}")
+        limits = spec_limits()
         try:
-            spec = parse_study_spec(read_text(file), file)
+            # By its size on disk first: an oversized spec is refused unread.
+            size = Path(file).stat().st_size if Path(file).is_file() else 0
+            check_spec_size(size, file, limits)
+            spec = parse_study_spec(read_text(file), file, limits)
             study, outcome = study_import_spec(spec=spec, source=file, owner=owner_user)
         except SpecInvalid as error:
             raise spec_errors(error) from None

@@ -24,7 +24,14 @@ from evalstudy.api import errors
 from evalstudy.models import Assignment, AssignmentSlot, Study
 from evalstudy.permissions import IsRater
 from evalstudy.rest import RaterThrottle, enforce_csrf
-from evalstudy.services import AssignmentExpired, StudyFull, StudyNotOpen, assignment_next
+from evalstudy.services import (
+    AssignmentExpired,
+    NotEnrolled,
+    StudyFull,
+    StudyNotOpen,
+    assignment_next,
+    enrollment_of,
+)
 
 from . import flow
 from .idempotency import (
@@ -78,13 +85,18 @@ class QuestionSerializer(serializers.Serializer):
 class SlotSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     position = serializers.IntegerField()
-    kind = serializers.CharField()
+    kind = serializers.CharField(
+        help_text='"item" until the slot is answered; then "target", "calibration" or '
+                  '"attention" (a check that announced itself would check nothing).')
     completed = serializers.BooleanField()
     reference = serializers.CharField(help_text="Empty when the study hides references.")
     context = serializers.CharField()
     text = serializers.CharField()
     text_b = serializers.CharField(help_text="Pairwise studies: the output shown as B.")
     answers = serializers.DictField(child=serializers.CharField())
+
+
+UNANSWERED_KIND = "item"
 
 
 def _questions(study: Study) -> list[dict]:
@@ -110,7 +122,8 @@ def _slot_rows(slots, study: Study) -> list[dict]:
     for slot in slots:
         reference, context, text, text_b = slot_texts(slot)
         rows.append({
-            "id": slot.pk, "position": slot.position + 1, "kind": slot.kind,
+            "id": slot.pk, "position": slot.position + 1,
+            "kind": slot.kind if slot.completed_at is not None else UNANSWERED_KIND,
             "completed": slot.completed_at is not None,
             "reference": reference if study.reference_shown else "", "context": context,
             "text": text, "text_b": text_b, "answers": answers.get(slot.pk, {}),
@@ -119,31 +132,42 @@ def _slot_rows(slots, study: Study) -> list[dict]:
 
 
 def _rater_study(rater, slug: str) -> tuple[Study, Assignment | None]:
-    """The study and the rater's live seat in it; 404 unless the study is open or the rater
-    has a seat there (a draft study does not exist for raters)."""
-    study = Study.objects.filter(slug=slug).first()
+    """The study and the rater's live seat in it; 404 unless the study admitted the rater
+    (invitation or crowd entry) and is not a draft: every other study does not exist for
+    them, whoever owns it."""
+    study = Study.objects.exclude(status=Study.Status.DRAFT).filter(slug=slug).first()
     if study is None:
         raise Http404("No such study.")
+    try:
+        enrollment_of(study=study, rater=rater)
+    except NotEnrolled:
+        raise Http404("No such study.") from None
     seat = (Assignment.objects.filter(study=study, rater=rater)
             .exclude(state=Assignment.State.EXPIRED).first())
-    if seat is None and study.status != Study.Status.OPEN:
-        raise Http404("No such study.")
     return study, seat
 
 
 class MySlots(RaterView):
-    """My slots in a study, in order, with my answers so far, and the questions to answer."""
+    """My slots in a study so far (answered or served), in order, with my answers, how many
+    there are in all, and the questions to answer. Slots not yet served are not listed: their
+    texts would announce the attention checks ahead."""
 
     @extend_schema(responses={200: inline_serializer("MySlots", fields={
         "study": serializers.CharField(), "seat_state": serializers.CharField(allow_null=True),
+        "total": serializers.IntegerField(help_text="Slots in my seat, served or not."),
         "questions": QuestionSerializer(many=True), "slots": SlotSerializer(many=True)}),
         **errors(401, 403, 404, 429)})
     def get(self, request, slug):
         study, seat = _rater_study(request.rater, slug)
-        slots = (seat.slots.order_by("position") if seat is not None
-                 else AssignmentSlot.objects.none())
+        if seat is None:
+            slots, total = AssignmentSlot.objects.none(), 0
+        else:
+            total = seat.slots.count()
+            slots = seat.slots.filter(Q(served_at__isnull=False) | Q(completed_at__isnull=False)
+                                      ).order_by("position")
         return Response({"study": study.slug, "seat_state": seat.state if seat else None,
-                         "questions": _questions(study), "slots": _slot_rows(slots, study)})
+                         "total": total, "questions": _questions(study),
+                         "slots": _slot_rows(slots, study)})
 
 
 class NextSlot(RaterView):

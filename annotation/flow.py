@@ -2,7 +2,9 @@
 and being stopped politely. Each step is a service; `next_step` says where a rater stands.
 
 Preconditions and guarantees:
-- Crowd entry is idempotent: the same PROLIFIC_PID always resumes the same rater and seat.
+- A rater reaches only the studies that admitted them (`enrollment_get` raises NotEnrolled).
+- Crowd entry is idempotent: the same PROLIFIC_PID (and platform session) resumes the same
+  rater and seat in that study; in another study the same id is another rater.
 - Attention-check failures are computed from the stored judgments, never counted in a
   variable, so a retried submission cannot count a failure twice.
 - Stopping a rater hands their unjudged slots on at once and keeps what they submitted.
@@ -17,7 +19,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from evalstudy.models import Assignment, AssignmentSlot, Enrollment, Rater, Study
-from evalstudy.services import assignment_withdraw
+from evalstudy.services import (
+    enrollment_admit,
+    enrollment_of,
+    enrollment_stop,
+)
 
 from .models import Judgment
 
@@ -30,56 +36,82 @@ class EntryRefused(Exception):
 
 @transaction.atomic
 def crowd_enter(
-    *, study: Study, participant_id: str, platform_study_id: str = "", session_id: str = ""
+    *, study: Study, participant_id: str, platform_study_id: str = "", session_id: str = "",
+    session_rater_id: int | None = None,
 ) -> Enrollment:
-    """Create or resume the crowd participant behind a Prolific-style entry URL."""
+    """Create or resume the crowd participant behind a Prolific-style entry URL.
+
+    The participant is a rater of this study only: the same participant id in another study
+    is another rater, so nothing learnt in one study's crowd entry reaches another study. Only
+    raters that a crowd entry created are resumed: the id of a rater invited with a personal
+    link is no way in for whoever knows it.
+
+    The participant id is not secret (it travels in URLs, exports and emails); the platform's
+    session id is. A participation that began with a session id is bound to it: once it has
+    started (consent, instructions or a seat), it is resumed only with that session id or from
+    the browser session already bound to it (`session_rater_id`). Before it has started, a new
+    session id takes it over, so someone who entered first with a made-up session cannot lock
+    the real participant out. A participation begun without a session id stays resumable by
+    the participant id alone (the platform offered nothing more).
+    Raises EntryRefused (nothing created or changed) for a missing id, an invited rater's id,
+    a study that admits no new participants (closed), or a session id that does not match."""
     participant_id = (participant_id or "").strip()
+    session_id = (session_id or "").strip()[:100]
     if not PARTICIPANT_ID_RE.match(participant_id):
         raise EntryRefused(
             "This link is missing a valid participant id (PROLIFIC_PID). Please open the study "
             "from the crowd platform again."
         )
-    rater, _ = Rater.objects.get_or_create(
-        kind=Rater.Kind.CROWD, external_id=participant_id,
-        defaults={"display_name": participant_id},
-    )
-    enrollment = enrollment_get(study=study, rater=rater)
-    changed = []
-    if platform_study_id and not enrollment.platform_study_id:
-        enrollment.platform_study_id = platform_study_id[:100]
-        changed.append("platform_study_id")
-    if session_id and not enrollment.platform_session_id:
-        enrollment.platform_session_id = session_id[:100]
-        changed.append("platform_session_id")
-    if changed:
-        enrollment.save(update_fields=changed)
+    rater = Rater.objects.filter(study=study, kind=Rater.Kind.CROWD,
+                                 external_id=participant_id).first()
+    if rater is not None and rater.origin != Rater.Origin.CROWD:
+        raise EntryRefused(
+            "This participant id belongs to a rater invited to this study: please use the "
+            "personal link you were sent."
+        )
+    if rater is None:
+        if study.status != Study.Status.OPEN:
+            raise EntryRefused("This study is not taking part in new participants any more.")
+        rater, _ = Rater.objects.get_or_create(
+            study=study, kind=Rater.Kind.CROWD, external_id=participant_id,
+            defaults={"display_name": participant_id, "origin": Rater.Origin.CROWD},
+        )
+    enrollment = (Enrollment.objects.select_for_update()
+                  .filter(study=study, rater=rater).first())
+    if enrollment is None:
+        enrollment, _ = enrollment_admit(study=study, rater=rater)
+        enrollment.platform_study_id = (platform_study_id or "")[:100]
+        enrollment.platform_session_id = session_id
+        enrollment.save(update_fields=["platform_study_id", "platform_session_id"])
+        return enrollment
+    bound = enrollment.platform_session_id
+    if bound and session_rater_id != rater.pk and session_id != bound:
+        if _has_started(enrollment):
+            raise EntryRefused(
+                "This participation was started from another session of the crowd platform. "
+                "Please open the study from the crowd platform again, or contact the "
+                "researcher."
+            )
+        if session_id:  # not started yet: the newcomer's session takes it over
+            enrollment.platform_session_id = session_id
+            enrollment.save(update_fields=["platform_session_id"])
     return enrollment
+
+
+def _has_started(enrollment: Enrollment) -> bool:
+    return (enrollment.consented_at is not None or enrollment.instructions_seen_at is not None
+            or Assignment.objects.filter(study_id=enrollment.study_id,
+                                         rater_id=enrollment.rater_id).exists())
 
 
 def enrollment_get(*, study: Study, rater: Rater) -> Enrollment:
-    """The rater's enrollment in the study, created (and screened) on first contact."""
-    enrollment, created = Enrollment.objects.get_or_create(study=study, rater=rater)
-    if created and _fails_screening(study, rater):
-        _stop(enrollment, Enrollment.StopReason.SCREENING)
-    return enrollment
-
-
-def _fails_screening(study: Study, rater: Rater) -> bool:
-    """Screening rule: someone who took part in an excluded study may not take this one."""
-    excluded = study.excluded_studies.all()
-    return (
-        Enrollment.objects.filter(rater=rater, study__in=excluded).exists()
-        or Assignment.objects.filter(rater=rater, study__in=excluded).exists()
-    )
+    """The rater's enrollment in the study; NotEnrolled (a 404 for callers) when the study did
+    not admit them. Nothing is created here: admission is an invitation or a crowd entry."""
+    return enrollment_of(study=study, rater=rater)
 
 
 def _stop(enrollment: Enrollment, reason: str) -> None:
-    if enrollment.stopped_at is not None:
-        return
-    enrollment.stopped_at = timezone.now()
-    enrollment.stop_reason = reason
-    enrollment.save(update_fields=["stopped_at", "stop_reason"])
-    assignment_withdraw(study=enrollment.study, rater=enrollment.rater)
+    enrollment_stop(enrollment=enrollment, reason=reason)
 
 
 @transaction.atomic

@@ -34,22 +34,39 @@ class StudyCard:
 
 
 def rater_study_cards(rater: Rater | None) -> list[StudyCard]:
-    """The rater's seats with progress, then open studies they may still join."""
+    """The studies that admitted the rater (invitation or crowd entry) and that are open or
+    hold their seat, with progress. No other study is listed: raters of one lab never see the
+    studies of another."""
+    if rater is None:
+        return []
+    seats = {
+        seat.study_id: seat for seat in
+        Assignment.objects.filter(rater=rater, source=Assignment.Source.DESIGN)
+        .annotate(total=Count("slots"),
+                  done=Count("slots", filter=Q(slots__completed_at__isnull=False)))
+    }
+    enrolled = (Study.objects.filter(enrollments__rater=rater,
+                                     enrollments__invitation_pending=False)
+                .exclude(status=Study.Status.DRAFT).order_by("-created_at"))
+    if rater.study_id is not None:
+        enrolled = enrolled.filter(pk=rater.study_id)
     cards: list[StudyCard] = []
-    joined: set[int] = set()
-    if rater is not None:
-        seats = (
-            Assignment.objects.filter(rater=rater, source=Assignment.Source.DESIGN)
-            .select_related("study")
-            .annotate(total=Count("slots"),
-                      done=Count("slots", filter=Q(slots__completed_at__isnull=False)))
-        )
-        for seat in seats:
-            joined.add(seat.study_id)
-            cards.append(StudyCard(seat.study, seat.done, seat.total, seat.state))
-    for study in Study.objects.filter(status=Study.Status.OPEN).exclude(pk__in=joined):
-        cards.append(StudyCard(study, 0, 0, "new"))
+    for study in enrolled:
+        seat = seats.get(study.pk)
+        if seat is not None:
+            cards.append(StudyCard(study, seat.done, seat.total, seat.state))
+        elif study.status == Study.Status.OPEN:
+            cards.append(StudyCard(study, 0, 0, "new"))
     return cards
+
+
+def rater_invitations(rater: Rater | None) -> list[Study]:
+    """Studies that invited this account holder and wait for their answer (not drafts)."""
+    if rater is None or rater.user_id is None:
+        return []
+    return list(Study.objects.filter(enrollments__rater=rater,
+                                     enrollments__invitation_pending=True)
+                .exclude(status=Study.Status.DRAFT).order_by("-created_at"))
 
 
 @dataclass

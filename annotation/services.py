@@ -16,13 +16,12 @@ from evalstudy.models import (
     Assignment,
     AssignmentSlot,
     Criterion,
-    Enrollment,
     Item,
     Output,
     Rater,
     Study,
 )
-from evalstudy.services import lease_renew
+from evalstudy.services import NotEnrolled, enrollment_of, lease_renew
 from evalstudy.spec import JudgmentRow, SpecError, SpecInvalid
 
 from .flow import after_attention_check
@@ -91,7 +90,18 @@ def clean_answers(
     """
     answers: dict[str, str] = {}
     errors: dict[str, str] = {}
+    earlier: set[str] = set()
     for criterion in criteria:  # in display order: a condition names an earlier criterion
+        parent = criterion.show_if_criterion
+        if parent is not None and parent.key not in earlier:
+            # A condition on a later criterion (or a cycle) is never met, so the question is
+            # never shown; were all hidden, an empty post would complete the slot. study_open
+            # refuses such studies (evalstudy.spec.show_if_problems), but rows can change
+            # after: fail closed.
+            raise SubmissionRefused(
+                "This study's questions are misconfigured (a question depends on a later one); "
+                "please tell the researcher.", status=409)
+        earlier.add(criterion.key)
         if not criterion.shown_for(answers):
             continue
         value = raw.get(criterion.key)
@@ -133,7 +143,11 @@ def judgment_submit(
             raise SubmissionRefused("Your time on this study ran out.", status=409)
         if study.status != Study.Status.OPEN:
             raise SubmissionRefused("This study is not open.", status=409)
-        if Enrollment.objects.filter(study=study, rater=rater, stopped_at__isnull=False).exists():
+        try:
+            enrollment = enrollment_of(study=study, rater=rater)
+        except NotEnrolled:
+            raise SubmissionRefused("This item is not in your list.", status=404) from None
+        if enrollment.stopped_at is not None:
             raise SubmissionRefused("Your participation in this study has ended.", status=409)
         criteria = list(study.criteria.select_related("show_if_criterion").order_by("order", "id"))
         if slot.completed_at is None:
@@ -181,7 +195,8 @@ def judgments_import(
 ) -> StoreCounts:
     """Load tidy judgments made elsewhere, for re-analysis. All rows valid or nothing stored.
 
-    Each rater gets one `imported` seat in the study with a slot per output (or output pair,
+    Each rater (a rater of this study, whatever raters elsewhere share its id) gets one
+    `imported` seat in the study with a slot per output (or output pair,
     for pairwise criteria, where `system` is A and `system_b` is B). Re-importing the same file
     changes nothing; a changed value is stored as a revision. Raises SpecInvalid.
     """
@@ -247,8 +262,11 @@ def judgments_import(
     counts = StoreCounts()
     with transaction.atomic():
         for (kind, external_id), slots in plan.items():
+            # A rater of this study only: an imported id never attaches to a rater of another
+            # study, nor to an account holder (whose entry would then be the importer's).
             rater, _ = Rater.objects.get_or_create(
-                kind=kind, external_id=external_id, defaults={"display_name": external_id}
+                study=study, kind=kind, external_id=external_id,
+                defaults={"display_name": external_id, "origin": Rater.Origin.IMPORTED},
             )
             seat, _ = Assignment.objects.get_or_create(
                 study=study, rater=rater,

@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("enter/<str:token>/", views.enter, name="enter"),
     path("c/<slug:slug>/", views.crowd_entry, name="crowd_entry"),
+    path("invitations/<slug:slug>/", views.invitation, name="invitation"),
     path("s/<slug:slug>/", views.rate, name="rate"),
     path("s/<slug:slug>/consent/", views.consent, name="consent"),
     path("s/<slug:slug>/instructions/", views.instructions, name="instructions"),

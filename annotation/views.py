@@ -6,20 +6,29 @@ another rater's slot is a 404 whatever the id.
 
 from __future__ import annotations
 
-from django.contrib.auth import login
+from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from evalstudy.models import AssignmentSlot, Rater, Study
-from evalstudy.services import AssignmentExpired, StudyFull, StudyNotOpen, assignment_next
+from evalstudy.services import (
+    AssignmentExpired,
+    NotEnrolled,
+    StudyFull,
+    StudyNotOpen,
+    assignment_next,
+    enrollment_of,
+    invitation_answer,
+)
 
 from . import flow
-from .rater import bind_rater, current_rater
+from .rater import PLATFORM_SESSION_KEY, SESSION_KEY, bind_rater, current_rater
 from .selectors import (
     calibration_feedback,
     previous_revisable_slot,
+    rater_invitations,
     rater_study_cards,
     render_markdown,
     slot_view,
@@ -28,27 +37,38 @@ from .services import SubmissionInvalid, SubmissionRefused, judgment_submit
 
 
 def enter(request: HttpRequest, token: str) -> HttpResponse:
-    """A rater's personal link: logs their account in (or binds this session to them)."""
-    rater = get_object_or_404(Rater, access_token=token)
-    if rater.user is not None:
-        login(request, rater.user, backend="django.contrib.auth.backends.ModelBackend")
+    """A rater's personal link: binds this browser session to that rater (of one study).
+
+    It never signs anyone in to an account: account holders sign in with their password, so
+    whoever can read a link (a study owner, a log, a forwarded email) cannot become them."""
+    rater = Rater.objects.filter(access_token=token).first()
+    if rater is None or not rater.is_human:
+        raise Http404("No such entry link.")
+    if rater.user_id is not None:
+        return redirect_to_login(reverse("annotation:dashboard"))
+    if not rater.has_entry_link:
+        raise Http404("No such entry link.")
     bind_rater(request, rater)
+    if rater.study is not None and rater.study.status == Study.Status.OPEN:
+        return redirect("annotation:rate", slug=rater.study.slug)
     return redirect("annotation:dashboard")
 
 
 def crowd_entry(request: HttpRequest, slug: str) -> HttpResponse:
     """The study's crowd URL, e.g. /c/SLUG/?PROLIFIC_PID=...&STUDY_ID=...&SESSION_ID=..."""
-    study = get_object_or_404(Study, slug=slug)
+    study = get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT), slug=slug)
     try:
         enrollment = flow.crowd_enter(
             study=study, participant_id=request.GET.get("PROLIFIC_PID", ""),
             platform_study_id=request.GET.get("STUDY_ID", ""),
             session_id=request.GET.get("SESSION_ID", ""),
+            session_rater_id=bound.pk if (bound := current_rater(request)) else None,
         )
     except flow.EntryRefused as error:
         return _message(request, study, str(error), status=400)
-    if request.session.get("evalstudy_rater_id") != enrollment.rater_id:
-        bind_rater(request, enrollment.rater)
+    if (request.session.get(SESSION_KEY) != enrollment.rater_id
+            or request.session.get(PLATFORM_SESSION_KEY, "") != enrollment.platform_session_id):
+        bind_rater(request, enrollment.rater, platform_session=enrollment.platform_session_id)
     return redirect("annotation:rate", slug=study.slug)
 
 
@@ -60,7 +80,22 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         if not request.user.is_authenticated:
             return redirect("login")
     return render(request, "annotation/dashboard.html",
-                  {"rater": rater, "cards": rater_study_cards(rater)})
+                  {"rater": rater, "cards": rater_study_cards(rater),
+                   "invitations": rater_invitations(rater)})
+
+
+@require_POST
+def invitation(request: HttpRequest, slug: str) -> HttpResponse:
+    """An account holder accepts or declines an invitation to a study (signed in only: an
+    invitation is for the account, never for a session bound by a link)."""
+    rater = current_rater(request)
+    if rater is None or rater.user_id is None or rater.user_id != request.user.pk:
+        raise Http404("No such invitation.")
+    study = get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT), slug=slug)
+    if not invitation_answer(study=study, rater=rater,
+                             accept=request.POST.get("answer") == "accept"):
+        raise Http404("No such invitation.")
+    return redirect("annotation:dashboard")
 
 
 def _rater_or_404(request: HttpRequest) -> Rater:
@@ -70,6 +105,18 @@ def _rater_or_404(request: HttpRequest) -> Rater:
     return rater
 
 
+def _rater_and_study(request: HttpRequest, slug: str) -> tuple[Rater, Study]:
+    """The current rater and the study `slug`, which must have admitted them: any other study
+    (of another owner, a draft, one they were never invited to) is a 404 for them."""
+    rater = _rater_or_404(request)
+    study = get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT), slug=slug)
+    try:
+        enrollment_of(study=study, rater=rater)
+    except NotEnrolled:
+        raise Http404("No such study.") from None
+    return rater, study
+
+
 def _message(request, study, message, status=409):
     return render(request, "annotation/message.html", {"study": study, "message": message},
                   status=status)
@@ -77,8 +124,7 @@ def _message(request, study, message, status=409):
 
 def rate(request: HttpRequest, slug: str) -> HttpResponse:
     """The rater's current page: consent, instructions, the current item, or the end."""
-    rater = _rater_or_404(request)
-    study = get_object_or_404(Study, slug=slug)
+    rater, study = _rater_and_study(request, slug)
     step = flow.next_step(study=study, rater=rater)
     if step.name == "stopped":
         return render(request, "annotation/stopped.html",
@@ -118,8 +164,7 @@ def _own_slot(rater: Rater, study: Study, slot_id: int) -> AssignmentSlot:
 
 def slot(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
     """Go back to an earlier item to revise it (when the study allows revisions)."""
-    rater = _rater_or_404(request)
-    study = get_object_or_404(Study, slug=slug)
+    rater, study = _rater_and_study(request, slug)
     own = _own_slot(rater, study, slot_id)
     if own.completed_at is None or not study.allow_revision or own.kind != "target":
         return redirect("annotation:rate", slug=study.slug)
@@ -128,8 +173,7 @@ def slot(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
 
 @require_POST
 def submit(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
-    rater = _rater_or_404(request)
-    study = get_object_or_404(Study, slug=slug)
+    rater, study = _rater_and_study(request, slug)
     answers = {key: request.POST.get(key) for key in request.POST if key != "csrfmiddlewaretoken"}
     try:
         outcome = judgment_submit(rater=rater, slot_id=slot_id, answers=answers)
@@ -145,8 +189,7 @@ def submit(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
 
 def feedback(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
     """After a practice item: the expected answers beside the rater's, and why."""
-    rater = _rater_or_404(request)
-    study = get_object_or_404(Study, slug=slug)
+    rater, study = _rater_and_study(request, slug)
     own = _own_slot(rater, study, slot_id)
     if own.kind != AssignmentSlot.Kind.CALIBRATION or own.completed_at is None:
         return redirect("annotation:rate", slug=study.slug)
@@ -156,8 +199,7 @@ def feedback(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def consent(request: HttpRequest, slug: str) -> HttpResponse:
-    rater = _rater_or_404(request)
-    study = get_object_or_404(Study, slug=slug)
+    rater, study = _rater_and_study(request, slug)
     enrollment = flow.enrollment_get(study=study, rater=rater)
     if request.method == "POST":
         flow.consent_record(enrollment=enrollment, accepted=request.POST.get("consent") == "yes")
@@ -168,8 +210,7 @@ def consent(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def instructions(request: HttpRequest, slug: str) -> HttpResponse:
-    rater = _rater_or_404(request)
-    study = get_object_or_404(Study, slug=slug)
+    rater, study = _rater_and_study(request, slug)
     if request.method == "POST":
         flow.instructions_seen(enrollment=flow.enrollment_get(study=study, rater=rater))
         return redirect("annotation:rate", slug=study.slug)

@@ -16,6 +16,7 @@ import yaml
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Count, Q
@@ -30,7 +31,13 @@ from . import permissions as perms
 from . import services
 from .audit import audit_record, form_changes, instance_changes, model_snapshot
 from .forms import ItemsUploadForm, JudgmentsUploadForm, SpecUploadForm
-from .importers import items_import, spec_to_document, study_import_spec, study_to_spec
+from .importers import (
+    items_import,
+    spec_limits,
+    spec_to_document,
+    study_import_spec,
+    study_to_spec,
+)
 from .models import (
     Assignment,
     AssignmentSlot,
@@ -47,7 +54,15 @@ from .models import (
     System,
 )
 from .selectors import design_write_csv, studies_visible_to
-from .spec import SpecInvalid, decode, parse_items_file, parse_judgments_csv, parse_study_spec
+from .spec import (
+    SpecInvalid,
+    decode,
+    parse_items_file,
+    parse_judgments_csv,
+    parse_study_spec,
+    show_if_problems,
+    study_setting_problems,
+)
 
 # Filter choices drawn from the rows the user may see: a plain related filter would list every
 # study's (and system's) name to every researcher.
@@ -163,6 +178,8 @@ class StudyRowForm(forms.ModelForm):
             return data
         studies = {}
         for name, value in data.items():
+            if isinstance(value, Rater) and value.study_id is None:
+                continue  # an account holder belongs to no single study
             if isinstance(value, models.Model) and study_path_of(type(value)) is not None:
                 studies[name] = study_of_row(value)
         for name, study in studies.items():
@@ -266,8 +283,46 @@ class SystemInline(admin.TabularInline):
     fields = ("name", "description", "metadata")
 
 
+class CriterionInlineFormSet(forms.BaseInlineFormSet):
+    """The study's criteria as a whole: at most EVALSTUDY_MAX_CRITERIA of them, and every
+    show_if on a criterion that comes earlier in the (order, id) order raters answer in (see
+    spec.show_if_problems). Errors of the formset, not of one form: they are about how the
+    forms relate, and the fix may be in either."""
+
+    def clean(self):
+        super().clean()
+        if any(self.errors):
+            return  # a form's own errors first: its cleaned data is incomplete
+        kept = [(index, form) for index, form in enumerate(self.forms)
+                if form.cleaned_data and not self._should_delete_form(form)]
+        problems = []
+        limit = spec_limits().max_criteria
+        if len(kept) > limit:
+            problems.append(f"{len(kept)} criteria; a study may have at most {limit} "
+                            "(EVALSTUDY_MAX_CRITERIA).")
+        # New rows are saved after the existing ones, in form order, so their ids come last.
+        kept.sort(key=lambda pair: (pair[1].cleaned_data.get("order") or 0,
+                                    (0, pair[1].instance.pk) if pair[1].instance.pk
+                                    else (1, pair[0])))
+        key_of = {form.instance.pk: form.cleaned_data.get("key") for _, form in kept
+                  if form.instance.pk}
+        chain = []
+        for _, form in kept:
+            key, parent = form.cleaned_data.get("key"), form.cleaned_data.get("show_if_criterion")
+            if parent is not None and parent.pk not in key_of:
+                problems.append(f"Criterion {key!r}: show_if names {parent.key!r}, which is not "
+                                "a criterion of this study (or is being deleted).")
+                parent = None
+            chain.append((key, key_of[parent.pk] if parent is not None else None))
+        problems += [f"Criterion {chain[position][0]!r}: show_if {problem}."
+                     for position, problem in show_if_problems(chain).items()]
+        if problems:
+            raise ValidationError(problems)
+
+
 class CriterionInline(StudyRowChoices, admin.StackedInline):
     model = Criterion
+    formset = CriterionInlineFormSet
     extra = 0
     fk_name = "study"
     fields = (
@@ -309,6 +364,18 @@ class CollaboratorInline(admin.TabularInline):
         return super().has_delete_permission(request, obj) and self._may_manage(request, obj)
 
 
+class StudyAdminForm(forms.ModelForm):
+    """The design settings bounded as the spec reader and the API bound them (the model has no
+    validators for this: they would need a migration, and the limits are settings)."""
+
+    def clean(self):
+        data = super().clean()
+        present = {name: value for name, value in data.items() if name in self.fields}
+        for name, problem in study_setting_problems(present, spec_limits()).items():
+            self.add_error(name, problem)
+        return data
+
+
 def _report_spec_errors(request, error: SpecInvalid) -> None:
     messages.error(request, f"Nothing was imported ({len(error.errors)} problem(s)).")
     for problem in error.errors[:50]:
@@ -319,6 +386,7 @@ def _report_spec_errors(request, error: SpecInvalid) -> None:
 
 @admin.register(Study)
 class StudyAdmin(AuditedAdmin):
+    form = StudyAdminForm
     list_display = ("slug", "title", "status", "design", "n_systems", "n_items",
                     "ratings_per_output", "seats", "updated_at")
     list_filter = ("status", "design", "reference_shown")
@@ -358,7 +426,8 @@ class StudyAdmin(AuditedAdmin):
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
         if db_field.name == "excluded_studies":
-            kwargs["queryset"] = studies_visible_to(request.user)
+            # Your own studies only: screening against a study tells who took part in it.
+            kwargs["queryset"] = perms.studies_with_role(request.user, perms.OWNER)
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     # Object-level rules from evalstudy.permissions: editors change, only the owner deletes.
@@ -517,7 +586,7 @@ class StudyAdmin(AuditedAdmin):
             raise admin.sites.PermissionDenied
 
         def run(text, name, data):
-            spec = parse_study_spec(text, name)
+            spec = parse_study_spec(text, name, spec_limits())
             study, outcome = study_import_spec(spec=spec, source=name, owner=request.user)
             audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.IMPORT,
                          target=study, changes={"what": "spec", "file": name, "outcome": outcome})
@@ -537,8 +606,10 @@ class StudyAdmin(AuditedAdmin):
 
         def run(text, name, data):
             fmt = "jsonl" if name.lower().endswith(".jsonl") else "csv"
-            items = parse_items_file(text, name, fmt)
-            n_items, n_outputs = items_import(study=study, items=items, source=name)
+            limits = spec_limits()
+            items = parse_items_file(text, name, fmt, limits)
+            n_items, n_outputs = items_import(study=study, items=items, source=name,
+                                              limits=limits)
             audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.IMPORT,
                          target=study, changes={"what": "items", "file": name,
                                                 "items": n_items, "outputs": n_outputs})
@@ -643,8 +714,34 @@ class OutputAdmin(StudyScopedAdmin):
         return output.text[:100]
 
 
+class CriterionForm(StudyRowForm):
+    """One criterion edited on its own page: with it changed, the study's criteria must still
+    form a forward chain (see CriterionInlineFormSet), else its show_if is refused."""
+
+    def clean(self):
+        data = super().clean()
+        study = data.get("study") or getattr(self.instance, "study", None)
+        if study is None or self.errors:
+            return data
+        me = self.instance.pk
+        rows = [(c.order, c.pk, c.key, c.show_if_criterion_id)
+                for c in Criterion.objects.filter(study=study).exclude(pk=me)]
+        parent = data.get("show_if_criterion")
+        rows.append((data.get("order") or 0, me if me else float("inf"), data.get("key"),
+                     parent.pk if parent else None))
+        rows.sort(key=lambda row: (row[0], row[1]))
+        key_of = {row[1]: row[2] for row in rows}
+        chain = [(key, key_of.get(parent_pk) if parent_pk else None)
+                 for _, _, key, parent_pk in rows]
+        for position, problem in show_if_problems(chain).items():
+            self.add_error("show_if_criterion" if chain[position][0] == data.get("key")
+                           else None, f"Criterion {chain[position][0]!r}: show_if {problem}.")
+        return data
+
+
 @admin.register(Criterion)
 class CriterionAdmin(StudyScopedAdmin):
+    form = CriterionForm
     list_display = ("key", "study", "kind", "required", "show_if_criterion", "order")
     list_filter = ("kind", ("study", ONLY_VISIBLE))
     search_fields = ("key", "prompt")
@@ -671,31 +768,140 @@ class StudyCollaboratorAdmin(StudyScopedAdmin):
     study_role = perms.OWNER  # only owners (and admins) manage collaborators
 
 
+class RaterInviteForm(forms.ModelForm):
+    """Inviting someone to a study: a new rater of that study with a personal entry link, or,
+    with a username, the account holder (who signs in)."""
+
+    username = forms.CharField(
+        required=False, help_text="Invite the holder of this account instead: they sign in "
+                                  "(no entry link). Leave empty for a personal-link rater.")
+
+    class Meta:
+        model = Rater
+        fields = ("study", "kind", "display_name", "external_id", "metadata")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["study"].required = True
+        self.fields["kind"].choices = [(k, label) for k, label in Rater.Kind.choices
+                                       if k in Rater.HUMAN_KINDS]
+
+    def clean_username(self):
+        username = self.cleaned_data.get("username", "").strip()
+        if not username:
+            return ""
+        # No error for an unknown name: the page must not tell who has an account.
+        return get_user_model().objects.filter(username=username, is_active=True).first()
+
+    def clean(self):
+        data = super().clean()
+        study, external_id = data.get("study"), data.get("external_id")
+        if (study is not None and external_id and not self.cleaned_data.get("username")
+                and Rater.objects.filter(study=study, kind=data.get("kind"),
+                                         external_id=external_id).exists()):
+            self.add_error("external_id", f"This study already has a rater {external_id!r}.")
+        return data
+
+
 @admin.register(Rater)
 class RaterAdmin(AuditedAdmin):
-    """Researchers see the raters of their studies only (raters are not study rows, so the
-    scope is "entered or holds a seat in a visible study")."""
+    """Researchers see the raters of their studies only (entered, invited or holding a seat).
 
-    list_display = ("__str__", "kind", "user", "external_id", "created_at", "entry_link")
+    A rater belongs to one study (account holders excepted): adding one here invites it to a
+    study on which the user is an editor. Its personal data (entry link, metadata; changing,
+    deleting, exporting, erasing it) is for the owner of that study; account holders, whose
+    accounts span the installation, are managed by admins."""
+
+    list_display = ("__str__", "kind", "study", "user", "external_id", "created_at",
+                    "entry_link")
     list_filter = ("kind",)
     search_fields = ("external_id", "display_name", "user__username")
-    readonly_fields = ("entry_link", "created_at")
-    raw_id_fields = ("user",)
+    readonly_fields = ("study", "user", "entry_link", "created_at")
     actions = ("export_personal_data", "erase_personal_data")
+    list_select_related = ("study", "user")
 
     def get_queryset(self, request):
-        return perms.raters_visible_to(request.user)
+        return perms.raters_visible_to(request.user).select_related("study", "user")
 
-    # Changing, deleting, exporting and erasing a rater touch personal data: as the API, only
-    # the owner of a study the rater entered or holds a seat in (or an admin) may.
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = RaterInviteForm
+            kwargs["fields"] = None
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ("study", "kind", "display_name", "external_id", "metadata", "username")
+        fields = ["kind", "study", "user", "external_id", "display_name", "metadata",
+                  "entry_link", "created_at"]
+        if not self.may_manage(request, obj):
+            return [name for name in fields if name not in self.PERSONAL]
+        return fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else self.readonly_fields
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "study":
+            kwargs["queryset"] = perms.studies_with_role(request.user, perms.EDITOR)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        if form.cleaned_data.get("username") != "":
+            # An account holder: an invitation they accept on their page. The same message
+            # whether or not the account exists.
+            account = form.cleaned_data.get("username")
+            if account is not None:
+                services.rater_invite(study=obj.study, kind=obj.kind, user=account)
+            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.CREATE,
+                         study=obj.study, changes={"invitation": [
+                             None, f"account {form.data.get('username', '')!r}"]})
+            request._account_invited = True
+            return None
+        invited = services.rater_invite(
+            study=obj.study, kind=obj.kind, display_name=obj.display_name,
+            external_id=obj.external_id, metadata=obj.metadata)
+        # The admin goes on with `obj` (its log entry, the redirect): make it the invited row.
+        obj.__dict__.update({k: v for k, v in invited.__dict__.items() if k != "_state"})
+        obj._state = invited._state
+        audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.CREATE,
+                     study=obj.study if obj.study_id else form.cleaned_data["study"],
+                     target=obj, changes={"invited": [None, form.cleaned_data["study"].slug]})
+        return None
+
+    def log_addition(self, request, obj, message):
+        if not getattr(request, "_account_invited", False):
+            super().log_addition(request, obj, message)
+
+    def response_add(self, request, obj, post_url_continue=None):
+        if getattr(request, "_account_invited", False):
+            messages.success(request, "If an active account with this username exists, it has "
+                                      "been invited; it is listed among the study's raters once "
+                                      "its holder accepts.")
+            return HttpResponseRedirect(reverse("admin:evalstudy_rater_changelist"))
+        return super().response_add(request, obj, post_url_continue)
+
     def may_manage(self, request, rater) -> bool:
+        """Change, delete, see the entry link and metadata: an admin, or the owner of the
+        study the rater belongs to (never an account holder's row: it spans studies)."""
+        if request.user.is_superuser:
+            return True
+        if rater.user_id is not None or rater.study_id is None:
+            return False
+        return perms.has_role(request.user, rater.study, perms.OWNER)
+
+    def may_see_personal_data(self, request, rater) -> bool:
+        """Export (scoped to their studies) and erase (refused beyond them, see privacy):
+        an admin, or the owner of a study the rater took part in."""
         if request.user.is_superuser:
             return True
         return perms.studies_with_role(request.user, perms.OWNER).filter(
             Q(enrollments__rater=rater) | Q(assignments__rater=rater)).exists()
 
     def _managed(self, request, queryset) -> list[Rater]:
-        allowed = [rater for rater in queryset if self.may_manage(request, rater)]
+        allowed = [rater for rater in queryset if self.may_see_personal_data(request, rater)]
         skipped = len(queryset) - len(allowed)
         if skipped:
             messages.warning(request, f"{skipped} rater(s) skipped: their personal data is for "
@@ -719,16 +925,10 @@ class RaterAdmin(AuditedAdmin):
         return shown if request.user.is_superuser else [
             name for name in shown if name not in self.PERSONAL]
 
-    def get_fields(self, request, obj=None):
-        fields = super().get_fields(request, obj)
-        if obj is not None and not self.may_manage(request, obj):
-            return [name for name in fields if name not in self.PERSONAL]
-        return fields
-
     @admin.display(description="personal entry link")
     def entry_link(self, rater):
-        if not rater.pk:
-            return "-"
+        if not rater.pk or not rater.has_entry_link:
+            return "-" if not rater.pk or not rater.is_human else "none: signs in with account"
         url = reverse("annotation:enter", args=[rater.access_token])
         return format_html('<a href="{}">{}</a>', url, url)
 
@@ -738,8 +938,9 @@ class RaterAdmin(AuditedAdmin):
         from .privacy import rater_data_export
 
         exported = []
+        scope = perms.privacy_scope(request.user)
         for rater in self._managed(request, queryset):
-            exported.append(rater_data_export(rater))
+            exported.append(rater_data_export(rater, studies=scope))
             audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.EXPORT,
                          target=("evalstudy.rater", rater.pk, f"rater {rater.pk}"),
                          changes={"what": "personal data", "format": "json"})
@@ -756,7 +957,7 @@ class RaterAdmin(AuditedAdmin):
                   permissions=("change",))
     def erase_personal_data(self, request, queryset):
         """Asks for confirmation first (a second POST with `confirm`), as deleting does."""
-        from .privacy import NotAPerson, rater_data_erase
+        from .privacy import NotAPerson, OutsideYourStudies, rater_data_erase
 
         queryset = self._managed(request, queryset)
         if not queryset:
@@ -770,8 +971,9 @@ class RaterAdmin(AuditedAdmin):
             return render(request, "admin/evalstudy/rater/erase_confirmation.html", context)
         for rater in queryset:
             try:
-                rater_data_erase(rater, actor=request.user, source=ADMIN)
-            except NotAPerson as error:
+                rater_data_erase(rater, actor=request.user, source=ADMIN,
+                                 studies=perms.privacy_scope(request.user))
+            except (NotAPerson, OutsideYourStudies) as error:
                 messages.error(request, str(error))
             else:
                 messages.success(request, f"rater {rater.pk}: personal data erased")
@@ -783,12 +985,31 @@ class EnrollmentAdmin(StudyScopedAdmin):
     """Participation records: consent and stop times are evidence, so they are read-only."""
 
     list_display = ("rater", "study", "entered_at", "consented_at", "instructions_seen_at",
-                    "stopped_at", "stop_reason", "platform_study_id", "platform_session_id")
+                    "stopped_at", "stop_reason", "invitation_pending", "platform_study_id",
+                    "platform_session_id")
     list_filter = ("stop_reason", ("study", ONLY_VISIBLE))
     search_fields = ("rater__external_id", "rater__display_name", "platform_session_id")
     readonly_fields = ("study", "rater", "entered_at", "consented_at", "instructions_seen_at",
-                       "stopped_at", "stop_reason", "platform_study_id", "platform_session_id")
+                       "stopped_at", "stop_reason", "invitation_pending", "platform_study_id",
+                       "platform_session_id")
     list_select_related = ("rater", "study")
+    # The crowd platform's session id is what resumes a participation (with the participant
+    # id): a secret for the study's owner, as entry links are.
+    SECRET = "platform_session_id"
+
+    def get_list_display(self, request):
+        shown = super().get_list_display(request)
+        return shown if request.user.is_superuser else [n for n in shown if n != self.SECRET]
+
+    def get_search_fields(self, request):
+        fields = super().get_search_fields(request)
+        return fields if request.user.is_superuser else [f for f in fields if f != self.SECRET]
+
+    def get_fields(self, request, obj=None):
+        fields = list(super().get_fields(request, obj))
+        if obj is not None and perms.has_role(request.user, obj.study, perms.OWNER):
+            return fields
+        return [name for name in fields if name != self.SECRET]
 
     def has_add_permission(self, request):
         return False

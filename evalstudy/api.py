@@ -15,7 +15,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model
-from django.db import IntegrityError, transaction
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError
 from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -28,7 +29,7 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import parsers, serializers, status
-from rest_framework.exceptions import APIException, Throttled
+from rest_framework.exceptions import APIException, PermissionDenied, Throttled
 from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -43,14 +44,23 @@ from .importers import (
     outputs_import,
     parse_outputs_csv,
     parse_outputs_json,
+    spec_limits,
     study_import_spec,
 )
-from .models import Criterion, Enrollment, Item, Output, Rater, Study, StudyCollaborator, System
+from .models import Criterion, Item, Output, Rater, Study, StudyCollaborator, System
 from .permissions import EDITOR, OWNER, VIEWER, IsResearcher, StudyRole, check_study
-from .rest import PageNumberPagination, TokenObtainThrottle, api_token_create
+from .rest import PageNumberPagination, SafeJSONParser, TokenObtainThrottle, api_token_create
 from .selectors import design_write_csv
-from .services import study_close, study_open
-from .spec import SpecError, SpecInvalid, decode, parse_items_file, parse_study_spec
+from .services import rater_invite, study_close, study_open
+from .spec import (
+    SpecError,
+    SpecInvalid,
+    decode,
+    json_value_problem,
+    parse_items_file,
+    parse_study_spec,
+    study_setting_problems,
+)
 
 
 # --- shared pieces --------------------------------------------------------------------------
@@ -113,23 +123,43 @@ class YamlParser(RawTextParser):
     media_type = "application/yaml"
 
 
-UPLOAD_PARSERS = [parsers.JSONParser, parsers.MultiPartParser, CsvParser, JsonLinesParser,
+UPLOAD_PARSERS = [SafeJSONParser, parsers.MultiPartParser, CsvParser, JsonLinesParser,
                   YamlParser, RawTextParser]
+# What a multipart envelope (boundaries, part headers) may add to the file it carries.
+MULTIPART_SLACK = 64 * 1024
 
 
-def uploaded_text(request, default_name: str) -> tuple[str, str] | None:
-    """(text, file name) of a multipart `file` or a raw text body; None for a JSON body."""
+def uploaded_text(request, default_name: str, *, what: str = "upload",
+                  limit_setting: str = "EVALSTUDY_UPLOAD_MAX_BYTES") -> tuple[str, str] | None:
+    """(text, file name) of a multipart `file` or a raw text body; None for a JSON body.
+
+    Refused (SpecInvalid naming the limit and `limit_setting`) when over that setting, and
+    before anything is read when the declared length already is: DRF reads a body through the
+    request stream, where Django's DATA_UPLOAD_MAX_MEMORY_SIZE is not checked, and the raw-body
+    parsers would hold it all in memory."""
+    limit = getattr(settings, limit_setting)
+
+    def refuse(size: int, name: str) -> SpecInvalid:
+        return SpecInvalid([SpecError(name, None, "", (
+            f"{size:,} bytes is over the {what} limit of {limit:,} bytes ({limit_setting}); "
+            + ("import the items from a CSV or JSONL file" if what == "spec"
+               else "split the file")))])
+
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit + MULTIPART_SLACK:
+        raise refuse(declared, default_name)
     upload = request.FILES.get("file") if hasattr(request, "FILES") else None
     if upload is not None:
-        # Django's DATA_UPLOAD_MAX_MEMORY_SIZE limits raw bodies but not file parts.
-        limit = settings.EVALSTUDY_UPLOAD_MAX_BYTES
         if upload.size > limit:
-            raise SpecInvalid([SpecError(upload.name, None, "", (
-                f"{upload.size} bytes is over the upload limit of {limit} bytes "
-                "(EVALSTUDY_UPLOAD_MAX_BYTES); split the file"))])
+            raise refuse(upload.size, upload.name)
         return decode(upload.read(), upload.name), upload.name
     if isinstance(request.data, bytes | str):
         data = request.data
+        if len(data) > limit:
+            raise refuse(len(data), default_name)
         return (decode(data, default_name) if isinstance(data, bytes) else data), default_name
     return None
 
@@ -195,6 +225,17 @@ class StudySerializer(serializers.ModelSerializer):
 
     def get_url(self, study) -> str:
         return _absolute(self.context["request"], "api-study", study.slug)
+
+    def validate(self, data):
+        """The bounds of the design settings (EVALSTUDY_MAX_RATINGS_PER_OUTPUT and co.), as the
+        spec reader and the admin apply them; only for the fields this request sets, so a
+        value stored before a limit was lowered does not block an unrelated change (opening
+        the study reports it)."""
+        problems = study_setting_problems(data, spec_limits())
+        if problems:
+            raise serializers.ValidationError({name: [problem]
+                                               for name, problem in problems.items()})
+        return data
 
 
 class StudyList(APIView):
@@ -274,7 +315,9 @@ class StudyImport(APIView):
 
     Send the file as multipart `file`, or as the raw body (application/yaml, application/json,
     text/plain). Nothing is written when the spec has a problem; every problem is listed with
-    its line and field. Updating an existing study needs the editor role on it.
+    its line and field. Updating an existing study needs the editor role on it. A spec is at
+    most EVALSTUDY_SPEC_MAX_BYTES (refused unread), nested at most EVALSTUDY_SPEC_MAX_DEPTH
+    levels, with at most EVALSTUDY_SPEC_MAX_NODES values (see the README, "Limits").
     """
 
     permission_classes = [IsResearcher]
@@ -290,11 +333,15 @@ class StudyImport(APIView):
         responses={201: IMPORT_RESULT, 200: IMPORT_RESULT, **WRITE_ERRORS},
     )
     def post(self, request):
-        upload = uploaded_text(request, "spec")
+        limits = spec_limits()
+        # The tighter of the two limits, refused before the body is read.
+        tighter = ("EVALSTUDY_SPEC_MAX_BYTES" if limits.max_bytes
+                   <= settings.EVALSTUDY_UPLOAD_MAX_BYTES else "EVALSTUDY_UPLOAD_MAX_BYTES")
+        upload = uploaded_text(request, "spec", what="spec", limit_setting=tighter)
         if upload is None:
             raise no_content_type_error("the spec as a multipart 'file' or as the raw body")
         text, name = upload
-        spec = parse_study_spec(text, name)
+        spec = parse_study_spec(text, name, limits)
         existing = Study.objects.filter(slug=spec.settings["slug"]).first()
         if existing is not None:
             if perms.study_access(request.user, existing) is None:
@@ -428,9 +475,18 @@ class CriterionSerializer(serializers.ModelSerializer):
 
     def validate(self, data):
         study = self.context["study"]
+        limits = spec_limits()
+        count = study.criteria.count()
+        if count >= limits.max_criteria:
+            raise serializers.ValidationError(
+                f"the study has {count} criteria, the most allowed (EVALSTUDY_MAX_CRITERIA)")
         if study.criteria.filter(key=data["key"]).exists():
             raise serializers.ValidationError({"key": [f"the study already has a criterion "
                                                        f"{data['key']!r}"]})
+        # JSON fields: PostgreSQL refuses NUL in them (a 500), and no control belongs there.
+        for name in ("labels", "options", "show_if_values"):
+            if (problem := json_value_problem(data.get(name), limits)) is not None:
+                raise serializers.ValidationError({name: [problem]})
         problems = rules.check_rule(data["kind"], scale_points=data.get("scale_points"),
                                     labels=data.get("labels") or [],
                                     options=list(data.get("options") or []))
@@ -442,6 +498,14 @@ class CriterionSerializer(serializers.ModelSerializer):
             if parent is None:
                 raise serializers.ValidationError(
                     {"show_if_criterion": [f"no criterion {parent_key!r} in this study"]})
+            # Raters answer in (order, id) order and the new row gets the highest id, so the
+            # parent comes first unless its order is higher (see spec.show_if_problems).
+            order = data.get("order", 0)
+            if parent.order > order:
+                raise serializers.ValidationError({"show_if_criterion": [
+                    f"{parent_key!r} comes after this criterion (its order is {parent.order}, "
+                    f"this one's {order}); a question can depend only on an earlier one: give "
+                    f"this one an order of at least {parent.order}"]})
             for value in data.get("show_if_values") or []:
                 try:
                     parent.rule.normalise(value)
@@ -527,7 +591,8 @@ class ItemList(StudyScopedView):
 
     POST a JSON list of items (the spec's shape), a CSV (item,system,output[,reference,context,
     metadata columns]) or JSONL, as the raw body or a multipart `file`. One transaction: any
-    problem writes nothing and every problem is listed with its row and field."""
+    problem writes nothing and every problem is listed with its row and field. At most
+    EVALSTUDY_MAX_ITEMS items per request and in the study."""
 
     study_roles = {"GET": VIEWER, "POST": EDITOR}
     parser_classes = UPLOAD_PARSERS
@@ -552,10 +617,21 @@ class ItemList(StudyScopedView):
     )
     def post(self, request, slug):
         study = self.get_study()
+        limits = spec_limits()
         upload = uploaded_text(request, "items")
         if upload is None:
             if not isinstance(request.data, list):
                 raise no_content_type_error("a JSON list of items, a CSV or a JSONL file")
+            if len(request.data) > limits.max_items:
+                raise SpecInvalid([SpecError("body", None, "", (
+                    f"{len(request.data):,} items in one request; at most {limits.max_items:,} "
+                    "(EVALSTUDY_MAX_ITEMS)"))])
+            # Checked before json.dumps, which recurses on what it writes.
+            problems = [SpecError("body", number, "", problem)
+                        for number, entry in enumerate(request.data, start=1)
+                        if (problem := json_value_problem(entry, limits)) is not None]
+            if problems:
+                raise SpecInvalid(problems)
             # One JSON object per line: the spec reader then reports "line N" for element N.
             text, name, fmt = "\n".join(json.dumps(entry) for entry in request.data), "body", \
                 "jsonl"
@@ -563,8 +639,8 @@ class ItemList(StudyScopedView):
             text, name = upload
             fmt = "jsonl" if (name.endswith(".jsonl") or request.content_type.startswith(
                 "application/x-ndjson")) else "csv"
-        items = parse_items_file(text, name, fmt)
-        n_items, n_outputs = items_import(study=study, items=items, source=name)
+        items = parse_items_file(text, name, fmt, limits)
+        n_items, n_outputs = items_import(study=study, items=items, source=name, limits=limits)
         audit(request, "import", study, changes={"what": "items", "file": name,
                                                  "items": n_items, "outputs": n_outputs})
         return Response({"items_written": n_items, "outputs_written": n_outputs},
@@ -583,7 +659,8 @@ class OutputList(StudyScopedView):
 
     POST a JSON list of {item, system, text} or a CSV with columns item,system,output (raw body
     or multipart `file`); items and systems must exist. One transaction; every problem is
-    listed with its row and field and nothing is written."""
+    listed with its row and field and nothing is written. At most EVALSTUDY_MAX_ITEMS rows per
+    request: send more in batches."""
 
     study_roles = {"GET": VIEWER, "POST": EDITOR}
     parser_classes = UPLOAD_PARSERS
@@ -616,13 +693,14 @@ class OutputList(StudyScopedView):
     )
     def post(self, request, slug):
         study = self.get_study()
+        max_rows = spec_limits().max_items
         upload = uploaded_text(request, "outputs.csv")
         if upload is None:
-            rows = parse_outputs_json(request.data, "body")
+            rows = parse_outputs_json(request.data, "body", max_rows=max_rows)
             source = "body"
         else:
             text, source = upload
-            rows = parse_outputs_csv(text, source)
+            rows = parse_outputs_csv(text, source, max_rows=max_rows)
         written = outputs_import(study=study, rows=rows, source=source)
         audit(request, "import", study, changes={"what": "outputs", "file": source,
                                                  "outputs": written})
@@ -655,17 +733,24 @@ def audit(request, action: str, study: Study | None, *, target: Any = None,
 # --- raters ---------------------------------------------------------------------------------
 class RaterSerializer(serializers.ModelSerializer):
     entry_url = serializers.SerializerMethodField(
-        help_text="The rater's personal link (a secret: send it to the rater only).")
+        help_text="The rater's personal link, for this study only (a secret: send it to the "
+                  "rater only). Null for account holders, who sign in, and for proxies.")
     email = serializers.EmailField(write_only=True, required=False,
                                    help_text="Stored in the rater's metadata.")
+    username = serializers.CharField(
+        write_only=True, required=False,
+        help_text="Invite the holder of this account instead of creating a personal-link "
+                  "rater: they sign in and see the study on their page.")
 
     class Meta:
         model = Rater
-        fields = ("id", "kind", "external_id", "display_name", "metadata", "email",
+        fields = ("id", "kind", "external_id", "display_name", "metadata", "email", "username",
                   "created_at", "entry_url")
         read_only_fields = ("created_at",)
 
-    def get_entry_url(self, rater) -> str:
+    def get_entry_url(self, rater) -> str | None:
+        if not rater.has_entry_link:
+            return None
         return _absolute(self.context["request"], "annotation:enter", rater.access_token)
 
     def validate_kind(self, kind):
@@ -673,12 +758,16 @@ class RaterSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError("the API invites people: slp, crowd or expert")
         return kind
 
-    def validate(self, data):
-        external_id = data.get("external_id", "")
-        if external_id and Rater.objects.filter(kind=data["kind"],
-                                                external_id=external_id).exists():
-            raise serializers.ValidationError(
-                {"external_id": [f"a {data['kind']} rater {external_id!r} exists already"]})
+    def validate_username(self, username):
+        # No error for an unknown name: the answer must not tell who has an account.
+        return get_user_model().objects.filter(username=username, is_active=True).first()
+
+    def to_representation(self, rater):
+        data = super().to_representation(rater)
+        request = self.context.get("request")
+        if rater.user_id is not None and not (request and request.user.is_superuser):
+            # An account's metadata is the installation's, not one study owner's.
+            data["metadata"] = {}
         return data
 
 
@@ -693,7 +782,8 @@ class RaterSummarySerializer(serializers.ModelSerializer):
 
 
 class RaterList(StudyScopedView):
-    """The study's raters; invite one (editors): the answer holds their personal entry link.
+    """The study's raters; invite one (editors): a new rater of this study whose personal entry
+    link (in the answer) works in this study only, or, with `username`, an account holder.
 
     Listing shows entry links and metadata (personal data) to the study's owner and admins
     only; viewers and editors get the summary without them."""
@@ -713,19 +803,34 @@ class RaterList(StudyScopedView):
         return self.paginator.get_paginated_response(
             serializer(page, many=True, context={"request": request}).data)
 
-    @extend_schema(request=RaterSerializer, responses={201: RaterSerializer, **WRITE_ERRORS})
+    @extend_schema(request=RaterSerializer, responses={
+        201: RaterSerializer,
+        202: inline_serializer("AccountInvited", fields={"detail": serializers.CharField()}),
+        **WRITE_ERRORS})
     def post(self, request, slug):
         study = self.get_study()
         body = RaterSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
-        email = body.validated_data.pop("email", None)
-        metadata = dict(body.validated_data.get("metadata") or {})
-        if email:
-            metadata["email"] = email
+        data = dict(body.validated_data)
+        if "username" in request.data:
+            # The same answer whether or not the account exists; the holder accepts first.
+            if data.get("username") is not None:
+                rater_invite(study=study, kind=data["kind"], user=data["username"])
+            audit(request, "create", study, changes={
+                "invitation": [None, f"account {request.data.get('username')!r}"]})
+            return Response({"detail": "If an active account with this username exists, it "
+                             "has been invited; it is listed among the study's raters once its "
+                             "holder accepts."}, status=status.HTTP_202_ACCEPTED)
+        metadata = dict(data.get("metadata") or {})
+        if data.get("email"):
+            metadata["email"] = data["email"]
         try:
-            with transaction.atomic():
-                rater = body.save(metadata=metadata)
-                Enrollment.objects.create(study=study, rater=rater)
+            rater = rater_invite(
+                study=study, kind=data["kind"], display_name=data.get("display_name", ""),
+                external_id=data.get("external_id", ""), metadata=metadata,
+                user=data.get("username"))
+        except DjangoValidationError as error:
+            raise ApiValidationError({"external_id": error.messages}) from None
         except IntegrityError:
             raise ApiValidationError({"external_id": ["a rater with this id exists already"]}
                                      ) from None
@@ -740,7 +845,8 @@ class RaterScopedView(StudyScopedView):
 
 
 class RaterPersonalData(RaterScopedView):
-    """Everything personal held about one rater (the study's owner or an admin)."""
+    """Everything personal held about one rater (the study's owner or an admin). An owner gets
+    what concerns their own studies only; an admin gets the whole installation's."""
 
     study_roles = {"GET": OWNER}
 
@@ -749,14 +855,16 @@ class RaterPersonalData(RaterScopedView):
         from .privacy import rater_data_export
 
         rater = self.get_rater()
-        data = rater_data_export(rater)
+        data = rater_data_export(rater, studies=perms.privacy_scope(request.user))
         audit(request, "export", self.get_study(), target=rater,
               changes={"what": "rater personal data"})
         return Response(data)
 
 
 class RaterErase(RaterScopedView):
-    """Erase one rater's personal data; their pseudonymous judgments stay (owner or admin)."""
+    """Erase one rater's personal data; their pseudonymous judgments stay (owner or admin).
+    An owner may erase only raters whose whole participation is in studies they own (not
+    account holders: their accounts span the installation, an admin erases them)."""
 
     study_roles = {"POST": OWNER}
 
@@ -764,13 +872,16 @@ class RaterErase(RaterScopedView):
         "erased": serializers.BooleanField(), "rater": serializers.IntegerField()}),
         **WRITE_ERRORS})
     def post(self, request, slug, pk):
-        from .privacy import NotAPerson, rater_data_erase
+        from .privacy import NotAPerson, OutsideYourStudies, rater_data_erase
 
         rater = self.get_rater()
         try:
-            rater_data_erase(rater, actor=request.user, source="api")
+            rater_data_erase(rater, actor=request.user, source="api",
+                             studies=perms.privacy_scope(request.user))
         except NotAPerson as error:
             raise ApiValidationError({"detail": [str(error)]}) from None
+        except OutsideYourStudies as error:
+            raise PermissionDenied(str(error)) from None
         return Response({"erased": True, "rater": rater.pk})
 
 

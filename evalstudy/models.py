@@ -282,7 +282,14 @@ class AttentionCheck(ControlItem):
 
 
 class Rater(models.Model):
-    """Anyone or anything that gives judgments: people and proxies go through the same code."""
+    """Anyone or anything that gives judgments: people and proxies go through the same code.
+
+    Tenancy: a rater belongs to the study that admitted it (`study`): personal-link invitees,
+    crowd participants (one per study and participant id, so the same Prolific id in two
+    studies is two pseudonymous raters), imported raters and proxy judges. Only account
+    holders (`user`) are installation-wide; they sign in and see the studies that enrolled
+    them. An entry link therefore works in its own study only, and never for an account.
+    """
 
     class Kind(models.TextChoices):
         SLP = "slp", "Speech-language pathologist"
@@ -291,9 +298,23 @@ class Rater(models.Model):
         LLM = "llm", "LLM judge"
         METRIC = "metric", "Automatic metric / learned proxy"
 
+    class Origin(models.TextChoices):
+        INVITED = "invited", "Invited (personal link)"
+        CROWD = "crowd", "Crowd entry URL"
+        IMPORTED = "imported", "Imported judgments"
+        PROXY = "proxy", "Proxy judge"
+        ACCOUNT = "account", "Account holder"
+
     HUMAN_KINDS = (Kind.SLP, Kind.CROWD, Kind.EXPERT)
 
     kind = models.CharField(max_length=10, choices=Kind.choices)
+    # How the rater came in. A crowd entry URL resumes only raters it created: an invited
+    # rater's participant id is not a way in for whoever knows it.
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.INVITED)
+    study = models.ForeignKey(
+        Study, null=True, blank=True, on_delete=models.CASCADE, related_name="own_raters",
+        help_text="The study this rater belongs to (empty for account holders).",
+    )
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="rater",
@@ -311,14 +332,35 @@ class Rater(models.Model):
 
     class Meta:
         constraints = [
+            # Identities are looked up within their study: a participant id says nothing
+            # about who the same id is in another owner's study.
             models.UniqueConstraint(
-                fields=["kind", "external_id"], condition=~Q(external_id=""),
-                name="rater_external_id_unique",
+                fields=["study", "kind", "external_id"],
+                condition=Q(study__isnull=False) & ~Q(external_id=""),
+                name="rater_external_id_unique_in_study",
+            ),
+            models.UniqueConstraint(
+                fields=["kind", "external_id"],
+                condition=Q(study__isnull=True) & ~Q(external_id=""),
+                name="rater_external_id_unique_unscoped",
+            ),
+            # An account is installation-wide; tying it to one study would let that study's
+            # owner manage a person who also works for other owners.
+            models.CheckConstraint(
+                condition=Q(user__isnull=True) | Q(study__isnull=True),
+                name="rater_account_not_study_scoped",
             ),
         ]
 
     def __str__(self) -> str:
         return self.display_name or self.external_id or f"rater {self.pk}"
+
+    @property
+    def has_entry_link(self) -> bool:
+        """Whether the personal entry link may be used: people without an account, of one
+        study (a row left behind by a deleted account has no study: its old token, which
+        owners could read while it was an account's, opens nothing)."""
+        return self.is_human and self.user_id is None and self.study_id is not None
 
     @property
     def is_human(self) -> bool:
@@ -336,6 +378,9 @@ class Enrollment(models.Model):
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="enrollments")
     rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="enrollments")
+    # An account holder enrolled by a researcher sees the invitation and accepts it first:
+    # until then the study does not exist for them and they are not among its raters.
+    invitation_pending = models.BooleanField(default=False)
     platform_study_id = models.CharField(max_length=100, blank=True)
     platform_session_id = models.CharField(max_length=100, blank=True)
     entered_at = models.DateTimeField(auto_now_add=True)

@@ -119,13 +119,15 @@ def study_for(user: Any, slug: str, minimum: str = VIEWER) -> Study:
 
 
 def raters_in(studies: Any) -> QuerySet[Rater]:
-    """Raters who entered one of `studies` (a queryset of pks or ids) or hold a seat there."""
+    """Raters who entered one of `studies` (a queryset of pks or ids) or hold a seat there.
+    An account holder who has not accepted an invitation is not among them."""
     # Subqueries rather than joins: no duplicate rows, so no DISTINCT (the admin deletes
     # from this queryset, which DISTINCT would forbid).
     from .models import Assignment, Enrollment
 
     return Rater.objects.filter(
-        Q(pk__in=Enrollment.objects.filter(study__in=studies).values("rater_id"))
+        Q(pk__in=Enrollment.objects.filter(study__in=studies, invitation_pending=False)
+          .values("rater_id"))
         | Q(pk__in=Assignment.objects.filter(study__in=studies, rater__isnull=False)
             .values("rater_id"))
     )
@@ -143,6 +145,14 @@ def raters_visible_to(user: Any) -> QuerySet[Rater]:
     if user.is_superuser:
         return Rater.objects.all()
     return raters_in(studies_visible_to(user).values("pk"))
+
+
+def privacy_scope(user: Any) -> set[int] | None:
+    """The studies whose raters' personal data `user` may export or erase: None (every study)
+    for an admin, else the ids of the studies they own. Collaborators never do."""
+    if _signed_in(user) and user.is_superuser:
+        return None
+    return set(studies_with_role(user, OWNER).values_list("pk", flat=True))
 
 
 # --- DRF ------------------------------------------------------------------------------------

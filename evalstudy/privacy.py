@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from django.conf import settings
@@ -42,27 +42,51 @@ class NotAPerson(ValueError):
     """Erasure and export are for people; proxies (LLM and metric raters) hold no personal data."""
 
 
+class OutsideYourStudies(PermissionError):
+    """The rater's data reaches beyond the studies the requester owns (an account holder, or a
+    rater of another owner's study): only an admin may erase it."""
+
+
 def _iso(value) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def rater_data_export(rater: Rater) -> dict[str, Any]:
-    """Everything personal held about `rater`, as a JSON-safe dict (never the entry token)."""
+def rater_data_export(rater: Rater, *, studies: Collection[int] | None = None
+                      ) -> dict[str, Any]:
+    """Everything personal held about `rater`, as a JSON-safe dict (never the entry token).
+
+    `studies`: the requester's scope (`permissions.privacy_scope`): None for the whole
+    installation (an admin, the shell); else only what concerns those studies (an owner), and
+    the account's details (username, email, logins) are left out, since an account is
+    installation-wide."""
     from annotation.models import Judgment, JudgmentRevision
 
-    user = rater.user
-    judgments = (Judgment.objects.filter(rater=rater)
-                 .values("slot__assignment__study__slug")
+    user = rater.user if studies is None else None
+    judgments = Judgment.objects.filter(rater=rater)
+    enrollments = Enrollment.objects.filter(rater=rater)
+    assignments = Assignment.objects.filter(rater=rater)
+    revisions = JudgmentRevision.objects.filter(judgment__rater=rater)
+    if studies is not None:
+        judgments = judgments.filter(slot__assignment__study__in=studies)
+        enrollments = enrollments.filter(study__in=studies)
+        assignments = assignments.filter(study__in=studies)
+        revisions = revisions.filter(judgment__slot__assignment__study__in=studies)
+    judgments = (judgments.values("slot__assignment__study__slug")
                  .annotate(n=Count("id")).order_by("slot__assignment__study__slug"))
-    revisions = JudgmentRevision.objects.filter(judgment__rater=rater).count()
+    # An account's name and metadata are the installation's (an admin's to give out), not
+    # one study owner's.
+    account_scoped = studies is not None and rater.user_id is not None
     return {
+        "scope": "installation" if studies is None else "studies you own",
         "rater": {
             "id": rater.pk, "kind": rater.kind, "external_id": rater.external_id,
-            "display_name": rater.display_name, "metadata": rater.metadata,
+            "display_name": None if account_scoped else rater.display_name,
+            "metadata": None if account_scoped else rater.metadata,
             "created_at": _iso(rater.created_at),
-            "has_personal_entry_link": bool(rater.access_token),
+            "has_personal_entry_link": rater.has_entry_link,
             "erased": "erased_at" in (rater.metadata or {}),
         },
+        "account": rater.user_id is not None,
         "user": None if user is None else {
             "username": user.get_username(), "email": user.email,
             "first_name": user.first_name, "last_name": user.last_name,
@@ -77,17 +101,16 @@ def rater_data_export(rater: Rater) -> dict[str, Any]:
                 "instructions_seen_at": _iso(e.instructions_seen_at),
                 "stopped_at": _iso(e.stopped_at), "stop_reason": e.stop_reason,
             }
-            for e in Enrollment.objects.filter(rater=rater).select_related("study")
-            .order_by("entered_at", "id")
+            for e in enrollments.select_related("study").order_by("entered_at", "id")
         ],
         "assignments": [
             {"study": a.study.slug, "state": a.state, "claimed_at": _iso(a.claimed_at),
              "completed_at": _iso(a.completed_at)}
-            for a in Assignment.objects.filter(rater=rater).select_related("study").order_by("id")
+            for a in assignments.select_related("study").order_by("id")
         ],
         "judgments_per_study": {row["slot__assignment__study__slug"]: row["n"]
                                 for row in judgments},
-        "judgment_revisions": revisions,
+        "judgment_revisions": revisions.count(),
         "exported_at": timezone.now().isoformat(),
     }
 
@@ -232,8 +255,14 @@ def _enrollment_events(rater: Rater):
 
 
 @transaction.atomic
-def rater_data_erase(rater: Rater, *, actor: Any, source: str = "") -> None:
+def rater_data_erase(rater: Rater, *, actor: Any, source: str = "",
+                     studies: Collection[int] | None = None) -> None:
     """Replace the rater's personal data with a pseudonym; keep the rater and its judgments.
+
+    `studies`: the requester's scope (`permissions.privacy_scope`); None for the whole
+    installation (an admin, the shell). An owner may erase a rater whose every enrollment,
+    seat and judgment lies in studies they own, and never an account holder (the account spans
+    the installation): OutsideYourStudies otherwise, with nothing changed.
 
     Precondition: the rater is a person (NotAPerson otherwise). Idempotent: erasing an erased
     rater keeps its pseudonym. The linked user account is anonymised, deactivated and detached;
@@ -254,6 +283,15 @@ def rater_data_erase(rater: Rater, *, actor: Any, source: str = "") -> None:
     rater = Rater.objects.select_for_update().get(pk=rater.pk)
     if not rater.is_human:
         raise NotAPerson(f"rater {rater.pk} is a {rater.get_kind_display()}, not a person")
+    if studies is not None:
+        if rater.user_id is not None:
+            raise OutsideYourStudies(
+                f"rater {rater.pk} is an account holder; accounts span the installation, so "
+                "an administrator erases their data")
+        if not _studies_of(rater) <= set(studies):
+            raise OutsideYourStudies(
+                f"rater {rater.pk} also took part in studies you do not own; an "
+                "administrator can erase their data across the installation")
     metadata = rater.metadata or {}
     already = rater.external_id.startswith(PSEUDONYM_PREFIX) and "erased_at" in metadata
     pseudonym = rater.external_id if already else PSEUDONYM_PREFIX + secrets.token_hex(6)

@@ -20,7 +20,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, JsonResponse
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions, pagination, status, throttling
+from rest_framework import authentication, exceptions, pagination, parsers, status, throttling
 from rest_framework.response import Response
 
 from .models import ApiToken, Rater
@@ -84,7 +84,8 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
 
 
 class RaterTokenAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Rater <entry token>`: the secret of a rater's personal entry link.
+    """`Authorization: Rater <entry token>`: the secret of a rater's personal entry link
+    (people without an account; the link and the token work in the rater's own study only).
 
     The request stays anonymous as a user (no researcher rights); `request.auth` is the Rater,
     which the rater endpoints use. For crowd tooling that acts for one participant."""
@@ -99,8 +100,10 @@ class RaterTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Malformed Authorization header: "
                                                   "expected 'Rater <entry token>'.")
         rater = Rater.objects.filter(access_token=parts[1].decode("latin-1")).first()
-        # Proxy raters (LLM judges, metrics) are written by the system, never by a client.
-        if rater is None or not rater.is_human:
+        # Proxy raters (LLM judges, metrics) are written by the system, never by a client;
+        # account holders authenticate as their account (API token or session), so a rater
+        # token seen by a study's owner never acts for a person with an account.
+        if rater is None or not rater.has_entry_link:
             raise exceptions.AuthenticationFailed("Invalid rater token.")
         return AnonymousUser(), rater
 
@@ -130,6 +133,45 @@ class RaterTokenScheme(OpenApiAuthenticationExtension):
         return {"type": "apiKey", "in": "header", "name": "Authorization",
                 "description": "`Rater <entry token>`: the secret of the rater's personal "
                                "entry link /enter/<token>/ (rater endpoints only)."}
+
+
+# --- parsing --------------------------------------------------------------------------------
+def _nul_path(value: Any, path: str = "") -> str | None:
+    """The path of the first string (or key) holding a NUL character, which PostgreSQL cannot
+    store in text; None when there is none. Iterative: the body's depth is bounded already."""
+    stack = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return where or "(body)"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and "\x00" in key:
+                    return f"{where}.(key)" if where else "(key)"
+                stack.append((f"{where}.{key}" if where else str(key), child))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{index}]", child) for index, child in enumerate(item))
+    return None
+
+
+class SafeJSONParser(parsers.JSONParser):
+    """DRF's JSON parser for every API view, answering with a 400 (never a 500) a body nested
+    past Python's recursion limit or holding a NUL character (U+0000, `\\u0000`), which the
+    database cannot store in a text or JSON field. A NUL is reported under the body's field
+    (`field_errors`) with its path."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise exceptions.ParseError("JSON parse error - nested too deeply") from None
+        where = _nul_path(data)
+        if where is not None:
+            field = where.split(".", 1)[0].split("[", 1)[0] if isinstance(data, dict) else ""
+            message = f"{where}: the NUL character (U+0000) is not allowed in text"
+            raise exceptions.ValidationError({field: [message]} if field else [message])
+        return data
 
 
 # --- throttles ------------------------------------------------------------------------------

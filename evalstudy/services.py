@@ -9,7 +9,9 @@ each other). On SQLite, which has no row locks, the database-wide write lock ser
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Iterable
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -32,12 +34,14 @@ from .models import (
     AttentionCheck,
     CalibrationItem,
     Criterion,
+    Enrollment,
     Item,
     Output,
     Rater,
     Study,
     System,
 )
+from .spec import SETTING_BOUNDS, SpecLimits, show_if_problems, study_setting_problems
 
 SLOT_BATCH_SIZE = 5000
 BUILDERS = {
@@ -67,12 +71,60 @@ def _listing(names: list[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def study_validate(*, study: Study) -> list[str]:
-    """Everything that stops `study` from being opened, as sentences a researcher can act on."""
+def design_slot_count(
+    *, design: str, n_items: int, n_systems: int, ratings_per_output: int,
+    items_per_rater: int | None, n_calibration: int, attention_every: int, n_attention: int,
+) -> int:
+    """How many slots `study_build_assignments` would write, counted without building them
+    (the builders' arithmetic: see evalstudy.design). Every list holds each item once (crossed:
+    with every system), is split into parts of at most `items_per_rater` items, and each part
+    gets `ratings_per_output` seats of its targets, the calibration items and an attention
+    check per `attention_every` targets."""
+    if n_items == 0 or n_systems == 0:
+        return 0
+    if design == Study.Design.PAIRWISE:
+        lists, cells_per_item = n_systems * (n_systems - 1), 1  # ordered pairs
+    elif design == Study.Design.CROSSED:
+        lists, cells_per_item = 1, n_systems
+    else:
+        lists, cells_per_item = n_systems, 1
+    parts = 1 if not items_per_rater or items_per_rater >= n_items else math.ceil(
+        n_items / items_per_rater)
+    base, extra = divmod(n_items, parts)  # `extra` parts hold one item more (split_list)
+    per_list = 0
+    for size, count in ((base + 1, extra), (base, parts - extra)):
+        targets = size * cells_per_item
+        checks = targets // attention_every if attention_every and n_attention else 0
+        per_list += count * (targets + checks + n_calibration)
+    return lists * ratings_per_output * per_list
+
+
+def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[str]:
+    """Everything that stops `study` from being opened, as sentences a researcher can act on.
+
+    Includes the bounds of `limits` (default: the settings): counts, settings and the number
+    of slots the design would have, so an oversized design is refused before anything is built,
+    whichever way its rows were written (spec, admin, API, a script).
+    """
+    from .importers import spec_limits
+
+    limits = limits or spec_limits()
     problems: list[str] = []
     systems = list(study.systems.all())
-    criteria = list(study.criteria.select_related("show_if_criterion"))
+    # In the order raters answer them: a condition may name an earlier criterion only.
+    criteria = list(study.criteria.select_related("show_if_criterion").order_by("order", "id"))
     n_items = study.items.count()
+    for what, count, limit, setting in (
+        ("items", n_items, limits.max_items, "EVALSTUDY_MAX_ITEMS"),
+        ("systems", len(systems), limits.max_systems, "EVALSTUDY_MAX_SYSTEMS"),
+        ("criteria", len(criteria), limits.max_criteria, "EVALSTUDY_MAX_CRITERIA"),
+    ):
+        if count > limit:
+            problems.append(f"The study has {count:,} {what}; at most {limit:,} are allowed "
+                            f"({setting}).")
+    values = {name: getattr(study, name) for name in SETTING_BOUNDS}
+    for name, problem in study_setting_problems(values, limits).items():
+        problems.append(f"{name} {problem}.")
     if not criteria:
         problems.append("The study has no criteria: add at least one question for raters.")
     if not systems:
@@ -110,7 +162,12 @@ def study_validate(*, study: Study) -> list[str]:
             f"{missing.count()} item(s) lack an output for some system (item/system): "
             f"{_listing(pairs)}."
         )
-    for criterion in criteria:
+    chain = show_if_problems([
+        (c.key, c.show_if_criterion.key if c.show_if_criterion_id is not None
+         and c.show_if_criterion.study_id == study.pk else None)
+        for c in criteria
+    ])
+    for position, criterion in enumerate(criteria):
         for problem in rules.check_rule(
             criterion.kind, scale_points=criterion.scale_points, labels=criterion.labels,
             options=list(criterion.options or []),
@@ -120,6 +177,8 @@ def study_validate(*, study: Study) -> list[str]:
         if parent is not None:
             if parent.study_id != study.pk or parent.pk == criterion.pk:
                 problems.append(f"Criterion {criterion.key!r}: show_if names an invalid criterion.")
+            elif position in chain:
+                problems.append(f"Criterion {criterion.key!r}: show_if {chain[position]}.")
             elif not criterion.show_if_values:
                 problems.append(f"Criterion {criterion.key!r}: show_if lists no values.")
             else:
@@ -150,6 +209,23 @@ def study_validate(*, study: Study) -> list[str]:
             problems.append(f"{label} {control.key!r}: a pairwise study needs output B too.")
     if study.attention_check_every and not study.attention_checks.exists():
         problems.append("attention_check_every is set but the study has no attention checks.")
+    if not problems:  # the count is meaningful (and its inputs bounded) for a valid study only
+        slots = design_slot_count(
+            design=study.design, n_items=n_items, n_systems=len(systems),
+            ratings_per_output=study.ratings_per_output, items_per_rater=study.items_per_rater,
+            n_calibration=study.calibration_items.count(),
+            attention_every=study.attention_check_every,
+            n_attention=study.attention_checks.count(),
+        )
+        if slots > limits.max_design_slots:
+            cells = ("ordered pairs of systems" if study.design == Study.Design.PAIRWISE
+                     else "systems")
+            problems.append(
+                f"The design would have {slots:,} rater slots (items x {cells} x "
+                "ratings_per_output, with the calibration items and attention checks of every "
+                f"seat), over the limit of {limits.max_design_slots:,} "
+                "(EVALSTUDY_MAX_DESIGN_SLOTS): lower ratings_per_output or split the study."
+            )
     return problems
 
 
@@ -365,8 +441,11 @@ def assignment_next(
     """The rater's next slot to judge (claiming a seat if needed); None when their list is done.
 
     Marks the slot served (time on task starts at the first serve) and renews the lease.
+    Raises NotEnrolled unless the study admitted the rater, StudyNotOpen, StudyFull,
+    AssignmentExpired.
     """
     now = now or timezone.now()
+    enrollment_of(study=study, rater=rater)
     seat = assignment_claim(study=study, rater=rater, now=now)
     with transaction.atomic():
         seat = (Assignment.objects.select_for_update(of=("self",)).select_related("study")
@@ -405,6 +484,128 @@ def assignments_expire_leases(*, now: dt.datetime | None = None) -> int:
             _hand_on(seat, now)
             handed_on += 1
     return handed_on
+
+
+# --- who may take part -----------------------------------------------------------------------
+class NotEnrolled(Exception):
+    """The rater was not admitted to the study: for them it does not exist (404)."""
+
+
+def enrollment_of(*, study: Study, rater: Rater) -> Enrollment:
+    """The rater's enrollment in `study`; NotEnrolled unless the study admitted them.
+
+    The one gate every rater page and rater API call goes through: a rater reaches a study
+    they were invited to (personal link, API, admin) or admitted to through that study's crowd
+    entry URL, and nothing else. A rater scoped to another study never passes, whatever rows
+    exist (defence in depth against a row pointing the wrong way)."""
+    if rater.study_id is not None and rater.study_id != study.pk:
+        raise NotEnrolled(f"Rater {rater.pk} does not belong to study {study.slug}.")
+    enrollment = Enrollment.objects.filter(study=study, rater=rater).first()
+    if enrollment is None or enrollment.invitation_pending:
+        raise NotEnrolled(f"Rater {rater.pk} is not enrolled in study {study.slug}.")
+    return enrollment
+
+
+def _fails_screening(study: Study, rater: Rater) -> bool:
+    """Screening rule: a crowd participant who took part in an excluded study may not take this
+    one. Raters are per study, so the participant is recognised by their crowd id."""
+    if rater.kind != Rater.Kind.CROWD or not rater.external_id:
+        return False
+    # Only studies of the same owner count: screening against another owner's study would
+    # tell this study's owner who took part there.
+    excluded = study.excluded_studies.filter(owner_id=study.owner_id).values("pk")
+    same_person = Rater.objects.filter(kind=Rater.Kind.CROWD, external_id=rater.external_id)
+    return (
+        Enrollment.objects.filter(study__in=excluded, rater__in=same_person).exists()
+        or Assignment.objects.filter(study__in=excluded, rater__in=same_person).exists()
+    )
+
+
+def enrollment_stop(*, enrollment: Enrollment, reason: str,
+                    now: dt.datetime | None = None) -> None:
+    """Stop a participant (screening, consent declined, attention checks): their unjudged
+    slots go to the next rater at once and what they submitted stays. Idempotent."""
+    if enrollment.stopped_at is not None:
+        return
+    enrollment.stopped_at = now or timezone.now()
+    enrollment.stop_reason = reason
+    enrollment.save(update_fields=["stopped_at", "stop_reason"])
+    assignment_withdraw(study=enrollment.study, rater=enrollment.rater, now=now)
+
+
+@transaction.atomic
+def enrollment_admit(*, study: Study, rater: Rater) -> tuple[Enrollment, bool]:
+    """Admit `rater` to `study` (an invitation or a crowd entry); returns (enrollment, created).
+    Idempotent. A new participant is screened at once (see `_fails_screening`).
+
+    Precondition: the rater belongs to `study`, or is an account holder (whose enrollment
+    waits for them to accept the invitation: `invitation_answer`)."""
+    if rater.study_id is None and rater.user_id is None:
+        raise ValidationError(f"Rater {rater.pk} belongs to no study and has no account.")
+    if rater.study_id is not None and rater.study_id != study.pk:
+        raise ValidationError(f"Rater {rater.pk} belongs to another study.")
+    if not rater.is_human:
+        raise ValidationError("Proxies (LLM and metric raters) are not enrolled.")
+    enrollment, created = Enrollment.objects.get_or_create(
+        study=study, rater=rater, defaults={"invitation_pending": rater.user_id is not None})
+    if created and _fails_screening(study, rater):
+        enrollment_stop(enrollment=enrollment, reason=Enrollment.StopReason.SCREENING)
+    return enrollment, created
+
+
+@transaction.atomic
+def rater_invite(
+    *, study: Study, kind: str, display_name: str = "", external_id: str = "",
+    metadata: dict | None = None, user: Any = None,
+) -> Rater | None:
+    """Invite a person to `study`.
+
+    Without `user`: a new rater of this study with a personal entry link that works in this
+    study only; returned. Raises ValidationError (a duplicate external id in the study, a
+    proxy kind).
+
+    With `user` (an account holder): an invitation they accept or decline on their page; until
+    they accept, the study does not exist for them and they are not among its raters. Returns
+    None whether or not such an active account exists (no way to test usernames, nothing of
+    the account shown to the inviter). The account's rater is created on its first invitation
+    as an SLP (an account's kind is the installation's business, not one inviter's).
+    """
+    if kind not in Rater.HUMAN_KINDS:
+        raise ValidationError(f"Invitations are for people: {', '.join(Rater.HUMAN_KINDS)}.")
+    if user is not None:
+        if not getattr(user, "is_active", False):
+            return None
+        rater, _ = Rater.objects.get_or_create(
+            user=user, defaults={"kind": Rater.Kind.SLP, "origin": Rater.Origin.ACCOUNT,
+                                 "display_name": user.get_username()})
+        if rater.is_human:
+            enrollment_admit(study=study, rater=rater)
+        return None
+    if external_id and Rater.objects.filter(study=study, kind=kind,
+                                            external_id=external_id).exists():
+        raise ValidationError(f"A {kind} rater {external_id!r} is already in study {study.slug}.")
+    rater = Rater.objects.create(study=study, kind=kind, external_id=external_id,
+                                 display_name=display_name, metadata=metadata or {},
+                                 origin=Rater.Origin.INVITED)
+    enrollment_admit(study=study, rater=rater)
+    return rater
+
+
+@transaction.atomic
+def invitation_answer(*, study: Study, rater: Rater, accept: bool) -> bool:
+    """The account holder's answer to an invitation to `study`: accepting makes the study
+    theirs to rate, declining removes the invitation (nothing of them stays with the study).
+    Returns whether there was a pending invitation."""
+    enrollment = (Enrollment.objects.select_for_update()
+                  .filter(study=study, rater=rater, invitation_pending=True).first())
+    if enrollment is None:
+        return False
+    if accept:
+        enrollment.invitation_pending = False
+        enrollment.save(update_fields=["invitation_pending"])
+    else:
+        enrollment.delete()
+    return True
 
 
 def systems_by_name(study: Study) -> dict[str, System]:

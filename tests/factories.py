@@ -71,6 +71,28 @@ class RaterFactory(factory.django.DjangoModelFactory):
     external_id = factory.Sequence(lambda n: f"PID{n:06d}")
 
 
+def invite(study: Study, *, kind: str = Rater.Kind.CROWD, external_id: str = "",
+           display_name: str = "", user=None, accept: bool = True, **fields) -> Rater:
+    """A rater admitted to `study` the way researchers invite one (`rater_invite`): a new
+    personal-link rater of that study, or with `user` that account holder, who accepts the
+    invitation unless `accept` is false."""
+    from evalstudy.services import invitation_answer, rater_invite
+
+    rater = rater_invite(study=study, kind=kind, external_id=external_id,
+                         display_name=display_name, user=user)
+    if user is not None:
+        rater = Rater.objects.get(user=user)
+        if kind != rater.kind:
+            Rater.objects.filter(pk=rater.pk).update(kind=kind)
+            rater.refresh_from_db()
+        if accept:
+            invitation_answer(study=study, rater=rater, accept=True)
+    if fields:
+        Rater.objects.filter(pk=rater.pk).update(**fields)
+        rater.refresh_from_db()
+    return rater
+
+
 def make_study(
     *, n_items: int = 6, n_systems: int = 3, design: str = "latin_square",
     ratings_per_output: int = 1, items_per_rater: int | None = None,

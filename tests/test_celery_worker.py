@@ -10,7 +10,7 @@ from django.utils import timezone
 from evalstudy.models import Assignment, Study
 from evalstudy.services import assignment_next
 from evalstudy.tasks import assignments_expire_leases_task
-from tests.factories import RaterFactory, make_study
+from tests.factories import invite, make_study
 from tests.workers import running_worker, wait_for
 
 
@@ -18,7 +18,7 @@ from tests.workers import running_worker, wait_for
 @pytest.mark.django_db(transaction=True)
 def test_real_worker_expires_an_abandoned_lease():
     study = make_study(n_items=2, n_systems=1, status=Study.Status.OPEN, lease_minutes=1)
-    rater = RaterFactory()
+    rater = invite(study)
     assignment_next(study=study, rater=rater)
     Assignment.objects.filter(rater=rater).update(
         lease_expires_at=timezone.now() - dt.timedelta(minutes=5)

@@ -15,7 +15,7 @@ from evalstudy.models import Item, Study, System
 from evalstudy.services import assignment_next, study_open
 from evalstudy.spec import parse_judgments_csv
 from metrics.models import MetricConfig, MetricResult, MetricRun
-from tests.factories import RaterFactory, UserFactory, make_study
+from tests.factories import UserFactory, invite, make_study
 
 FORMULAS = {
     "item": '=HYPERLINK("http://evil.example","click")',
@@ -38,7 +38,7 @@ def hostile_study(db):
     System.objects.filter(study=study, name="sys-0").update(name=FORMULAS["system"])
     System.objects.filter(study=study, name="sys-1").update(name=FORMULAS["other_system"])
     study_open(study=study)
-    assignment_next(study=study, rater=RaterFactory(external_id="p1",
+    assignment_next(study=study, rater=invite(study, external_id="p1",
                                                     display_name=FORMULAS["rater"]))
     rows = [["rater", "item", "system", "criterion", "value"],
             [FORMULAS["rater"], FORMULAS["item"], FORMULAS["system"], "severity", "2"],

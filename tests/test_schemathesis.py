@@ -31,7 +31,7 @@ from evalstudy.models import Rater, Study
 from evalstudy.rest import api_token_create
 from evalstudy.services import assignment_next
 from metrics.models import MetricRun
-from tests.factories import RaterFactory, UserFactory, make_study
+from tests.factories import UserFactory, invite, make_study
 
 EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "8"))
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
@@ -43,7 +43,7 @@ def _seed():
     open_study = make_study(owner=researcher, status=Study.Status.OPEN, n_items=3,
                             n_systems=2)
     draft = make_study(owner=researcher, n_items=2, n_systems=2)
-    assignment_next(study=open_study, rater=RaterFactory(display_name="Ann"))
+    assignment_next(study=open_study, rater=invite(open_study, display_name="Ann"))
     MetricRun.objects.create(study=open_study, status="done", metrics=["wer"])
     AnalysisRun.objects.create(study=open_study, status="done", result={"design": {}},
                                report_html="<html></html>", report_pdf=b"%PDF-1.4")

@@ -10,9 +10,9 @@ from django.test import Client
 from django.urls import reverse
 
 from annotation.models import IdempotencyKey, Judgment
-from evalstudy.models import Assignment, Rater, Study
+from evalstudy.models import Assignment, AssignmentSlot, Rater, Study
 from evalstudy.rest import RaterThrottle
-from tests.factories import make_study
+from tests.factories import invite, make_study
 
 ANSWERS = {"answers": {"severity": "0", "usable": "yes"}}
 
@@ -28,8 +28,8 @@ def open_study(db):
 
 
 @pytest.fixture
-def rater(db):
-    return Rater.objects.create(kind="crowd", external_id="PID-1")
+def rater(open_study):
+    return invite(open_study, external_id="PID-1")
 
 
 def as_rater(rater: Rater) -> Client:
@@ -52,10 +52,15 @@ def test_rater_token_reaches_own_slots_and_nothing_else(open_study, rater):
     listed = client.get(reverse("api-rater-slots", args=[open_study.slug])).json()
     assert listed["slots"] == [] and listed["seat_state"] is None
     first = next_slot(client, open_study)
-    assert first["step"] == "rate" and first["slot"]["kind"] == "calibration"
+    # What a slot is (practice, check or target) is not told before it is answered.
+    assert first["step"] == "rate" and first["slot"]["kind"] == "item"
     listed = client.get(reverse("api-rater-slots", args=[open_study.slug])).json()
     assert [q["key"] for q in listed["questions"]] == ["severity", "usable", "note"]
-    assert len(listed["slots"]) == 4  # 1 calibration + 3 targets (latin square: 1 per item)
+    # 1 calibration + 3 targets (latin square: 1 per item); only the served one is listed.
+    assert listed["total"] == 4 and [s["id"] for s in listed["slots"]] == [first["slot"]["id"]]
+    assert submit(client, first["slot"]["id"]).status_code == 201
+    listed = client.get(reverse("api-rater-slots", args=[open_study.slug])).json()
+    assert listed["slots"][0]["kind"] == "calibration" and listed["slots"][0]["completed"]
     text = json.dumps(listed)
     for name in ("sys-0", "sys-1", "sys-2"):
         assert name not in text, "raters never see system names"
@@ -63,7 +68,7 @@ def test_rater_token_reaches_own_slots_and_nothing_else(open_study, rater):
     response = client.get(reverse("api-study", args=[open_study.slug]))
     assert response.status_code == 403 and "rater tokens" in response.json()["message"]
     # Someone else's slot is a 404, whatever its id.
-    other = as_rater(Rater.objects.create(kind="crowd", external_id="PID-2"))
+    other = as_rater(invite(open_study, external_id="PID-2"))
     theirs = next_slot(other, open_study)["slot"]["id"]
     response = submit(client, theirs)
     assert response.status_code == 404 and response.json()["code"] == "not_found"
@@ -114,7 +119,7 @@ def test_idempotency_key_replays_and_refuses_reuse(open_study, rater):
     assert set(Judgment.objects.filter(slot_id=slot).values_list("value", flat=True)) == {
         "0", "yes"}
     # Keys belong to one rater: another rater's "k-1" is a new key.
-    other = as_rater(Rater.objects.create(kind="crowd", external_id="PID-2"))
+    other = as_rater(invite(open_study, external_id="PID-2"))
     theirs = next_slot(other, open_study)["slot"]["id"]
     assert submit(other, theirs, HTTP_IDEMPOTENCY_KEY="k-1").status_code == 201
     assert IdempotencyKey.objects.count() == 2
@@ -136,8 +141,8 @@ def test_invalid_answers_use_the_error_shape_and_are_replayed(open_study, rater)
 def test_not_current_slot_is_409(open_study, rater):
     client = as_rater(rater)
     next_slot(client, open_study)
-    later = client.get(reverse("api-rater-slots", args=[open_study.slug])).json()["slots"][2]
-    response = submit(client, later["id"])
+    later = AssignmentSlot.objects.get(assignment__rater=rater, position=2)
+    response = submit(client, later.pk)
     assert response.status_code == 409 and response.json()["code"] == "conflict"
 
 
@@ -146,7 +151,7 @@ def test_rater_endpoints_are_throttled_per_rater(open_study, rater, monkeypatch)
     client = as_rater(rater)
     url = reverse("api-rater-slots", args=[open_study.slug])
     assert [client.get(url).status_code for _ in range(4)] == [200, 200, 200, 429]
-    other = as_rater(Rater.objects.create(kind="crowd", external_id="PID-2"))
+    other = as_rater(invite(open_study, external_id="PID-2"))
     assert other.get(url).status_code == 200  # a budget per rater, not per address
 
 
@@ -167,7 +172,7 @@ def test_proxy_rater_tokens_never_authenticate(open_study, kind):
 
 def test_session_rater_needs_the_csrf_token(open_study, rater):
     browser = Client(enforce_csrf_checks=True)
-    browser.get(f"/enter/{rater.access_token}/", follow=True)
+    browser.get(f"/enter/{rater.access_token}/")  # binds the session; no seat yet
     url = reverse("api-rater-next", args=[open_study.slug])
     response = browser.post(url)
     assert response.status_code == 403 and "CSRF" in response.json()["message"]
@@ -179,7 +184,7 @@ def test_session_rater_needs_the_csrf_token(open_study, rater):
     token = browser.cookies["csrftoken"].value
     assert browser.post(url, HTTP_X_CSRFTOKEN=token).status_code == 200
     # A request that names its rater by token carries no ambient credential: no CSRF token.
-    other = Rater.objects.create(kind="crowd", external_id="PID-2")
+    other = invite(open_study, external_id="PID-2")
     scripted = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Rater {other.access_token}")
     assert scripted.post(url).status_code == 200
 
@@ -196,7 +201,7 @@ def test_racing_first_requests_with_one_key_run_once(monkeypatch):
     from annotation import api as rater_api
 
     study = make_study(n_items=3, n_systems=3, status=Study.Status.OPEN, slug="race")
-    rater = Rater.objects.create(kind="crowd", external_id="PID-R")
+    rater = invite(study, external_id="PID-R")
     slot = next_slot(as_rater(rater), study)["slot"]["id"]
     real_submit, calls = rater_api.judgment_submit, []
 

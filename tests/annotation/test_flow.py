@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from annotation.models import Judgment, JudgmentRevision
 from evalstudy.models import Assignment, Enrollment, Rater, Study
-from tests.factories import RaterFactory, make_study
+from tests.factories import invite, make_study
 
 PID = "5f1e2d3c4b5a69788796a5b4"
 
@@ -169,7 +169,7 @@ def test_screening_rule_excludes_participants_of_an_excluded_study(crowd_study):
 def test_going_back_revises_an_earlier_item_and_keeps_history(db):
     study = make_study(n_items=3, n_systems=1, status=Study.Status.OPEN)
     client = Client()
-    client.get(reverse("annotation:enter", args=[RaterFactory().access_token]))
+    client.get(reverse("annotation:enter", args=[invite(study).access_token]))
     for _ in range(3):  # calibration, item 1, item 2
         _post(client, study, _slot_id(_page(client, study).content.decode()),
               {"severity": "0", "usable": "yes"})

@@ -6,7 +6,7 @@ from annotation.models import Judgment, JudgmentRevision
 from annotation.services import SubmissionInvalid, SubmissionRefused, judgment_submit
 from evalstudy.models import Study
 from evalstudy.services import assignment_next
-from tests.factories import RaterFactory, make_study
+from tests.factories import invite, make_study
 
 GOOD = {"severity": "0", "usable": "yes"}
 
@@ -17,7 +17,7 @@ def open_study(db):
 
 
 def test_same_answer_posted_twice_stores_one_judgment(open_study):
-    rater = RaterFactory()
+    rater = invite(open_study)
     slot = assignment_next(study=open_study, rater=rater)
     first = judgment_submit(rater=rater, slot_id=slot.pk, answers=GOOD)
     second = judgment_submit(rater=rater, slot_id=slot.pk, answers=GOOD)
@@ -28,7 +28,7 @@ def test_same_answer_posted_twice_stores_one_judgment(open_study):
 
 
 def test_another_raters_slot_is_refused_and_nothing_is_stored(open_study):
-    owner, intruder = RaterFactory(), RaterFactory()
+    owner, intruder = invite(open_study), invite(open_study)
     slot = assignment_next(study=open_study, rater=owner)
     assignment_next(study=open_study, rater=intruder)
     with pytest.raises(SubmissionRefused) as error:
@@ -38,7 +38,7 @@ def test_another_raters_slot_is_refused_and_nothing_is_stored(open_study):
 
 
 def test_a_later_slot_than_the_current_one_is_refused(open_study):
-    rater = RaterFactory()
+    rater = invite(open_study)
     current = assignment_next(study=open_study, rater=rater)
     later = current.assignment.slots.get(position=current.position + 2)
     with pytest.raises(SubmissionRefused, match="not your current item"):
@@ -47,7 +47,7 @@ def test_a_later_slot_than_the_current_one_is_refused(open_study):
 
 
 def test_missing_and_invalid_answers_are_reported_per_criterion(open_study):
-    rater = RaterFactory()
+    rater = invite(open_study)
     slot = assignment_next(study=open_study, rater=rater)
     with pytest.raises(SubmissionInvalid) as error:
         judgment_submit(rater=rater, slot_id=slot.pk, answers={"severity": "7"})
@@ -57,7 +57,7 @@ def test_missing_and_invalid_answers_are_reported_per_criterion(open_study):
 
 
 def test_conditional_question_counts_only_when_its_condition_holds(open_study):
-    rater = RaterFactory()
+    rater = invite(open_study)
     slot = assignment_next(study=open_study, rater=rater)
     # severity 0 hides the note: a posted note is ignored
     judgment_submit(rater=rater, slot_id=slot.pk, answers={**GOOD, "note": "ignored"})
@@ -69,7 +69,7 @@ def test_conditional_question_counts_only_when_its_condition_holds(open_study):
 
 
 def test_revision_keeps_the_earlier_value_in_history(open_study):
-    rater = RaterFactory()
+    rater = invite(open_study)
     calibration = assignment_next(study=open_study, rater=rater)
     judgment_submit(rater=rater, slot_id=calibration.pk, answers=GOOD)
     slot = assignment_next(study=open_study, rater=rater)
@@ -84,7 +84,7 @@ def test_revision_keeps_the_earlier_value_in_history(open_study):
 
 
 def test_practice_items_cannot_be_revised(open_study):
-    rater = RaterFactory()
+    rater = invite(open_study)
     calibration = assignment_next(study=open_study, rater=rater)
     judgment_submit(rater=rater, slot_id=calibration.pk, answers=GOOD)
     with pytest.raises(SubmissionRefused, match="cannot be changed"):
@@ -94,7 +94,7 @@ def test_practice_items_cannot_be_revised(open_study):
 
 def test_revision_refused_when_the_study_does_not_allow_it(db):
     study = make_study(n_items=2, n_systems=1, status=Study.Status.OPEN, allow_revision=False)
-    rater = RaterFactory()
+    rater = invite(study)
     slot = assignment_next(study=study, rater=rater)
     judgment_submit(rater=rater, slot_id=slot.pk, answers=GOOD)
     judgment_submit(rater=rater, slot_id=slot.pk, answers=GOOD)  # a retry is still fine
@@ -104,8 +104,28 @@ def test_revision_refused_when_the_study_does_not_allow_it(db):
 
 
 def test_closed_study_refuses_submissions(open_study):
-    rater = RaterFactory()
+    rater = invite(open_study)
     slot = assignment_next(study=open_study, rater=rater)
     Study.objects.filter(pk=open_study.pk).update(status=Study.Status.CLOSED)
     with pytest.raises(SubmissionRefused):
         judgment_submit(rater=rater, slot_id=slot.pk, answers=GOOD)
+
+
+def test_a_rater_the_study_did_not_admit_gets_nothing_and_stores_nothing(open_study):
+    """The service itself checks the enrollment (not only the views): a rater of another study,
+    or one never admitted, is refused a seat and cannot submit into a seat it somehow holds."""
+    from evalstudy.models import Assignment
+    from evalstudy.services import NotEnrolled
+
+    other_study = make_study(n_items=3, n_systems=3, status=Study.Status.OPEN)
+    outsider = invite(other_study)
+    with pytest.raises(NotEnrolled):
+        assignment_next(study=open_study, rater=outsider)
+    # A seat handed to it by a bug elsewhere still takes no answer.
+    seat = Assignment.objects.filter(study=open_study, rater__isnull=True).first()
+    Assignment.objects.filter(pk=seat.pk).update(rater=outsider, state="active")
+    slot = seat.slots.order_by("position").first()
+    with pytest.raises(SubmissionRefused) as refused:
+        judgment_submit(rater=outsider, slot_id=slot.pk, answers=GOOD)
+    assert refused.value.status == 404
+    assert not Judgment.objects.exists()

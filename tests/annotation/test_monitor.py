@@ -11,7 +11,7 @@ from annotation.monitoring import study_monitor
 from annotation.services import judgment_submit
 from evalstudy.models import AssignmentSlot, Study
 from evalstudy.services import assignment_next
-from tests.factories import RaterFactory, UserFactory, make_study
+from tests.factories import UserFactory, invite, make_study
 
 
 @pytest.fixture
@@ -20,7 +20,8 @@ def busy_study(db):
     finished (one failed check, calibration right), one rater half-way."""
     study = make_study(n_items=4, n_systems=2, ratings_per_output=2, status=Study.Status.OPEN,
                        attention_check_every=2)
-    finished, halfway = RaterFactory(external_id="R-finished"), RaterFactory(external_id="R-half")
+    finished = invite(study, external_id="R-finished")
+    halfway = invite(study, external_id="R-half")
     failed_once = False
     while (slot := assignment_next(study=study, rater=finished)) is not None:
         answers = {"severity": "0", "usable": "yes"}

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from annotation.models import Judgment
 from evalstudy.models import Output, Study
-from tests.factories import RaterFactory, UserFactory, make_study
+from tests.factories import UserFactory, invite, make_study
 
 
 @pytest.fixture
@@ -27,8 +27,8 @@ def _current_slot_id(html):
     return int(re.search(r'/slots/(\d+)/"', html).group(1))
 
 
-def test_entry_link_binds_the_session_and_the_dashboard_lists_open_studies(open_study):
-    client, rater = Client(), RaterFactory()
+def test_entry_link_binds_the_session_and_the_dashboard_lists_its_study(open_study):
+    client, rater = Client(), invite(open_study)
     _enter(client, rater)
     page = client.get(reverse("annotation:dashboard")).content.decode()
     assert open_study.title in page
@@ -41,14 +41,14 @@ def test_unknown_entry_token_is_404(db):
 
 def test_rater_account_login_works_too(open_study):
     user = UserFactory()
-    RaterFactory(user=user, kind="slp")
+    invite(open_study, user=user, kind="slp")
     client = Client()
     assert client.login(username=user.username, password="pw-for-tests")
     assert client.get(reverse("annotation:rate", args=[open_study.slug])).status_code == 200
 
 
 def test_rating_pages_never_reveal_systems(open_study):
-    client, rater = Client(), RaterFactory()
+    client, rater = Client(), invite(open_study)
     _enter(client, rater)
     for _ in range(6):
         response = client.get(reverse("annotation:rate", args=[open_study.slug]))
@@ -66,7 +66,7 @@ def test_rating_pages_never_reveal_systems(open_study):
 
 def test_output_text_is_escaped(open_study):
     Output.objects.filter(item__study=open_study).update(text="<script>alert(1)</script>")
-    client, rater = Client(), RaterFactory()
+    client, rater = Client(), invite(open_study)
     _enter(client, rater)
     html = client.get(reverse("annotation:rate", args=[open_study.slug])).content.decode()
     slot_id = _current_slot_id(html)  # calibration first
@@ -78,7 +78,7 @@ def test_output_text_is_escaped(open_study):
 
 
 def test_submit_stores_and_moves_on_and_refuses_without_csrf(open_study):
-    rater = RaterFactory()
+    rater = invite(open_study)
     strict = Client(enforce_csrf_checks=True)
     _enter(strict, rater)
     html = strict.get(reverse("annotation:rate", args=[open_study.slug])).content.decode()
@@ -95,7 +95,7 @@ def test_submit_stores_and_moves_on_and_refuses_without_csrf(open_study):
 
 
 def test_invalid_post_rerenders_with_the_error_and_keeps_the_answers(open_study):
-    client, rater = Client(), RaterFactory()
+    client, rater = Client(), invite(open_study)
     _enter(client, rater)
     html = client.get(reverse("annotation:rate", args=[open_study.slug])).content.decode()
     slot_id = _current_slot_id(html)
@@ -110,8 +110,8 @@ def test_invalid_post_rerenders_with_the_error_and_keeps_the_answers(open_study)
 
 def test_posting_to_another_raters_slot_is_404_and_stores_nothing(open_study):
     owner, intruder = Client(), Client()
-    _enter(owner, RaterFactory())
-    _enter(intruder, RaterFactory())
+    _enter(owner, invite(open_study))
+    _enter(intruder, invite(open_study))
     html = owner.get(reverse("annotation:rate", args=[open_study.slug])).content.decode()
     intruder.get(reverse("annotation:rate", args=[open_study.slug]))
     response = intruder.post(
@@ -125,7 +125,7 @@ def test_posting_to_another_raters_slot_is_404_and_stores_nothing(open_study):
 def test_pairwise_page_labels_outputs_a_and_b_only(db):
     study = make_study(n_items=2, n_systems=2, design="pairwise", status=Study.Status.OPEN)
     client = Client()
-    _enter(client, RaterFactory())
+    _enter(client, invite(study))
     html = client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
     slot_id = _current_slot_id(html)
     client.post(reverse("annotation:submit", args=[study.slug, slot_id]), {"preference": "A"})
@@ -134,10 +134,15 @@ def test_pairwise_page_labels_outputs_a_and_b_only(db):
     assert "sys-0" not in html and "sys-1" not in html
 
 
-def test_draft_study_page_says_it_is_not_open(db):
-    study = make_study(n_items=2, n_systems=1)
+def test_closed_study_page_says_it_is_not_open_and_a_draft_does_not_exist(db):
+    study = make_study(n_items=2, n_systems=1, status=Study.Status.OPEN)
     client = Client()
-    _enter(client, RaterFactory())
+    _enter(client, invite(study))
+    study.status = Study.Status.CLOSED
+    study.save()
     response = client.get(reverse("annotation:rate", args=[study.slug]))
     assert response.status_code == 409
     assert "not open" in response.content.decode()
+    draft = make_study(n_items=2, n_systems=1)
+    _enter(client, invite(draft))
+    assert client.get(reverse("annotation:rate", args=[draft.slug])).status_code == 404

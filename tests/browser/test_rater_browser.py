@@ -239,10 +239,10 @@ def test_monitor_updates_live(live_server, new_page, shot, client):
 
 
 def test_pairwise_outputs_side_by_side_with_a_b_keys(live_server, new_page, shot):
-    from tests.factories import RaterFactory, make_study
+    from tests.factories import invite, make_study
 
     study = make_study(n_items=2, n_systems=2, design="pairwise", status=Study.Status.OPEN)
-    rater = RaterFactory()
+    rater = invite(study)
     page = new_page()
     page.goto(f"{live_server.url}/enter/{rater.access_token}/")
     page.goto(f"{live_server.url}/s/{study.slug}/")

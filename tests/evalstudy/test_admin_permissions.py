@@ -218,8 +218,8 @@ def test_foreign_keys_offer_and_accept_only_rows_of_studies_the_user_may_change(
 def test_entry_links_and_metadata_are_shown_to_owners_only(db, client, role):
     from django.contrib.auth.models import Permission
 
-    from evalstudy.models import Enrollment, Rater, StudyCollaborator
-    from tests.factories import UserFactory, make_study
+    from evalstudy.models import StudyCollaborator
+    from tests.factories import UserFactory, invite, make_study
 
     owner = UserFactory(username="own", is_staff=True)
     member = UserFactory(username="member", is_staff=True)
@@ -228,9 +228,7 @@ def test_entry_links_and_metadata_are_shown_to_owners_only(db, client, role):
             content_type__app_label="evalstudy", content_type__model="rater"))
     study = make_study(owner=owner, slug="secret-links")
     StudyCollaborator.objects.create(study=study, user=member, role=role)
-    rater = Rater.objects.create(kind="crowd", external_id="PID-9",
-                                 metadata={"email": "p9@example.org"})
-    Enrollment.objects.create(study=study, rater=rater)
+    rater = invite(study, external_id="PID-9", metadata={"email": "p9@example.org"})
     client.force_login(member)
     for url in ("/admin/evalstudy/rater/", f"/admin/evalstudy/rater/{rater.pk}/change/"):
         page = client.get(url).content.decode()

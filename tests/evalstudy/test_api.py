@@ -18,7 +18,7 @@ from annotation.services import judgment_submit
 from evalstudy.models import ApiToken, Item, Output, Rater, Study
 from evalstudy.rest import TokenObtainThrottle, api_token_create
 from evalstudy.services import assignment_next, study_open
-from tests.factories import UserFactory, make_study, token_client
+from tests.factories import UserFactory, invite, make_study, token_client
 
 
 @pytest.fixture(autouse=True)
@@ -259,7 +259,7 @@ def rated(owner):
     Item.objects.filter(study=study, external_id="item-000").update(
         external_id="=HYPERLINK(\"http://x\")", metadata={"speaker": "S1", "age": 7})
     for pid in ("=cmd|' /C calc'!A0", "PID2"):
-        rater = Rater.objects.create(kind="crowd", external_id=pid, display_name=pid)
+        rater = invite(study, external_id=pid, display_name=pid)
         while (slot := assignment_next(study=study, rater=rater)) is not None:
             judgment_submit(rater=rater, slot_id=slot.pk,
                             answers={"severity": "2", "usable": "no", "note": "+1 bad"})

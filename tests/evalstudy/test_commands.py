@@ -118,7 +118,10 @@ def test_demo_setup_is_idempotent_and_prints_links(capsys):
     assert "http://demo.test/enter/" in first
     assert first.count("/enter/") == 4
     assert Study.objects.filter(status=Study.Status.OPEN).count() == 2
-    assert Rater.objects.count() == 4
+    # 2 personal-link raters per study (their links work in that study only) + 1 account
+    assert Rater.objects.count() == 5
+    assert Rater.objects.filter(user__username="slp").get().enrollments.count() == 2
+    assert "/accounts/login/" in first and "'slp'" in first
     assert "unchanged" in second
     links = [line.split()[-1] for line in first.splitlines() if "/enter/" in line]
     assert links == [line.split()[-1] for line in second.splitlines() if "/enter/" in line]

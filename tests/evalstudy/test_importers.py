@@ -32,7 +32,7 @@ from evalstudy.spec import (
     parse_judgments_csv,
     parse_study_spec,
 )
-from tests.factories import RaterFactory, UserFactory, make_study
+from tests.factories import RaterFactory, UserFactory, invite, make_study
 
 DEMO = Path(__file__).resolve().parents[2] / "demo"
 NOW = dt.datetime(2024, 5, 1, 12, 0, tzinfo=dt.UTC)
@@ -595,7 +595,7 @@ def test_pairwise_judgments_need_system_b():
 @pytest.mark.django_db
 def test_judgments_of_a_rater_who_rates_in_the_browser_are_refused_whole():
     study = make_study(status=Study.Status.OPEN)
-    browser_rater = RaterFactory(kind=Rater.Kind.CROWD, external_id="PID-browser")
+    browser_rater = invite(study, external_id="PID-browser")
     assignment_claim(study=study, rater=browser_rater, now=NOW)
     raters = Rater.objects.count()
 

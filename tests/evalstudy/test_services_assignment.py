@@ -19,7 +19,7 @@ from evalstudy.services import (
     assignment_next,
     assignments_expire_leases,
 )
-from tests.factories import RaterFactory, make_study
+from tests.factories import RaterFactory, invite, make_study
 
 
 def _race(study, raters, workers):
@@ -102,7 +102,7 @@ def _answer(rater, slot):
 @pytest.mark.django_db
 def test_next_slot_walks_the_list_in_order_and_finishes():
     study = make_study(n_items=3, n_systems=3, status=Study.Status.OPEN)
-    rater = RaterFactory()
+    rater = invite(study)
     seen = []
     while (slot := assignment_next(study=study, rater=rater)) is not None:
         assert slot.served_at is not None
@@ -117,7 +117,7 @@ def test_next_slot_walks_the_list_in_order_and_finishes():
 @pytest.mark.django_db
 def test_abandoned_seat_is_handed_on_with_its_unjudged_slots_only():
     study = make_study(n_items=4, n_systems=1, status=Study.Status.OPEN, lease_minutes=30)
-    first, second = RaterFactory(), RaterFactory()
+    first, second = invite(study), invite(study)
     start = timezone.now()
     # first rater does calibration + one item, then disappears
     for _ in range(2):
@@ -144,7 +144,7 @@ def test_abandoned_seat_is_handed_on_with_its_unjudged_slots_only():
 @pytest.mark.django_db
 def test_expire_leases_task_hands_on_stale_seats_once():
     study = make_study(n_items=2, n_systems=1, status=Study.Status.OPEN, lease_minutes=5)
-    rater = RaterFactory()
+    rater = invite(study)
     start = timezone.now()
     assignment_next(study=study, rater=rater, now=start)
     assert assignments_expire_leases(now=start + dt.timedelta(minutes=4)) == 0
@@ -157,7 +157,7 @@ def test_expire_leases_task_hands_on_stale_seats_once():
 @pytest.mark.django_db
 def test_finished_seat_is_never_handed_on():
     study = make_study(n_items=1, n_systems=1, status=Study.Status.OPEN, lease_minutes=5)
-    rater = RaterFactory()
+    rater = invite(study)
     start = timezone.now()
     while (slot := assignment_next(study=study, rater=rater, now=start)) is not None:
         _answer(rater, slot)

@@ -11,19 +11,21 @@ from django.urls import reverse
 
 from evalstudy.importers import study_import_spec
 from evalstudy.management.base import read_text, spec_errors
-from evalstudy.models import Rater
-from evalstudy.services import study_open
+from evalstudy.models import Assignment, Rater
+from evalstudy.services import invitation_answer, rater_invite, study_open
 from evalstudy.spec import SpecInvalid, parse_study_spec
 
 DEMO_DIR = Path(settings.BASE_DIR) / "demo"
 DEMO_SPECS = ("asr_meaning.yaml", "summary_preference.yaml")
 RESEARCHER = ("researcher", "researcher-demo")
-# (username, kind, display name)
+# An account holder who signs in (as speech-language pathologists usually do) and is enrolled
+# in every demo study.
+DEMO_ACCOUNT = ("slp", "slp-demo", "Demo SLP (account)")
+# Per demo study: (external id, kind, display name) of raters with personal entry links; a
+# link works in its own study only.
 DEMO_RATERS = (
-    ("slp1", Rater.Kind.SLP, "Demo SLP 1"),
-    ("slp2", Rater.Kind.SLP, "Demo SLP 2"),
-    ("crowd1", Rater.Kind.CROWD, "Demo crowd rater 1"),
-    ("crowd2", Rater.Kind.CROWD, "Demo crowd rater 2"),
+    ("demo-1", Rater.Kind.SLP, "Demo rater 1"),
+    ("demo-2", Rater.Kind.CROWD, "Demo rater 2"),
 )
 
 
@@ -35,8 +37,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, base_url, **options):
         base_url = base_url.rstrip("/")
+        links: list[tuple[str, str]] = []
         with transaction.atomic():
             researcher = self._researcher()
+            account = self._account()
             for name in DEMO_SPECS:
                 path = str(DEMO_DIR / name)
                 try:
@@ -45,16 +49,27 @@ class Command(BaseCommand):
                 except SpecInvalid as error:
                     raise spec_errors(error) from None
                 study_open(study=study)
-                self.stdout.write(f"demo study {study.slug}: {outcome}, open, "
-                                  f"{study.assignments.count()} seats")
-            raters = [self._rater(*row) for row in DEMO_RATERS]
+                seats = study.assignments.filter(source=Assignment.Source.DESIGN).count()
+                self.stdout.write(f"demo study {study.slug}: {outcome}, open, {seats} seats")
+                rater_invite(study=study, kind=Rater.Kind.SLP, user=account)
+                # The demo account accepts at once (a real one answers on its page).
+                invitation_answer(study=study, rater=Rater.objects.get(user=account),
+                                  accept=True)
+                for external_id, kind, display_name in DEMO_RATERS:
+                    rater = (Rater.objects.filter(study=study, external_id=external_id).first()
+                             or rater_invite(study=study, kind=kind, external_id=external_id,
+                                             display_name=display_name))
+                    link = base_url + reverse("annotation:enter", args=[rater.access_token])
+                    links.append((f"{rater.display_name} ({study.slug})", link))
         user, password = RESEARCHER
         self.stdout.write("")
         self.stdout.write(f"Researcher: {base_url}/admin/  user {user!r}, password {password!r}")
-        self.stdout.write("Demo raters (personal links, no password needed):")
-        for rater in raters:
-            link = base_url + reverse("annotation:enter", args=[rater.access_token])
-            self.stdout.write(f"  {rater.display_name:<20} {link}")
+        username, password, _ = DEMO_ACCOUNT
+        self.stdout.write(f"Rater with an account: {base_url}/accounts/login/  user "
+                          f"{username!r}, password {password!r}")
+        self.stdout.write("Demo raters (personal links for one study each, no password needed):")
+        for label, link in links:
+            self.stdout.write(f"  {label:<40} {link}")
 
     def _researcher(self):
         username, password = RESEARCHER
@@ -70,13 +85,11 @@ class Command(BaseCommand):
             )
         return user
 
-    def _rater(self, username, kind, display_name):
-        user, created = get_user_model().objects.get_or_create(username=username)
+    def _account(self):
+        username, password, name = DEMO_ACCOUNT
+        user, created = get_user_model().objects.get_or_create(
+            username=username, defaults={"first_name": name})
         if created:
-            user.set_unusable_password()
+            user.set_password(password)
             user.save()
-        rater, _ = Rater.objects.get_or_create(
-            user=user, defaults={"kind": kind, "display_name": display_name,
-                                 "external_id": f"demo-{username}"},
-        )
-        return rater
+        return user

@@ -12,9 +12,21 @@ from .templatetags.metric_tags import alignment
 
 @admin.register(MetricConfig)
 class MetricConfigAdmin(admin.ModelAdmin):
+    """Configurations are shared by every study that computes the same metric the same way;
+    a researcher sees those that runs of their own studies used (a signature names model
+    directories and parameters another lab chose)."""
+
     list_display = ("metric", "version", "short_hash", "created_at")
     list_filter = ("metric",)
     readonly_fields = ("metric", "version", "config_hash", "params", "signature", "created_at")
+
+    def get_queryset(self, request):
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        used = MetricRun.objects.filter(
+            study__in=perms.studies_visible_to(request.user).values("pk")).values("configs")
+        return queryset.filter(pk__in=used)
 
     @admin.display(description="config")
     def short_hash(self, config):

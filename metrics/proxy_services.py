@@ -78,6 +78,11 @@ BACKEND_LIMITS: dict[str, dict[str, int | float]] = {
 # DRPE: dynamic roles generated per item (the paper's best was 4), static roles given, and
 # tokens generated per vote (its default, 60 per role + 40, stays below this).
 PARAM_LIMITS: dict[str, int] = {"dynamic_roles": 16, "static_roles": 16, "max_tokens": 4096}
+# Training a learned proxy holds a worker (the GPU one for the cross-encoder) for as long as
+# these say: an editor's numbers stay within what a study needs.
+TRAINING_LIMITS: dict[str, float] = {"epochs": 50, "batch_size": 512, "eval_batch_size": 1024,
+                                     "max_length": 512, "learning_rate": 1.0,
+                                     "weight_decay": 1.0, "warmup_ratio": 1.0, "C": 1e6}
 
 
 class DatabaseResponseCache:
@@ -1170,6 +1175,14 @@ def learned_proxy_check(*, study: Study, params: dict[str, Any]) -> None:
 
     if not isinstance(params, dict):
         raise ValidationError("params: must be a JSON object")
+    for name, bound in TRAINING_LIMITS.items():
+        value = params.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                0 < value <= bound):
+            raise ValidationError(f"params: {name} must be a number above 0 and at most "
+                                  f"{bound:g}, got {value!r}")
     path = params.get("model_path")
     if path not in (None, ""):  # unset: the study's encoder, else the embedded default
         if not isinstance(path, str):

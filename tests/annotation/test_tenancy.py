@@ -566,3 +566,25 @@ def test_the_admin_saves_a_seat_held_by_an_account_holder(db):
     form = form_class(data={k: v for k, v in model_to_dict(seat).items() if v is not None},
                       instance=seat)
     assert form.is_valid(), form.errors
+
+
+def test_metric_configurations_are_shown_to_the_researchers_whose_runs_used_them(db):
+    from django.contrib.auth.models import Permission
+
+    from metrics.models import MetricConfig, MetricRun
+
+    owner_a = UserFactory(username="owner-a", is_staff=True)
+    owner_b = UserFactory(username="owner-b", is_staff=True)
+    for user in (owner_a, owner_b):
+        user.user_permissions.set(Permission.objects.filter(codename="view_metricconfig"))
+    a = make_study(slug="lab-a", owner=owner_a, n_items=2, n_systems=1)
+    config = MetricConfig.objects.create(metric="bertscore", version="1", config_hash="h" * 64,
+                                         signature={"model": "/models/lab-a-secret-encoder"})
+    MetricRun.objects.create(study=a, metrics=["bertscore"]).configs.add(config)
+    admin = Client()
+    admin.force_login(owner_b)
+    page = admin.get("/admin/metrics/metricconfig/").content.decode()
+    assert "h" * 12 not in page  # the config's short hash is listed for its owner only
+    assert admin.get(f"/admin/metrics/metricconfig/{config.pk}/change/").status_code == 302
+    admin.force_login(owner_a)
+    assert admin.get(f"/admin/metrics/metricconfig/{config.pk}/change/").status_code == 200

@@ -98,3 +98,17 @@ def test_the_django_free_backend_keeps_its_defaults_and_takes_any_value():
     big = build_backend({"backend": "openai", **OPENAI, "max_retries": 1000,
                          "concurrency": 500})
     assert (big.max_retries, big.concurrency) == (1000, 500)
+
+
+@pytest.mark.parametrize(("name", "value"), [("epochs", 10_000), ("batch_size", 1e9),
+                                             ("max_length", 100_000), ("epochs", 0),
+                                             ("learning_rate", float("inf"))])
+def test_learned_proxy_training_numbers_are_bounded(db, name, value):
+    from django.core.exceptions import ValidationError
+
+    from metrics.proxy_services import learned_proxy_check
+    from tests.factories import make_study
+
+    with pytest.raises(ValidationError, match=name):
+        learned_proxy_check(study=make_study(), params={name: value})
+    learned_proxy_check(study=make_study(), params={"epochs": 3, "batch_size": 16})

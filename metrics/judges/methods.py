@@ -458,7 +458,7 @@ def deduplicate_roles(
     mean-pooled embeddings). DBSCAN with the cosine metric groups roles within cosine distance
     `eps` (core points need `min_samples` roles, themselves included); from each cluster the
     role closest to the cluster's mean embedding is kept, and every noise point (a role like no
-    other) is kept.
+    other) is kept; between roles equally close to the mean, the one whose text sorts first.
     """
     from sklearn.cluster import DBSCAN
 
@@ -478,7 +478,12 @@ def deduplicate_roles(
         members = np.flatnonzero(labels == label)
         centre = unit[members].mean(axis=0)
         centre /= np.linalg.norm(centre)
-        keep.add(int(members[np.argmax(unit[members] @ centre)]))
+        # Equal similarities (always, for a pair: both are as close to their mean) differ in
+        # the last bits with the order of the sum: ties within 1e-9 go to the role whose text
+        # sorts first, so the choice does not depend on the order the roles came in.
+        similarity = np.round(unit[members] @ centre, 9)
+        best = min(range(len(members)), key=lambda k: (-similarity[k], roles[members[k]].text))
+        keep.add(int(members[best]))
     return [role for index, role in enumerate(roles) if index in keep]
 
 

@@ -2,11 +2,13 @@
 # Build: docker build -t evalstudy .    (see docker-compose.yml and the README's Deployment)
 FROM python:3.11-slim-bookworm
 
-# R with lme4/ordinal for the mixed models (rpy2 builds against it), Pango and fonts for the
-# PDF reports, libpq for PostgreSQL, a compiler for the few source builds.
+# R with lme4/ordinal/jsonlite for the mixed models (run as a separate Rscript process, not
+# loaded into Python), Pango and fonts for the PDF reports, libpq for PostgreSQL, a compiler for
+# the few source builds.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      r-base-core r-base-dev r-cran-lme4 r-cran-lmertest r-cran-emmeans r-cran-ordinal \
+      r-base-core r-cran-jsonlite r-cran-lme4 r-cran-lmertest r-cran-emmeans r-cran-ordinal \
+      r-cran-blme r-cran-brglm2 \
       libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core libpq5 build-essential \
  && rm -rf /var/lib/apt/lists/*
 

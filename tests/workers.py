@@ -14,10 +14,9 @@ from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[1]
-# The environment as the test session started. Initialising R (rpy2) later rewrites
-# LD_LIBRARY_PATH and R_* variables of this process; a worker started with those loads the
-# system's libpython instead of ours (`_ssl: undefined symbol`). tests/conftest.py imports this
-# module first, so the snapshot predates any R start-up.
+# The environment as the test session started: worker processes get it, not whatever tests
+# set in this process later (tests pass what a worker needs explicitly, e.g. `env=`).
+# tests/conftest.py imports this module first, so the snapshot predates every test.
 STARTUP_ENVIRONMENT = dict(os.environ)
 
 

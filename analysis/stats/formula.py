@@ -4,8 +4,8 @@ rebuilt texts the engines receive (no Django here).
 Why: patsy evaluates every term of a formula as Python and R evaluates it as R, so a formula
 such as ``rating ~ system + I(__import__('os').system('id'))`` runs code on the worker. A
 formula is therefore parsed into a fixed grammar against the columns the caller allows, and
-R, pymer4 and patsy only ever receive text rebuilt from the parsed terms: the user's text is
-never passed through.
+R, the optional pymer4 engine and patsy only ever receive text rebuilt from the parsed terms:
+the user's text is never passed through.
 
 Grammar (whitespace is spaces and tabs; positions in errors are 1-based characters)::
 

@@ -20,18 +20,29 @@ statsmodels fallbacks are renamed to the same convention.
 
 Engines (``ModelFit.engine`` always says which one ran, with versions read at run time):
 
-* ``fit_clmm`` / ``fit_clm``: R ``ordinal::clmm`` / ``ordinal::clm`` (logit link) through
-  rpy2. Without R (or ``engine="statsmodels"``): statsmodels ``OrderedModel(distr="logit")``
+* ``fit_clmm`` / ``fit_clm``: R ``ordinal::clmm`` / ``ordinal::clm`` (logit link), run in a
+  separate R process (:mod:`analysis.stats.rbridge`; the R code is in ``analysis/stats/r/``).
+  Without R (or ``engine="statsmodels"``): statsmodels ``OrderedModel(distr="logit")``
   fitted with BFGS, no constant -> the same model as R's ``clm``; random-effect terms are
   dropped and a warning says so.
-* ``fit_binomial_glmm``: pymer4 ``Lmer(..., family="binomial")`` (lme4::glmer, Laplace);
-  ``engine="R"`` calls ``lme4::glmer`` through rpy2 directly (also accepts a
-  ``cbind(successes, failures)`` response). Without R (or ``engine="statsmodels"``): a plain
+* ``fit_binomial_glmm``: ``lme4::glmer`` (binomial, Laplace) in the same separate R process
+  (``engine="auto"`` or ``"R"``; also accepts a ``cbind(successes, failures)`` response).
+  ``engine="pymer4"`` goes through pymer4 ``Lmer(..., family="binomial")`` instead, only when
+  the user has installed pymer4 (optional, not installed by default: it embeds R, GPL, in the
+  Python process through rpy2). Without R (or ``engine="statsmodels"``): a plain
   logistic regression (statsmodels GLM Binomial/logit) with cluster-robust standard errors by
   the grouping factors of the random terms (two-way when there are two, e.g. rater and item).
   That is NOT glmer: estimates are population-averaged (marginal) log-odds, which are smaller
   in magnitude than glmer's conditional ones when the random-effect variance is large; no
   variances are estimated. The engine string and a warning say so.
+* ``fit_binomial_penalised``: the same binomial model with a weakly informative normal prior
+  on the fixed effects (R ``blme::bglmer``; ``brglm2::brglmFit`` without random terms), for
+  data with separation, where glmer's estimates are infinite.
+
+Separation (a factor level whose outcomes are all alike: a system at 100% "yes", or rated only
+in the top category) is diagnosed on every fit (``extra["separation"]``, a warning naming the
+level), and the fit's warnings travel with the numbers derived from it
+(:func:`pairwise_contrasts`).
 
 Results are plain dataclasses (:class:`Coefficient`, :class:`ModelFit`, ...).
 Confidence intervals are Wald intervals (estimate +- z * SE) at ``conf_level``; p-values are
@@ -40,8 +51,10 @@ two-sided Wald z tests.
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import re
+import threading
 import time
 import warnings as warnings_module
 from collections.abc import Mapping, Sequence
@@ -65,6 +78,7 @@ __all__ = [
     "PreferenceResult",
     "PreferenceShare",
     "fit_binomial_glmm",
+    "fit_binomial_penalised",
     "fit_clm",
     "fit_clmm",
     "holm_adjust",
@@ -124,7 +138,7 @@ class ModelFit:
     formula: the formula as fitted, rebuilt from the parsed terms (``a*b`` written out as
         ``a + b + a:b``; random terms included even when the engine dropped them).
     engine: what actually fitted it, with versions, e.g.
-        ``"R ordinal::clmm 2022.11-16 via rpy2 3.5.17 (R 4.2.2)"``.
+        ``"R ordinal::clmm 2022.11-16 via Rscript (R 4.2.2)"``.
     family, link: ``"cumulative"``/``"binomial"``/``"bradley-terry (binomial)"``; ``"logit"``.
     n_obs: rows used (after dropping missing values; for a ``cbind`` response: rows, not trials).
     coefficients: fixed effects (binomial models include ``(Intercept)``; ordinal ones have
@@ -140,8 +154,11 @@ class ModelFit:
         ``reference`` {factor: reference level}; ``vcov`` {"terms": [...], "matrix": [[...]]}
         (covariance of ``coefficients``, used by :func:`pairwise_contrasts`); ``loglik``,
         ``aic``; ``n_groups`` {grouping factor: number of levels}; ``random_effects_sd``;
-        ``elapsed_s`` (wall time of the fit); ``versions``; ``fallback`` (bool); per model:
-        ``nominal_test`` (fit_clm), ``odds_ratios`` (binomial), ``cond_hessian``, ...
+        ``elapsed_s`` (wall time of the fit); ``versions``; ``fallback`` (bool);
+        ``separation`` (see :func:`_diagnose_separation`); per model: ``nominal_test``,
+        ``nominal_test_status`` and ``proportional_odds_violations`` (fit_clm),
+        ``odds_ratios``, ``estimation`` ("maximum likelihood" / "penalised maximum
+        likelihood") and ``penalty`` (binomial), ``cond_hessian``, ...
     """
 
     formula: str
@@ -187,6 +204,10 @@ class Contrast:
     ci_high: float
     p_value: float
     p_adjusted: float
+    #: False when the fit's problems (separation, non-convergence) make this contrast's
+    #: estimate, SE and p-values meaningless; ``flags`` says why, in words.
+    reliable: bool = True
+    flags: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -196,7 +217,14 @@ class Contrast:
 @dataclass
 class PairwiseContrasts:
     """All pairwise contrasts of one factor. CIs are unadjusted Wald intervals; ``p_adjusted``
-    uses ``adjust`` (Holm by default) over the whole family."""
+    uses ``adjust`` (Holm by default) over the whole family.
+
+    Numbers derived from a fit carry its problems: ``warnings`` holds the contrasts' own
+    warnings, a separation diagnosis when the fit has one, and every warning of the fit
+    (prefixed ``"from the fit: "``); ``fit_converged``, ``estimation`` (``"maximum
+    likelihood"`` or ``"penalised maximum likelihood"``) and ``separation`` (the fit's
+    ``extra["separation"]`` when it detected separation, else None) come from the fit, and
+    each :class:`Contrast` says whether it can be read (``reliable``, ``flags``)."""
 
     factor: str
     scale: str
@@ -205,6 +233,9 @@ class PairwiseContrasts:
     contrasts: list[Contrast]
     engine: str
     warnings: list[str] = field(default_factory=list)
+    fit_converged: bool = True
+    estimation: str = "maximum likelihood"
+    separation: dict[str, Any] | None = None
 
     def frame(self) -> pd.DataFrame:
         return pd.DataFrame([{**asdict(c), "contrast": c.label} for c in self.contrasts])
@@ -385,14 +416,14 @@ def _versions() -> dict[str, str | None]:
 
 def _r_engine(what: str, pkg: str) -> str:
     v = _versions()
-    return f"R {what} {v.get(pkg)} via rpy2 {v.get('rpy2')} (R {v.get('R')})"
+    return f"R {what} {v.get(pkg)} via Rscript (R {v.get('R')})"
 
 
 def _use_r(engine: str) -> bool:
     e = engine.lower()
     if e == "statsmodels":
         return False
-    if e in ("r", "rpy2", "pymer4"):
+    if e in ("r", "pymer4"):
         if not rbridge.r_available():
             raise rbridge.RUnavailableError(
                 f"engine={engine!r} requested but R is unavailable: "
@@ -404,87 +435,151 @@ def _use_r(engine: str) -> bool:
     raise ValueError(f"unknown engine {engine!r}")
 
 
-def _r_list(res: Any) -> dict[str, Any]:
-    return {str(k): v for k, v in zip(res.names, res, strict=True)}
-
-
 def _strs(v: Any) -> list[str]:
-    if v is None or type(v).__name__ == "NULLType":
+    """An R character vector from a reply (a list; None for R's NULL) -> strings."""
+    if v is None:
         return []
     return [str(x) for x in v]
 
 
 def _floats(v: Any) -> np.ndarray:
-    if v is None or type(v).__name__ == "NULLType":
+    """An R numeric vector or matrix (list of rows) from a reply -> float array (null -> nan)."""
+    if v is None:
         return np.array([], dtype=float)
     return np.asarray(v, dtype=float)
 
 
 # --------------------------------------------------------------------------------------------
-# ordinal models
+# separation
+
+#: |estimate| (log-odds, or latent logit for ordinal models) or SE from which a coefficient is
+#: taken as a sign of separation. An odds ratio of e^10 (about 22,000) is no effect that human
+#: judgments show, and an SE of 10 on this scale means a flat likelihood: either way the number
+#: is where the optimiser stopped on its way to infinity (glmer stops around 20-30 with SEs in
+#: the hundreds, or with tiny SEs when lme4 falls back to an approximate covariance matrix).
+SEPARATION_LIMIT = 10.0
 
 
-_R_ORDINAL = r"""
-function(formula, data, link, mixed, nominal) {
-  warns <- character()
-  out <- withCallingHandlers({
-    f <- stats::as.formula(formula)
-    fitter <- if (mixed) ordinal::clmm else ordinal::clm
-    # do.call embeds the data in the call, so that update() (nominal_test) finds it.
-    fit <- do.call(fitter, list(formula = f, data = data, link = link))
-    s <- summary(fit)
-    co <- s$coefficients
-    vc <- as.matrix(stats::vcov(fit))
-    out <- list(
-      names = rownames(co), est = unname(co[, 1]), se = unname(co[, 2]),
-      p = unname(co[, ncol(co)]),
-      alpha = names(fit$alpha), beta = names(fit$beta)[!is.na(fit$beta)],
-      vcov = unname(vc), vcov_names = rownames(vc),
-      nobs = length(fit$fitted.values),
-      loglik = as.numeric(stats::logLik(fit)), aic = stats::AIC(fit),
-      maxgrad = max(abs(fit$gradient))
-    )
-    if (mixed) {
-      vcr <- ordinal::VarCorr(fit)
-      g <- character(); nm <- character(); v <- numeric()
-      for (gr in names(vcr)) {
-        m <- as.matrix(vcr[[gr]])
-        g <- c(g, rep(gr, nrow(m))); nm <- c(nm, rownames(m)); v <- c(v, diag(m))
-      }
-      out$re_group <- g; out$re_name <- nm; out$re_var <- unname(v)
-      out$ngrps <- unlist(fit$dims$nlev.gf)
-      out$ngrps_names <- names(fit$dims$nlev.gf)
-      out$conv_code <- as.integer(fit$optRes$convergence)
-      out$conv_msg <- as.character(fit$optRes$message)
-      out$cond_h <- if (is.null(s$condHess)) NA_real_ else as.numeric(s$condHess)
-    } else {
-      out$conv_code <- as.integer(fit$convergence$code)
-      out$conv_msg <- paste(c(fit$convergence$messages, fit$convergence$alg.message),
-                            collapse = "; ")
-      out$cond_h <- as.numeric(fit$cond.H)
-      if (nominal) {
-        nt <- tryCatch(as.data.frame(ordinal::nominal_test(fit)),
-                       error = function(e) {
-                         warns <<- c(warns, paste("nominal_test failed:", conditionMessage(e)))
-                         NULL
-                       })
-        if (!is.null(nt)) {
-          out$nt_terms <- rownames(nt); out$nt_df <- as.numeric(nt[[1]])
-          out$nt_loglik <- as.numeric(nt[[2]]); out$nt_aic <- as.numeric(nt[[3]])
-          out$nt_lrt <- as.numeric(nt[[4]]); out$nt_p <- as.numeric(nt[[5]])
-        }
-      }
+def _separated_levels(prep: _Prepared, kind: str) -> list[dict[str, Any]]:
+    """Levels of the fixed-effect factors whose outcomes are all alike: all 0 or all 1
+    (binary; all successes or all failures for ``cbind``), all in the lowest or all in the
+    highest category (ordinal). Each makes that level's maximum-likelihood effect infinite."""
+    resp = prep.response
+    data = prep.data
+    factors = [t[0] for t in prep.formula.fixed
+               if len(t) == 1 and t[0] in prep.factors and t[0] not in resp]
+    found: list[dict[str, Any]] = []
+    for factor in dict.fromkeys(factors):
+        reference = prep.factors[factor][0]
+        for level, rows in data.groupby(factor, observed=True, sort=False):
+            n = len(rows)
+            if kind == "ordinal":
+                categories = prep.factors[resp[0]]
+                values = rows[resp[0]].astype(str)
+                if (values == categories[-1]).all():
+                    outcome = f"all in the highest category ({categories[-1]})"
+                elif (values == categories[0]).all():
+                    outcome = f"all in the lowest category ({categories[0]})"
+                else:
+                    continue
+            elif len(resp) == 2:
+                successes, failures = float(rows[resp[0]].sum()), float(rows[resp[1]].sum())
+                n = int(successes + failures)
+                if failures == 0:
+                    outcome = "all successes"
+                elif successes == 0:
+                    outcome = "all failures"
+                else:
+                    continue
+            else:
+                y = rows[resp[0]].to_numpy(dtype=float)
+                if (y == 1).all():
+                    outcome = "all 1"
+                elif (y == 0).all():
+                    outcome = "all 0"
+                else:
+                    continue
+            level = str(level)
+            found.append({"factor": factor, "level": level, "n": int(n), "outcome": outcome,
+                          "term": None if level == reference else f"{factor}{level}"})
+    return found
+
+
+def _diagnose_separation(prep: _Prepared, fit: ModelFit, *, kind: str,
+                         penalised: bool = False) -> None:
+    """Sets ``fit.extra["separation"]`` and adds a warning naming what is separated.
+
+    ``extra["separation"]``: ``{"detected", "penalised", "levels": [{"factor", "level",
+    "term", "n", "outcome"}], "terms": [{"term", "estimate", "se", "reason"}], "limit",
+    "diagnosis", "remedy"}``. ``levels``: factor levels whose outcomes are all alike (see
+    :func:`_separated_levels`; ``term`` is None for the reference level, whose separation
+    moves the intercept and every coefficient of the factor); ``terms``: coefficients with
+    |estimate| or SE >= :data:`SEPARATION_LIMIT` or a non-finite SE. ``detected`` when either
+    is non-empty. For a penalised fit (``penalised=True``) separated levels are expected (the
+    penalty is there for them): the warning says that their estimates are finite because of
+    the prior, and only runaway coefficients would count as a failure of the penalty.
+    """
+    levels = _separated_levels(prep, kind)
+    terms = []
+    for c in fit.coefficients:
+        if not math.isfinite(c.se) or not math.isfinite(c.estimate):
+            reason = "non-finite estimate or SE"
+        elif abs(c.estimate) >= SEPARATION_LIMIT:
+            reason = f"|estimate| >= {SEPARATION_LIMIT:g}"
+        elif c.se >= SEPARATION_LIMIT:
+            reason = f"SE >= {SEPARATION_LIMIT:g}"
+        else:
+            continue
+        terms.append({"term": c.term, "estimate": c.estimate, "se": c.se, "reason": reason})
+    detected = bool(levels or terms)
+    by_term = {c.term: c for c in fit.coefficients}
+    scale = "latent logit" if kind == "ordinal" else "log-odds"
+
+    def what(level: dict[str, Any]) -> str:
+        c = by_term.get(level["term"]) if level["term"] else by_term.get("(Intercept)")
+        numbers = f" ({c.estimate:+.3g}, SE {c.se:.3g})" if c is not None else ""
+        if level["term"] is None:
+            return (f"as the reference level it moves the intercept{numbers} and every "
+                    f"{level['factor']} coefficient: none is an estimate")
+        return f"{level['term']}{numbers} is not an estimate"
+
+    parts = [f"{lv['factor']} {lv['level']!r}: {lv['n']} outcomes, {lv['outcome']}"
+             for lv in levels]
+    explained = {lv["term"] for lv in levels}
+    runaway = [t for t in terms if t["term"] not in explained]
+    diagnosis = remedy = None
+    if penalised and levels:
+        diagnosis = (
+            "separation in the data (" + "; ".join(parts) + "): this penalised fit keeps the "
+            "estimates finite, but for the separated levels they reflect the prior as much "
+            "as the data: read them as 'large', not as measured sizes")
+        if runaway:
+            diagnosis += ("; the penalty did not hold for "
+                          + ", ".join(f"{t['term']} ({t['reason']})" for t in runaway))
+    elif detected:
+        lines = [f"{part}: its {scale} effect is infinite under maximum likelihood, so "
+                 f"{what(lv)}, and no contrast, odds ratio, CI or p-value involving "
+                 f"{lv['level']!r} means anything" for part, lv in zip(parts, levels,
+                                                                       strict=True)]
+        lines += [f"{t['term']} = {t['estimate']:+.3g} (SE {t['se']:.3g}; {t['reason']}): "
+                  "quasi-complete separation or an empty cell" for t in runaway]
+        diagnosis = "separation: " + "; ".join(lines)
+        remedy = ("report the raw proportions of the separated levels, and the penalised fit "
+                  "(analysis option separation='penalised'; models.fit_binomial_penalised)"
+                  if kind != "ordinal" else
+                  "report the rating distribution of the separated levels (no penalised "
+                  "ordinal model is offered) or merge sparse categories")
+        fit.warnings.append(f"{diagnosis}. Remedy: {remedy}")
+    if penalised and diagnosis:
+        fit.warnings.append(diagnosis)
+    fit.extra["separation"] = {
+        "detected": detected, "penalised": penalised, "levels": levels, "terms": terms,
+        "limit": SEPARATION_LIMIT, "diagnosis": diagnosis, "remedy": remedy,
     }
-    out
-  },
-  warning = function(w) { warns <<- c(warns, conditionMessage(w))
-                          invokeRestart("muffleWarning") },
-  message = function(m) { warns <<- c(warns, trimws(conditionMessage(m)))
-                          invokeRestart("muffleMessage") })
-  out$warnings <- unique(warns)
-  out
-}
-"""
+
+
+# --------------------------------------------------------------------------------------------
+# ordinal models
 
 
 def fit_clmm(
@@ -527,29 +622,70 @@ def fit_clm(
     proportional-odds check ``ordinal::nominal_test`` (likelihood-ratio test per term of the
     model with that term's effect allowed to differ per threshold).
 
-    ``extra["nominal_test"]``: list of ``{"term", "df", "loglik", "aic", "lrt", "p_value"}``
-    (the first row, ``"<none>"``, is the proportional-odds model itself);
-    ``extra["proportional_odds_violations"]``: terms with p < ``alpha`` (a warning is added for
-    each). With the statsmodels engine the test is not available (``None`` + a warning).
+    ``extra["nominal_test"]``: list of ``{"term", "df", "loglik", "aic", "lrt", "p_value",
+    "tested", "reason"}`` (the first row, ``"<none>"``, is the proportional-odds model itself;
+    ``tested`` is False, with the ``reason``, for a term nominal_test could not test: its
+    model with that term nominal failed or did not converge, e.g. because a level has no
+    ratings in some categories). ``extra["nominal_test_status"]``: ``{"status": "computed" |
+    "partial" | "not computed", "tested": [terms], "untested": [{"term", "reason"}],
+    "reason": why nothing or not everything was tested, or None}``.
+    ``extra["proportional_odds_violations"]``: the tested terms with p < ``alpha`` (a warning
+    is added for each); None when nothing was tested (never ``[]``, which would read "no
+    violation"). Each untested term adds a warning. With the statsmodels engine the test is
+    not available (``None``, status "not computed" + a warning).
     """
     if _parse(df, formula).random:
         raise ValueError("fit_clm takes no random-effect terms; use fit_clmm")
     fit = _fit_ordinal(df, formula, reference, levels, link, engine, conf_level,
                        mixed=False, nominal=nominal_test)
-    nt = fit.extra.get("nominal_test")
-    if nt is not None:
-        bad = [r["term"] for r in nt
-               if r["p_value"] is not None and not math.isnan(r["p_value"])
-               and r["p_value"] < alpha]
-        fit.extra["proportional_odds_violations"] = bad
-        for term in bad:
-            fit.warnings.append(
-                f"proportional-odds assumption questionable for {term!r} "
-                f"(nominal_test p < {alpha})"
-            )
-    elif nominal_test:
-        fit.extra["proportional_odds_violations"] = None
+    if nominal_test:
+        _nominal_status(fit, alpha)
     return fit
+
+
+def _nominal_status(fit: ModelFit, alpha: float) -> None:
+    """``nominal_test_status`` and ``proportional_odds_violations`` of a clm fit (see
+    :func:`fit_clm`), with a warning for each term that could not be tested."""
+    nt = fit.extra.get("nominal_test")
+    rows = [r for r in nt or [] if r["term"] != "<none>"]
+    tested = [r for r in rows if r.get("tested", r["p_value"] is not None)]
+    untested = [{"term": r["term"], "reason": r.get("reason") or "no test statistic"}
+                for r in rows if r not in tested]
+    reason = None
+    if nt is None:
+        failed = [w for w in fit.warnings if w.startswith("nominal_test failed")]
+        reason = (failed[0] if failed else
+                  "nominal_test needs R's ordinal package (this fit used the statsmodels "
+                  "engine)" if fit.extra.get("fallback") else "nominal_test returned nothing")
+        status = "not computed"
+    elif not rows:
+        reason, status = "the model has no terms to test", "not computed"
+    elif not tested:
+        status = "not computed"
+    else:
+        status = "partial" if untested else "computed"
+    if untested:
+        reason = "; ".join(f"{u['term']}: {u['reason']}" for u in untested)
+    for u in untested:
+        fit.warnings.append(f"proportional-odds check (nominal_test) could not be computed "
+                            f"for {u['term']!r}: {u['reason']}")
+    if nt is None and not any(w.startswith(("nominal_test", "proportional-odds check"))
+                              for w in fit.warnings):
+        fit.warnings.append(f"proportional-odds check (nominal_test) not computed: {reason}")
+    fit.extra["nominal_test_status"] = {
+        "status": status, "tested": [r["term"] for r in tested], "untested": untested,
+        "reason": reason,
+    }
+    if status == "not computed":
+        fit.extra["proportional_odds_violations"] = None
+        return
+    bad = [r["term"] for r in tested if r["p_value"] < alpha]
+    fit.extra["proportional_odds_violations"] = bad
+    for term in bad:
+        fit.warnings.append(
+            f"proportional-odds assumption questionable for {term!r} "
+            f"(nominal_test p < {alpha})"
+        )
 
 
 def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mixed, nominal):
@@ -557,8 +693,10 @@ def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mi
                     levels=levels)
     has_random = bool(prep.formula.random)
     if _use_r(engine):
-        return _fit_ordinal_r(prep, link, conf_level, mixed=mixed and has_random,
-                              nominal=nominal)
+        fit = _fit_ordinal_r(prep, link, conf_level, mixed=mixed and has_random,
+                             nominal=nominal)
+        _diagnose_separation(prep, fit, kind="ordinal")
+        return fit
     if link != "logit":
         raise ValueError("the statsmodels fallback supports link='logit' only")
     fit = _fit_ordinal_statsmodels(prep, conf_level)
@@ -567,6 +705,7 @@ def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mi
     if nominal:
         fit.extra["nominal_test"] = None
         fit.warnings.append("nominal_test (proportional odds) not computed: needs R ordinal")
+    _diagnose_separation(prep, fit, kind="ordinal")
     return fit
 
 
@@ -575,49 +714,53 @@ def _fit_ordinal_r(prep: _Prepared, link: str, conf_level: float, *,
     resp = prep.response[0]
     formula = prep.formula.text
     t0 = time.perf_counter()
-    with rbridge.r_session():
-        rdf = rbridge.to_r_dataframe(prep.data, levels=prep.factors, ordered=[resp])
-        res = rbridge.r_function(_R_ORDINAL)(formula, rdf, link, mixed, nominal)
-        out = _r_list(res)
-        names = _strs(out["names"])
-        est, se, p = _floats(out["est"]), _floats(out["se"]), _floats(out["p"])
-        alpha_names, beta_names = _strs(out["alpha"]), _strs(out["beta"])
-        vcov = _floats(out["vcov"])
-        vcov_names = _strs(out["vcov_names"])
-        r_warn = _strs(out["warnings"])
-        conv_code = int(_floats(out["conv_code"])[0])
-        conv_msg = " ".join(_strs(out["conv_msg"]))
-        maxgrad = float(_floats(out["maxgrad"])[0])
-        cond_h = float(_floats(out["cond_h"])[0])
-        extra: dict[str, Any] = {
-            "loglik": float(_floats(out["loglik"])[0]),
-            "aic": float(_floats(out["aic"])[0]),
-            "max_gradient": maxgrad,
-            "cond_hessian": cond_h,
-            "convergence_code": conv_code,
-            "convergence_message": conv_msg,
+    rdf = rbridge.RFrame(prep.data, levels=prep.factors, ordered=[resp])
+    out = rbridge.r_function("evalstudy_ordinal")(formula, rdf, link, mixed, nominal)
+    names = _strs(out["names"])
+    est, se, p = _floats(out["est"]), _floats(out["se"]), _floats(out["p"])
+    alpha_names, beta_names = _strs(out["alpha"]), _strs(out["beta"])
+    vcov = _floats(out["vcov"])
+    vcov_names = _strs(out["vcov_names"])
+    r_warn = _strs(out["warnings"])
+    conv_code = int(_floats(out["conv_code"])[0])
+    conv_msg = " ".join(_strs(out["conv_msg"]))
+    maxgrad = float(_floats(out["maxgrad"])[0])
+    cond_h = float(_floats(out["cond_h"])[0])
+    extra: dict[str, Any] = {
+        "loglik": float(_floats(out["loglik"])[0]),
+        "aic": float(_floats(out["aic"])[0]),
+        "max_gradient": maxgrad,
+        "cond_hessian": cond_h,
+        "convergence_code": conv_code,
+        "convergence_message": conv_msg,
+        "r_seconds": float(_floats(out["seconds"])[0]),  # the fit and summaries, inside R
+    }
+    n_obs = int(_floats(out["nobs"])[0])
+    random_effects: dict[str, float] = {}
+    if mixed:
+        for g, nm, v in zip(_strs(out["re_group"]), _strs(out["re_name"]),
+                            _floats(out["re_var"]), strict=True):
+            random_effects[g if nm == "(Intercept)" else f"{g}:{nm}"] = float(v)
+        extra["n_groups"] = {
+            n: int(k) for n, k in zip(_strs(out["ngrps_names"]), _floats(out["ngrps"]),
+                                      strict=True)
         }
-        n_obs = int(_floats(out["nobs"])[0])
-        random_effects: dict[str, float] = {}
-        if mixed:
-            for g, nm, v in zip(_strs(out["re_group"]), _strs(out["re_name"]),
-                                _floats(out["re_var"]), strict=True):
-                random_effects[g if nm == "(Intercept)" else f"{g}:{nm}"] = float(v)
-            extra["n_groups"] = {
-                n: int(k) for n, k in zip(_strs(out["ngrps_names"]), _floats(out["ngrps"]),
-                                          strict=True)
-            }
-        if nominal and "nt_terms" in out:
-            extra["nominal_test"] = [
-                {"term": t, "df": _nan_none(d), "loglik": float(ll), "aic": float(a),
-                 "lrt": _nan_none(lr), "p_value": _nan_none(pv)}
-                for t, d, ll, a, lr, pv in zip(
-                    _strs(out["nt_terms"]), _floats(out["nt_df"]), _floats(out["nt_loglik"]),
-                    _floats(out["nt_aic"]), _floats(out["nt_lrt"]), _floats(out["nt_p"]),
-                    strict=True)
-            ]
-        elif nominal:
-            extra["nominal_test"] = None
+    if nominal and "nt_terms" in out:
+        terms = _strs(out["nt_terms"])
+        reasons = _strs(out.get("nt_reason")) or [""] * len(terms)
+        extra["nominal_test"] = [
+            {"term": t, "df": _nan_none(d), "loglik": _nan_none(ll), "aic": _nan_none(a),
+             "lrt": _nan_none(lr), "p_value": _nan_none(pv),
+             "tested": None if t == "<none>" else _nan_none(pv) is not None,
+             "reason": (_untested_reason(prep, t, why)
+                        if t != "<none>" and _nan_none(pv) is None else None)}
+            for t, d, ll, a, lr, pv, why in zip(
+                terms, _floats(out["nt_df"]), _floats(out["nt_loglik"]),
+                _floats(out["nt_aic"]), _floats(out["nt_lrt"]), _floats(out["nt_p"]),
+                reasons, strict=True)
+        ]
+    elif nominal:
+        extra["nominal_test"] = None
     elapsed = time.perf_counter() - t0
     row = {n: i for i, n in enumerate(names)}
     coefs = [_coef(b, est[row[b]], se[row[b]], conf_level, p[row[b]]) for b in beta_names
@@ -669,6 +812,30 @@ def _fit_ordinal_r(prep: _Prepared, link: str, conf_level: float, *,
     )
 
 
+def _untested_reason(prep: _Prepared, term: str, why: str) -> str:
+    """R's reason why nominal_test could not test ``term`` (see models.R), plus the usual
+    cause when the term is a factor: a level without ratings in some categories, whose own
+    thresholds (what the nominal model estimates) then do not exist."""
+    resp = prep.response[0]
+    parts = term.split(":")
+    reason = why or "nominal_test gave no statistic"
+    if not all(c in prep.factors and c not in prep.groups for c in parts):
+        return reason
+    categories = prep.factors[resp]
+    data = prep.data
+    key = data[parts[0]].astype(str)
+    for c in parts[1:]:
+        key = key + ":" + data[c].astype(str)
+    table = pd.crosstab(key, data[resp].astype(str)).reindex(columns=categories, fill_value=0)
+    empty = [f"{level!r} has no ratings in {', '.join(str(c) for c in row.index[row == 0])}"
+             for level, row in table.iterrows() if (row == 0).any()]
+    if empty:
+        reason += (f"; {term} level " + "; ".join(empty) + " (of categories "
+                   f"{', '.join(map(str, categories))}): the nominal model cannot estimate "
+                   "thresholds for categories a level never used")
+    return reason
+
+
 def _nan_none(x: Any) -> float | None:
     x = float(x)
     return None if math.isnan(x) else x
@@ -710,7 +877,12 @@ def _fit_ordinal_statsmodels(prep: _Prepared, conf_level: float) -> ModelFit:
     res = model.fit(method="bfgs", disp=False, maxiter=2000, gtol=1e-8)
     k = X.shape[1]
     params = np.asarray(res.params, dtype=float)
-    cov = np.asarray(res.cov_params(), dtype=float)
+    try:
+        cov = np.asarray(res.cov_params(), dtype=float)
+    except ValueError:
+        # Hessian not invertible (separation, e.g. a level rated only in the top category):
+        # no SEs; the fit is kept so that _diagnose_separation can name the cause.
+        cov = np.full((len(params), len(params)), np.nan)
     coefs = [_coef(name, params[i], math.sqrt(cov[i, i]), conf_level)
              for i, name in enumerate(X.columns)]
     # thresholds: statsmodels uses (cut_1, log(cut_2 - cut_1), ...); delta method for SEs.
@@ -765,46 +937,17 @@ def _fit_ordinal_statsmodels(prep: _Prepared, conf_level: float) -> ModelFit:
 # binary models
 
 
-_R_GLMER = r"""
-function(formula, data) {
-  warns <- character()
-  out <- withCallingHandlers({
-    fit <- do.call(lme4::glmer, list(formula = stats::as.formula(formula), data = data,
-                                     family = stats::binomial))
-    co <- summary(fit)$coefficients
-    vc <- as.matrix(stats::vcov(fit))
-    vcr <- as.data.frame(lme4::VarCorr(fit))
-    vcr <- vcr[is.na(vcr$var2), ]
-    list(names = rownames(co), est = unname(co[, 1]), se = unname(co[, 2]),
-         p = unname(co[, 4]), vcov = unname(vc),
-         re_group = as.character(vcr$grp), re_name = as.character(vcr$var1),
-         re_var = as.numeric(vcr$vcov),
-         ngrps = as.numeric(lme4::ngrps(fit)), ngrps_names = names(lme4::ngrps(fit)),
-         nobs = stats::nobs(fit), loglik = as.numeric(stats::logLik(fit)),
-         aic = stats::AIC(fit), conv = as.character(fit@optinfo$conv$lme4$messages),
-         singular = lme4::isSingular(fit))
-  },
-  warning = function(w) { warns <<- c(warns, conditionMessage(w))
-                          invokeRestart("muffleWarning") },
-  message = function(m) { warns <<- c(warns, trimws(conditionMessage(m)))
-                          invokeRestart("muffleMessage") })
-  out$warnings <- unique(warns)
-  out
-}
-"""
-
-_R_VCOV = r"""
-function(m) {
-  warns <- character()
-  vc <- withCallingHandlers(as.matrix(stats::vcov(m)),
-    warning = function(w) { warns <<- c(warns, conditionMessage(w))
-                            invokeRestart("muffleWarning") })
-  list(vc, warns)
-}
-"""
-_R_SINGULAR = "function(m) lme4::isSingular(m)"
-_R_NGRPS = "function(m) { g <- lme4::ngrps(m); list(as.numeric(g), names(g)) }"
-_R_NOBS = "function(m) stats::nobs(m)"
+# The optional pymer4 engine's R side: analysis/stats/r/models.R, sourced into pymer4's
+# embedded R once (the R engine calls the same file's functions in the R worker).
+_PYMER4_LOCK = threading.RLock()
+_PYMER4_STATE: dict[str, Any] = {"sourced": False}
+PYMER4_MISSING = (
+    "engine='pymer4' needs the optional package pymer4 (0.8.2 works with Debian's R 4.2, with "
+    "rpy2 3.5.17), which is not installed: evalstudy does not install it by default because "
+    "pymer4 loads R (GPL) into the Python process through rpy2, whereas evalstudy (Apache-2.0) "
+    "runs R as a separate process. engine='auto' or 'R' fits the same lme4::glmer model "
+    "without it."
+)
 
 _NON_CONVERGENCE = re.compile(
     r"failed to converge|convergence code|unable to evaluate|degenerate|"
@@ -824,11 +967,13 @@ def fit_binomial_glmm(
 ) -> ModelFit:
     """Binomial GLMM with logit link (lme4::glmer, Laplace approximation).
 
-    ``engine``: ``"auto"`` (pymer4 when R is available, else the statsmodels fallback),
-    ``"pymer4"`` (pymer4 0.8 ``Lmer(formula, data, family="binomial").fit()``), ``"R"``
-    (``lme4::glmer`` through rpy2; the response may be ``cbind(successes, failures)``, two
-    columns of ``df``: formulas hold no arithmetic such as ``size - incidence``),
-    ``"statsmodels"`` (logistic regression with cluster-robust SEs; see module docstring).
+    ``engine``: ``"auto"`` (R when available, else the statsmodels fallback), ``"R"``
+    (``lme4::glmer`` in the separate R process; the response may be
+    ``cbind(successes, failures)``, two columns of ``df``: formulas hold no arithmetic such as
+    ``size - incidence``), ``"pymer4"`` (pymer4 0.8 ``Lmer(formula, data,
+    family="binomial").fit()``, only if the user installed pymer4: see :data:`PYMER4_MISSING`;
+    a ``cbind`` response still goes to R directly), ``"statsmodels"`` (logistic regression with
+    cluster-robust SEs; see module docstring).
     Coefficients are log-odds; ``extra["odds_ratios"]`` maps each term to
     ``{"odds_ratio", "ci_low", "ci_high"}`` (for ``(Intercept)`` these are the odds of the
     reference condition). The Wald CI uses ``conf_level``; pymer4's own CI is 95 %.
@@ -839,20 +984,196 @@ def fit_binomial_glmm(
                     levels=levels)
     eng = engine.lower()
     if _use_r(engine):
-        if eng in ("r", "rpy2") or is_cbind:
-            fit = _fit_glmm_r(prep, conf_level)
-        else:
+        if eng == "pymer4" and not is_cbind:
             fit = _fit_glmm_pymer4(prep, conf_level)
+        else:
+            fit = _fit_glmm_r(prep, conf_level)
     else:
         if is_cbind:
             raise ValueError("the statsmodels fallback needs a 0/1 response, not cbind()")
         fit = _fit_logit_cluster(prep, conf_level)
+    fit.extra["estimation"] = "maximum likelihood"
+    _diagnose_separation(prep, fit, kind="cbind" if is_cbind else "binary")
+    _odds_ratios(fit)
+    return fit
+
+
+def _odds_ratios(fit: ModelFit) -> None:
     fit.extra["odds_ratios"] = {
         c.term: {"odds_ratio": c.odds_ratio, "ci_low": c.odds_ratio_ci[0],
                  "ci_high": c.odds_ratio_ci[1]}
         for c in fit.coefficients
     }
+
+
+#: Prior SDs of :func:`fit_binomial_penalised` on the log-odds scale: blme's default normal
+#: prior, after the scales Gelman et al. (2008, "A weakly informative default prior
+#: distribution for logistic and other regression models", Ann. Appl. Stat. 2:1360-1383)
+#: recommend: 10 for the intercept, 2.5 for every other coefficient (a difference of 5 on the
+#: log-odds scale, 0.5 -> 0.99, is two prior SDs away).
+PENALISED_INTERCEPT_SD = 10.0
+PENALISED_COEF_SD = 2.5
+
+
+def fit_binomial_penalised(
+    df: pd.DataFrame,
+    formula: str = DEFAULT_GLMM_FORMULA,
+    reference: str | Mapping[str, Any] | None = None,
+    *,
+    levels: Mapping[str, Sequence[Any]] | None = None,
+    prior_sd: float = PENALISED_COEF_SD,
+    intercept_prior_sd: float = PENALISED_INTERCEPT_SD,
+    conf_level: float = 0.95,
+) -> ModelFit:
+    """The binomial model of :func:`fit_binomial_glmm`, penalised so that its estimates stay
+    finite under separation (a level with all 0 or all 1 outcomes).
+
+    With random-effect terms: R ``blme::bglmer`` (glmer plus independent normal priors with
+    mean 0 on the fixed effects, SD ``intercept_prior_sd`` for ``(Intercept)`` and ``prior_sd``
+    for every other coefficient; no prior on the random-effect variances); the estimate is the
+    posterior mode, i.e. penalised maximum likelihood, with Wald SEs from the penalised
+    curvature. Without random terms: ``brglm2::brglmFit`` (Firth's mean bias reduction; no
+    prior SDs). Needs R with blme / brglm2 (raises :class:`rbridge.RUnavailableError` or
+    :class:`rbridge.RError` saying which package is missing); there is no statsmodels
+    fallback.
+
+    The result says what it is: ``extra["estimation"] = "penalised maximum likelihood"``,
+    ``extra["penalty"] = {"method", "prior", "intercept_sd", "coef_sd", "random_effects_prior",
+    "why"}`` and ``extra["separation"]`` (see :func:`_diagnose_separation`). Estimates of
+    separated levels are shrunk towards 0 by the prior: they say "large", not how large.
+    """
+    if not (prior_sd > 0 and intercept_prior_sd > 0):
+        raise ValueError("prior SDs must be positive")
+    parsed = _parse(df, formula, allow_cbind=True)
+    is_cbind = len(parsed.response) == 2
+    prep = _prepare(df, parsed, kind="cbind" if is_cbind else "binary", reference=reference,
+                    levels=levels)
+    if not rbridge.r_available():
+        raise rbridge.RUnavailableError(
+            "the penalised fit needs R with blme (or brglm2 without random effects): "
+            f"{rbridge.r_unavailable_reason()}")
+    why = ("maximum-likelihood estimates are infinite under separation; the penalty keeps "
+           "them finite and shrinks them towards 0")
+    if prep.formula.random:
+        fit = _fit_glmm_r(prep, conf_level, r_function="evalstudy_bglmer",
+                          r_args=(float(intercept_prior_sd), float(prior_sd)))
+        version = " ".join(_strs(fit.extra.pop("r_blme", None)))
+        fit.engine = (f"R blme::bglmer {version} (lme4::glmer with normal priors on the fixed "
+                      f"effects: SD {intercept_prior_sd:g} intercept, {prior_sd:g} "
+                      f"coefficients; posterior mode) via Rscript (R {_versions().get('R')})")
+        fit.extra["penalty"] = {
+            "method": "blme::bglmer", "prior": "normal(mean 0)",
+            "intercept_sd": float(intercept_prior_sd), "coef_sd": float(prior_sd),
+            "random_effects_prior": None, "why": why,
+            "reference": "Chung et al. 2013 (blme); prior scales after Gelman et al. 2008",
+        }
+    else:
+        fit = _fit_brglm_r(prep, conf_level)
+        fit.extra["penalty"] = {
+            "method": "brglm2::brglmFit (AS_mean)", "prior": "Jeffreys (Firth 1993)",
+            "intercept_sd": None, "coef_sd": None, "random_effects_prior": None, "why": why,
+            "reference": "Firth 1993; Kosmidis and Firth 2021",
+        }
+    fit.extra["estimation"] = "penalised maximum likelihood"
+    _diagnose_separation(prep, fit, kind="cbind" if is_cbind else "binary", penalised=True)
+    _odds_ratios(fit)
     return fit
+
+
+#: Values of the analysis option ``separation``: ``"auto"`` (default) fits the penalised model
+#: too when the maximum-likelihood fit shows separation; ``"penalised"`` always fits it;
+#: ``"off"`` only diagnoses (the warnings and flags stay).
+SEPARATION_OPTIONS = ("auto", "penalised", "off")
+
+
+def wants_penalised(fit: ModelFit, option: str = "auto") -> bool:
+    """Whether the analysis option ``separation`` asks for a penalised refit of ``fit``."""
+    if option not in SEPARATION_OPTIONS:
+        raise ValueError(f"separation must be one of {', '.join(SEPARATION_OPTIONS)}")
+    detected = bool((fit.extra.get("separation") or {}).get("detected"))
+    return fit.family == "binomial" and (option == "penalised"
+                                         or (option == "auto" and detected))
+
+
+def separation_report(fit: ModelFit, *, option: str = "auto", key: str = "glmm",
+                      penalised: ModelFit | None = None, penalised_key: str | None = None,
+                      penalised_error: str | None = None) -> dict[str, Any]:
+    """What a report says about separation for one criterion, and which fit is which.
+
+    ``{"option", "detected", "diagnosis", "levels", "terms", "fits": {key: {"estimation",
+    "engine", "role"}, ...}, "read", "penalised_fit", "note"}``: ``fits`` describes the
+    maximum-likelihood fit (``key``) and, when there is one, the penalised fit
+    (``penalised_key``); ``read`` names the fit to read for the system effects (the penalised
+    one when there is separation and it was fitted); ``penalised_fit`` is ``"fitted"``,
+    ``"not requested"``, ``"not offered for ordinal models"`` or ``"failed: <why>"``.
+    """
+    sep = fit.extra.get("separation") or {}
+    detected = bool(sep.get("detected"))
+    fits: dict[str, Any] = {key: {
+        "estimation": fit.extra.get("estimation", "maximum likelihood"), "engine": fit.engine,
+        "role": ("the model as specified, by maximum likelihood"
+                 + (": separated levels have infinite estimates, so its numbers for them "
+                    "(and every contrast, flagged) are not estimates" if detected else "")),
+    }}
+    if penalised is not None and penalised_key:
+        fits[penalised_key] = {
+            "estimation": penalised.extra.get("estimation"), "engine": penalised.engine,
+            "penalty": penalised.extra.get("penalty"),
+            "role": ("the same model with a weakly informative prior on the fixed effects: "
+                     "finite estimates, shrunk towards 0; sizes for separated levels "
+                     "reflect the prior"),
+        }
+    if penalised is not None:
+        status = "fitted"
+    elif penalised_error:
+        status = f"failed: {penalised_error}"
+    elif fit.family != "binomial":
+        status = "not offered for ordinal models"
+    else:
+        status = "not requested"
+    read = penalised_key if (penalised is not None and detected) else key
+    if not detected:
+        note = "no separation detected"
+    elif penalised is not None:
+        note = (f"separation: read {penalised_key!r} for the system effects; {key!r} is "
+                "kept to show what maximum likelihood gives")
+    else:
+        note = (f"separation: {key!r}'s numbers for the separated levels are not estimates; "
+                + ("no penalised fit: " + status if status != "not requested" else
+                   "set the analysis option separation='penalised' or 'auto' for a "
+                   "penalised fit"))
+    return {
+        "option": option, "detected": detected, "diagnosis": sep.get("diagnosis"),
+        "levels": sep.get("levels", []), "terms": sep.get("terms", []), "fits": fits,
+        "read": read, "penalised_fit": status, "note": note,
+    }
+
+
+def _fit_brglm_r(prep: _Prepared, conf_level: float) -> ModelFit:
+    t0 = time.perf_counter()
+    rdf = rbridge.RFrame(prep.data, levels=prep.factors)
+    out = rbridge.r_function("evalstudy_brglm")(prep.formula.text, rdf)
+    names = _strs(out["names"])
+    est, se, p = _floats(out["est"]), _floats(out["se"]), _floats(out["p"])
+    vc = _floats(out["vcov"]).reshape(len(names), len(names))
+    coefs = [_coef(n, e, s_, conf_level, pv) for n, e, s_, pv in zip(names, est, se, p,
+                                                                      strict=True)]
+    warnings = list(prep.warnings) + _strs(out["warnings"])
+    converged = bool(out["converged"][0]) and all(math.isfinite(c.se) for c in coefs)
+    if not converged:
+        warnings.append("brglmFit did not converge")
+    extra = {
+        **_glmm_common_extra(prep, conf_level),
+        "vcov": _vcov_extra(names, vc),
+        "r_seconds": float(_floats(out["seconds"])[0]),
+        "elapsed_s": time.perf_counter() - t0,
+        "fallback": False,
+    }
+    engine = (f"R brglm2::brglmFit {' '.join(_strs(out['brglm2']))} (logistic regression, "
+              f"Firth's mean bias reduction) via Rscript (R {_versions().get('R')})")
+    return ModelFit(formula=prep.formula.text, engine=engine, family="binomial", link="logit",
+                    n_obs=int(_floats(out["nobs"])[0]), coefficients=coefs, thresholds=[],
+                    random_effects={}, converged=converged, warnings=warnings, extra=extra)
 
 
 def _glmm_common_extra(prep: _Prepared, conf_level: float) -> dict[str, Any]:
@@ -875,10 +1196,6 @@ def _finish_glmm(prep, engine, names, est, se, p, vc, random_effects, n_groups,
     warnings += conv_msgs
     converged = not any(_NON_CONVERGENCE.search(m) for m in conv_msgs + other_warnings)
     converged = converged and all(math.isfinite(c.se) for c in coefs)
-    big = [c.term for c in coefs if abs(c.estimate) > 15]
-    if big:
-        warnings.append(f"|estimate| > 15 on the log-odds scale for {big}: possible complete "
-                        "separation (a condition with all 0s or all 1s)")
     if singular and not any("singular" in w for w in warnings):
         warnings.append("boundary (singular) fit: a random-effect variance is ~0")
     extra = {
@@ -897,56 +1214,93 @@ def _finish_glmm(prep, engine, names, est, se, p, vc, random_effects, n_groups,
                     extra=extra)
 
 
-def _fit_glmm_r(prep: _Prepared, conf_level: float) -> ModelFit:
+def _fit_glmm_r(prep: _Prepared, conf_level: float, *, r_function: str = "evalstudy_glmer",
+                r_args: tuple[Any, ...] = ()) -> ModelFit:
+    """glmer (or, with ``r_function="evalstudy_bglmer"``, bglmer: same reply) in the R worker."""
     t0 = time.perf_counter()
     formula = prep.formula.text
-    with rbridge.r_session():
-        rdf = rbridge.to_r_dataframe(prep.data, levels=prep.factors)
-        out = _r_list(rbridge.r_function(_R_GLMER)(formula, rdf))
-        names = _strs(out["names"])
-        est, se, p = _floats(out["est"]), _floats(out["se"]), _floats(out["p"])
-        vc = _floats(out["vcov"]).reshape(len(names), len(names))
-        random_effects = {
-            (g if n == "(Intercept)" else f"{g}:{n}"): float(v)
-            for g, n, v in zip(_strs(out["re_group"]), _strs(out["re_name"]),
-                               _floats(out["re_var"]), strict=True)
-        }
-        n_groups = {n: int(k) for n, k in zip(_strs(out["ngrps_names"]),
-                                              _floats(out["ngrps"]), strict=True)}
-        n_obs = int(_floats(out["nobs"])[0])
-        conv = _strs(out["conv"])
-        warns = _strs(out["warnings"])
-        singular = bool(list(out["singular"])[0])
-        extra = {"loglik": float(_floats(out["loglik"])[0]),
-                 "aic": float(_floats(out["aic"])[0])}
+    rdf = rbridge.RFrame(prep.data, levels=prep.factors)
+    out = rbridge.r_function(r_function)(formula, rdf, *r_args)
+    names = _strs(out["names"])
+    est, se, p = _floats(out["est"]), _floats(out["se"]), _floats(out["p"])
+    vc = _floats(out["vcov"]).reshape(len(names), len(names))
+    random_effects = {
+        (g if n == "(Intercept)" else f"{g}:{n}"): float(v)
+        for g, n, v in zip(_strs(out["re_group"]), _strs(out["re_name"]),
+                           _floats(out["re_var"]), strict=True)
+    }
+    n_groups = {n: int(k) for n, k in zip(_strs(out["ngrps_names"]),
+                                          _floats(out["ngrps"]), strict=True)}
+    n_obs = int(_floats(out["nobs"])[0])
+    conv = _strs(out["conv"])
+    warns = _strs(out["warnings"])
+    singular = bool(out["singular"][0])
+    extra = {"loglik": float(_floats(out["loglik"])[0]),
+             "aic": float(_floats(out["aic"])[0]),
+             "r_seconds": float(_floats(out["seconds"])[0])}  # glmer + summaries, inside R
+    if "blme" in out:
+        extra["r_blme"] = out["blme"]
     return _finish_glmm(prep, _r_engine("lme4::glmer", "lme4"), names, est, se, p,
                         vc, random_effects, n_groups, n_obs, conv, warns, singular,
                         conf_level, time.perf_counter() - t0, extra)
 
 
-def _fit_glmm_pymer4(prep: _Prepared, conf_level: float) -> ModelFit:
-    t0 = time.perf_counter()
-    with rbridge.r_session() as rs:
+def _pymer4_lmer() -> Any:
+    """pymer4's ``Lmer``, imported on first use: pymer4 is optional (see PYMER4_MISSING)."""
+    try:
         from pymer4.models import Lmer
+    except ImportError as exc:
+        raise ImportError(PYMER4_MISSING) from exc
+    return Lmer
 
-        data = prep.data.copy()
-        for col in prep.factors:  # Categoricals -> R factors with the same level order
-            data[col] = pd.Categorical(data[col].astype(object), categories=prep.factors[col])
-        model = Lmer(prep.formula.text, data=data, family="binomial")
-        with warnings_module.catch_warnings():
-            # pymer4 0.8.2 calls DataFrame.applymap (deprecated in pandas 2.1+)
-            warnings_module.simplefilter("ignore", FutureWarning)
-            model.fit(summarize=False, verbose=False, no_warnings=True, conf_int="Wald")
-        coefs_df = model.coefs
-        names = [str(n) for n in coefs_df.index]
-        vres = rbridge.r_function(_R_VCOV)(model.model_obj)
-        vc = np.asarray(vres[0], dtype=float)
-        vcov_warnings = _strs(vres[1])
-        singular = bool(list(rbridge.r_function(_R_SINGULAR)(model.model_obj))[0])
-        g = rbridge.r_function(_R_NGRPS)(model.model_obj)
-        n_groups = {n: int(k) for n, k in zip(_strs(g[1]), _floats(g[0]), strict=True)}
-        n_obs = int(_floats(rbridge.r_function(_R_NOBS)(model.model_obj))[0])
-        console = rs.console_text()
+
+def _fit_glmm_pymer4(prep: _Prepared, conf_level: float) -> ModelFit:
+    """The optional pymer4 engine. pymer4 embeds R through rpy2: that R is not thread-safe (one
+    fit at a time here) and writes to its console (captured, reported as warnings)."""
+    Lmer = _pymer4_lmer()
+    import logging
+
+    import rpy2.robjects as ro
+    from rpy2.rinterface_lib import callbacks
+    from rpy2.robjects.conversion import localconverter
+
+    # rpy2's atexit hook logs "Embedded R already ended." at INFO, after test runners / log
+    # configurations may have closed their streams.
+    logging.getLogger("rpy2.rinterface_lib.embedded").setLevel(logging.WARNING)
+    t0 = time.perf_counter()
+    console: list[str] = []
+    with _PYMER4_LOCK:
+        old_warn, old_print = callbacks.consolewrite_warnerror, callbacks.consolewrite_print
+        callbacks.consolewrite_warnerror = callbacks.consolewrite_print = console.append
+        try:
+            # rpy2 keeps its conversion rules per thread (a fresh thread has none).
+            with localconverter(ro.default_converter):
+                if not _PYMER4_STATE["sourced"]:
+                    ro.r["sys.source"](str(rbridge.R_DIR / "models.R"), envir=ro.globalenv)
+                    _PYMER4_STATE["sourced"] = True
+                data = prep.data.copy()
+                for col in prep.factors:  # Categoricals -> R factors with the same level order
+                    data[col] = pd.Categorical(data[col].astype(object),
+                                               categories=prep.factors[col])
+                model = Lmer(prep.formula.text, data=data, family="binomial")
+                with warnings_module.catch_warnings():
+                    # pymer4 0.8.2 calls DataFrame.applymap (deprecated in pandas 2.1+)
+                    warnings_module.simplefilter("ignore", FutureWarning)
+                    model.fit(summarize=False, verbose=False, no_warnings=True,
+                              conf_int="Wald")
+                res = ro.globalenv["evalstudy_glmer_summary"](model.model_obj)
+                out = {str(k): None if isinstance(v, type(ro.NULL)) else list(v)
+                       for k, v in zip(res.names, res, strict=True)}
+        finally:
+            callbacks.consolewrite_warnerror = old_warn
+            callbacks.consolewrite_print = old_print
+    coefs_df = model.coefs
+    names = [str(n) for n in coefs_df.index]
+    vc = _floats(out["vcov"]).reshape(len(names), len(names))  # symmetric: order irrelevant
+    n_groups = {n: int(k) for n, k in zip(_strs(out["ngrps_names"]), _floats(out["ngrps"]),
+                                          strict=True)}
+    n_obs = int(_floats(out["nobs"])[0])
+    singular = bool(out["singular"][0])
     rv = model.ranef_var
     random_effects = {
         (str(grp) if str(row["Name"]) == "(Intercept)" else f"{grp}:{row['Name']}"):
@@ -954,8 +1308,8 @@ def _fit_glmm_pymer4(prep: _Prepared, conf_level: float) -> ModelFit:
         for grp, row in rv.iterrows()
     }
     conv = [str(w) for w in (model.warnings or [])]
-    other = vcov_warnings + [
-        f"R console: {line.strip()}" for line in console.splitlines()
+    other = _strs(out["warnings"]) + [
+        f"R console: {line.strip()}" for line in "".join(console).splitlines()
         if line.strip() and "site-library" not in line and "contains no packages" not in line
     ]
     est = coefs_df["Estimate"].to_numpy(dtype=float)
@@ -964,7 +1318,8 @@ def _fit_glmm_pymer4(prep: _Prepared, conf_level: float) -> ModelFit:
     extra = {"loglik": float(model.logLike), "aic": float(model.AIC)}
     v = _versions()
     engine = (f"pymer4 {v.get('pymer4')} Lmer(family='binomial') -> R lme4::glmer "
-              f"{v.get('lme4')} via rpy2 {v.get('rpy2')} (R {v.get('R')})")
+              f"{v.get('lme4')} via rpy2 {importlib.metadata.version('rpy2')} "
+              f"(R {v.get('R')}, embedded)")
     fit = _finish_glmm(prep, engine, names, est, se, p, vc, random_effects,
                        n_groups, n_obs, conv, other, singular, conf_level,
                        time.perf_counter() - t0, extra)
@@ -1058,6 +1413,14 @@ def pairwise_contrasts(
     matrix, a Wald z test and an unadjusted Wald CI. ``adjust`` is any
     ``statsmodels.stats.multitest.multipletests`` method (default Holm). If ``factor`` interacts
     with other terms, the contrasts hold at the reference levels of those terms (warned).
+
+    The fit's problems travel with the contrasts (see :class:`PairwiseContrasts`): its
+    warnings, its convergence, and under separation a flag on every contrast. A contrast
+    involving a separated level is not an estimate (maximum likelihood puts that level at
+    +-infinity: glmer reported e.g. +28 with SE 724, so Holm's p_adj 1.00, or +3e5 with SE 0.007,
+    so p_adj 0); the others are flagged too, since the covariance matrix they come from is
+    that of a degenerate fit. From a penalised fit (:func:`fit_binomial_penalised`) the
+    contrasts stay ``reliable`` but carry a flag that the separated level's size is the prior's.
     """
     from statsmodels.stats.multitest import multipletests
 
@@ -1105,10 +1468,59 @@ def pairwise_contrasts(
     else:
         adj = [math.nan] * len(rows)
     contrasts = [Contrast(*r, p_adjusted=pa) for r, pa in zip(rows, adj, strict=True)]
+    separation = fit.extra.get("separation") or {}
+    if separation.get("detected"):
+        warnings.append(_flag_separated_contrasts(contrasts, factor, separation))
+    if not fit.converged:
+        for c in contrasts:
+            c.reliable = False
+            c.flags.append("the fit did not converge (see its warnings)")
+    warnings += [f"from the fit: {w}" for w in fit.warnings]
     scale = ("latent logit (positive: higher ratings)" if fit.family == "cumulative"
              else "log-odds")
-    return PairwiseContrasts(factor=factor, scale=scale, adjust=adjust, conf_level=cl,
-                             contrasts=contrasts, engine=fit.engine, warnings=warnings)
+    return PairwiseContrasts(
+        factor=factor, scale=scale, adjust=adjust, conf_level=cl, contrasts=contrasts,
+        engine=fit.engine, warnings=warnings, fit_converged=bool(fit.converged),
+        estimation=str(fit.extra.get("estimation") or "maximum likelihood"),
+        separation=separation if separation.get("detected") else None)
+
+
+def _flag_separated_contrasts(contrasts: list[Contrast], factor: str,
+                              separation: Mapping[str, Any]) -> str:
+    """Flags each contrast of a fit with separation; returns the contrasts' warning."""
+    levels = {lv["level"]: lv for lv in separation.get("levels", []) if lv["factor"] == factor}
+    runaway = {t["term"] for t in separation.get("terms", [])}
+    # A separated reference level: every coefficient of the factor is measured from infinity.
+    involved_all = (any(lv["term"] is None for lv in levels.values())
+                    or "(Intercept)" in runaway)
+    penalised = bool(separation.get("penalised"))
+    for c in contrasts:
+        mine = [lv for lv in (c.level_a, c.level_b)
+                if lv in levels or f"{factor}{lv}" in runaway]
+        if penalised:
+            if mine:
+                c.flags.append(
+                    f"penalised estimate: {', '.join(repr(m) for m in mine)} separated in the "
+                    "data (outcomes all alike); finite thanks to the prior, its size reflects "
+                    "the prior as much as the data")
+            continue
+        c.reliable = False
+        if mine or involved_all:
+            named = ", ".join(repr(m) for m in mine) or "the reference level"
+            c.flags.append(f"not estimable: {named} separated (outcomes all alike): the "
+                           "maximum-likelihood difference is infinite; estimate, SE and "
+                           "p-values are meaningless")
+        else:
+            c.flags.append("the fit shows separation elsewhere: its covariance matrix, hence "
+                           "this SE and p-value, may be wrong")
+    if penalised:
+        return ("contrasts from a penalised fit: estimates involving separated levels are "
+                "shrunk by the prior (see each contrast's flags)")
+    named = ", ".join(f"{lv['level']!r}" for lv in levels.values()) or ", ".join(
+        sorted(runaway))
+    return (f"contrasts from a fit with separation ({named}): every contrast is flagged "
+            "unreliable (see each one's flags); read the penalised fit's contrasts instead "
+            "(analysis option separation='penalised')")
 
 
 # --------------------------------------------------------------------------------------------

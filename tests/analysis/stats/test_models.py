@@ -1,5 +1,6 @@
-"""Models: R ordinal::clmm/clm, lme4::glmer (pymer4 and rpy2), statsmodels fallbacks,
-pairwise contrasts with Holm adjustment, and the A/B preference model.
+"""Models: R ordinal::clmm/clm and lme4::glmer (R in a separate process through rbridge; the
+optional pymer4 engine when installed), statsmodels fallbacks, pairwise contrasts with Holm
+adjustment, and the A/B preference model.
 
 Pinned references:
 - ordinal's ``wine`` data: clmm(rating ~ temp + contact + (1|judge)) -> tempwarm 3.063,
@@ -8,15 +9,18 @@ Pinned references:
 - lme4's ``cbpp`` example: glmer(cbind(incidence, size - incidence) ~ period + (1 | herd))
   -> (Intercept) -1.3983, period2 -0.9919, period3 -1.1282, period4 -1.5797, herd var 0.4123.
 The data sets are embedded below (so the fallback tests run without R) and checked against R's
-own copies when R is available. R starts once per process (rbridge caches it).
+own copies when R is available. The R worker starts once per process (rbridge keeps it); the
+bridge itself is tested in test_rbridge.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import math
+import sys
 import threading
-import time
 
 import numpy as np
 import pandas as pd
@@ -29,6 +33,10 @@ from analysis.stats import rbridge as rb
 
 R_OK = rb.r_available()
 needs_r = pytest.mark.skipif(not R_OK, reason=f"R unavailable: {rb.r_unavailable_reason()}")
+HAS_PYMER4 = importlib.util.find_spec("pymer4") is not None
+needs_pymer4 = pytest.mark.skipif(
+    not HAS_PYMER4, reason="pymer4 is not installed: it is optional and not installed by default "
+    "(it embeds R, GPL, in the Python process through rpy2); the R engine is tested instead")
 
 # ordinal::wine: 9 judges x 8 bottles; bottles 1-4 cold, 5-8 warm; contact no for 1,2,5,6.
 _WINE_RATINGS = "233444551213235423325544323232532343333332322454112223232223333412323244"
@@ -90,25 +98,27 @@ def wine() -> pd.DataFrame:
 
 
 def _r_eval(code: str, *args):
-    with rb.r_session():
-        return rb.r_function(code)(*args)
+    """Reference R code (a function definition) run in the R worker."""
+    return rb.r_call(code, *args)
 
 
-def _named(vec) -> dict[str, float]:
-    return {str(k): float(v) for k, v in zip(vec.names, vec, strict=True)}
+def _named(values: dict) -> dict[str, float]:
+    """An R named list of numbers (``as.list(c(...))``) -> {name: float}."""
+    return {str(k): float(v[0]) for k, v in values.items()}
 
 
 # --------------------------------------------------------------------------------------------
-# rbridge
+# rbridge (the bridge's own tests are in test_rbridge.py)
 
 
 def test_r_available_never_raises_and_versions():
     assert isinstance(rb.r_available(), bool)
     v = rb.r_versions()
-    for key in ("R", "ordinal", "lme4", "rpy2", "pymer4", "statsmodels"):
+    for key in ("R", "ordinal", "lme4", "jsonlite", "bridge", "statsmodels"):
         assert key in v
+    assert "rpy2" not in v and ("pymer4" in v) == HAS_PYMER4
     if R_OK:
-        assert v["R"] and v["ordinal"] and v["lme4"]
+        assert v["R"] and v["ordinal"] and v["lme4"] and v["jsonlite"]
         assert "-" in v["ordinal"]  # DESCRIPTION version, e.g. 2022.11-16
 
 
@@ -128,26 +138,6 @@ def test_factor_levels_order_and_reference():
 
 
 @needs_r
-def test_to_r_dataframe_factors():
-    df = pd.DataFrame({"rating": [1, 3, 2, 5, np.nan], "system": ["b", "a", "c", "a", None],
-                       "rater": [10, 2, 3, 2, 2], "x": [0.1, 0.2, np.nan, 1, 2]})
-    with rb.r_session() as s:
-        rdf = rb.to_r_dataframe(df, levels={"system": ["c", "a", "b"], "rater": None},
-                                ordered=["rating"])
-        info = rb.r_function(
-            "function(d) list(levels(d$system), is.ordered(d$rating), levels(d$rating), "
-            "as.character(d$system), class(d$x), sum(is.na(d$x)), class(d$rater))")(rdf)
-        back = rb.from_r_dataframe(rdf)
-    assert list(info[0]) == ["c", "a", "b"]  # first level = reference level in R
-    assert bool(info[1][0]) and list(info[2]) == ["1", "2", "3", "5"]
-    assert list(info[3])[:4] == ["b", "a", "c", "a"]
-    assert list(info[4]) == ["numeric"] and int(info[5][0]) == 1
-    assert list(info[6]) == ["factor"]
-    assert list(back["system"].cat.categories) == ["c", "a", "b"]
-    assert s.console_text() == ""
-
-
-@needs_r
 def test_embedded_data_equal_r_copies(wine):
     rw = _r_eval('function() { e <- new.env(); data(wine, package = "ordinal", envir = e); '
                  'as.integer(as.character(e$wine$rating)) }')
@@ -157,7 +147,8 @@ def test_embedded_data_equal_r_copies(wine):
 
 
 @needs_r
-def test_r_session_serialises_threads(wine):
+def test_concurrent_fits_agree(wine):
+    # Threads share one R worker; rbridge serialises their requests (see test_rbridge.py).
     results, errors = [], []
 
     def work():
@@ -165,21 +156,6 @@ def test_r_session_serialises_threads(wine):
             results.append(M.fit_clm(wine, "rating ~ temp + contact").estimates())
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
-
-    # a thread must wait while another holds the R lock
-    entered = threading.Event()
-
-    def blocked():
-        with rb.r_session():
-            entered.set()
-
-    with rb.r_lock():
-        t = threading.Thread(target=blocked)
-        t.start()
-        time.sleep(0.2)
-        assert not entered.is_set()
-    t.join(5)
-    assert entered.is_set()
 
     threads = [threading.Thread(target=work) for _ in range(4)]
     for th in threads:
@@ -202,8 +178,8 @@ def test_clmm_wine_matches_r_and_published(wine):
         'function() { data(wine, package = "ordinal", envir = globalenv()); '
         "m <- ordinal::clmm(rating ~ temp + contact + (1|judge), data = wine); "
         "s <- summary(m)$coefficients; "
-        "c(s[, 1], setNames(s[, 2], paste0('se:', rownames(s))), "
-        "judge = as.numeric(ordinal::VarCorr(m)$judge)) }")
+        "as.list(c(s[, 1], setNames(s[, 2], paste0('se:', rownames(s))), "
+        "judge = as.numeric(ordinal::VarCorr(m)$judge))) }")
     r = _named(ref)
     for term in ("tempwarm", "contactyes"):
         c = fit.coefficient(term)
@@ -221,7 +197,7 @@ def test_clmm_wine_matches_r_and_published(wine):
     assert [t.term for t in fit.thresholds] == ["1|2", "2|3", "3|4", "4|5"]
     assert fit.converged and fit.warnings == [] and fit.n_obs == 72
     assert fit.extra["n_groups"] == {"judge": 9}
-    assert fit.engine.startswith("R ordinal::clmm 2") and "via rpy2" in fit.engine
+    assert fit.engine.startswith("R ordinal::clmm 2") and "via Rscript" in fit.engine
     assert fit.extra["reference"] == {"temp": "cold", "contact": "no"}
 
 
@@ -232,7 +208,7 @@ def test_clm_wine_and_nominal_test(wine):
         'function() { data(wine, package = "ordinal", envir = globalenv()); '
         "m <- ordinal::clm(rating ~ temp + contact, data = wine); "
         "nt <- ordinal::nominal_test(m); "
-        "c(coef(m), lrt = nt$LRT[-1], p = nt[-1, 5]) }")
+        "as.list(c(coef(m), lrt = nt$LRT[-1], p = nt[-1, 5])) }")
     r = _named(ref)
     for c in [*fit.coefficients, *fit.thresholds]:
         assert c.estimate == pytest.approx(r[c.term], abs=1e-8)
@@ -272,13 +248,12 @@ def test_clmm_default_formula_reference_and_contrasts_vs_emmeans():
 
     pc = M.pairwise_contrasts(fit)
     assert [c.label for c in pc.contrasts] == ["A - B", "A - C", "B - C"]
-    with rb.r_session():
-        rdf = rb.to_r_dataframe(df[["rating", "system", "rater", "item"]],
-                                levels={"system": ["A", "B", "C"]}, ordered=["rating"])
-        em = rb.r_function(
-            "function(d) { m <- ordinal::clmm(rating ~ system + (1|rater) + (1|item), data = d);"
-            " x <- as.data.frame(pairs(emmeans::emmeans(m, ~ system, mode = 'latent'),"
-            " adjust = 'holm')); list(x$estimate, x$SE, x$p.value) }")(rdf)
+    rdf = rb.RFrame(df[["rating", "system", "rater", "item"]],
+                    levels={"system": ["A", "B", "C"]}, ordered=["rating"])
+    em = _r_eval(
+        "function(d) { m <- ordinal::clmm(rating ~ system + (1|rater) + (1|item), data = d);"
+        " x <- as.data.frame(pairs(emmeans::emmeans(m, ~ system, mode = 'latent'),"
+        " adjust = 'holm')); list(x$estimate, x$SE, x$p.value) }", rdf)
     for c, e, s, p in zip(pc.contrasts, em[0], em[1], em[2], strict=True):
         assert c.estimate == pytest.approx(e, abs=1e-6)
         assert c.se == pytest.approx(s, abs=1e-6)
@@ -361,11 +336,11 @@ def test_glmer_cbpp_published_values():
 
 
 @needs_r
-def test_pymer4_bernoulli_rows_match_cbind_fit():
+def test_glmer_bernoulli_rows_match_cbind_fit():
     long = expand_bernoulli(make_cbpp())
     assert len(long) == sum(_CBPP["size"])
-    fit = M.fit_binomial_glmm(long, "y ~ period + (1|herd)")  # auto -> pymer4
-    assert fit.engine.startswith("pymer4 0.8") and "glmer" in fit.engine
+    fit = M.fit_binomial_glmm(long, "y ~ period + (1|herd)")  # auto -> lme4::glmer in R
+    assert fit.engine.startswith("R lme4::glmer 1") and "via Rscript" in fit.engine
     for term, value in CBPP_PUBLISHED.items():
         c = fit.coefficient(term)
         assert c.estimate == pytest.approx(value, abs=2e-4)
@@ -379,6 +354,35 @@ def test_pymer4_bernoulli_rows_match_cbind_fit():
         assert a.estimate == pytest.approx(b.estimate, abs=1e-6)
         assert a.se == pytest.approx(b.se, abs=1e-6)
     assert fit.n_obs == 842 and fit.converged
+    assert 0 < fit.extra["r_seconds"] <= fit.extra["elapsed_s"]
+
+
+@needs_r
+@needs_pymer4
+def test_pymer4_engine_matches_r_engine():
+    long = expand_bernoulli(make_cbpp())
+    fit = M.fit_binomial_glmm(long, "y ~ period + (1|herd)", engine="pymer4")
+    assert fit.engine.startswith("pymer4 0.8") and "glmer" in fit.engine
+    direct = M.fit_binomial_glmm(long, "y ~ period + (1|herd)", engine="R")
+    for a, b in zip(fit.coefficients, direct.coefficients, strict=True):
+        assert a.term == b.term
+        assert a.estimate == pytest.approx(b.estimate, abs=1e-6)
+        assert a.se == pytest.approx(b.se, abs=1e-6)
+    assert fit.random_effects["herd"] == pytest.approx(direct.random_effects["herd"], abs=1e-6)
+    assert fit.n_obs == 842 and fit.converged and fit.extra["n_groups"] == {"herd": 15}
+
+
+@needs_r
+def test_pymer4_engine_without_pymer4_says_it_is_optional(monkeypatch):
+    # None in sys.modules makes the import fail as if pymer4 were not installed.
+    monkeypatch.setitem(sys.modules, "pymer4", None)
+    monkeypatch.setitem(sys.modules, "pymer4.models", None)
+    long = expand_bernoulli(make_cbpp())
+    with pytest.raises(ImportError, match="optional") as caught:
+        M.fit_binomial_glmm(long, "y ~ period + (1|herd)", engine="pymer4")
+    assert "rpy2" in str(caught.value) and "engine='auto' or 'R'" in str(caught.value)
+    # auto never needs it
+    assert M.fit_binomial_glmm(long, "y ~ period + (1|herd)").engine.startswith("R lme4")
 
 
 def test_glmm_fallback_is_labelled():
@@ -405,12 +409,11 @@ def test_glmm_two_crossed_effects_and_contrasts_vs_emmeans():
     fit = M.fit_binomial_glmm(df, engine="R")
     assert set(fit.random_effects) == {"rater", "item"}
     pc = M.pairwise_contrasts(fit)
-    with rb.r_session():
-        rdf = rb.to_r_dataframe(df, levels={"system": ["A", "B", "C"]})
-        em = rb.r_function(
-            "function(d) { m <- lme4::glmer(y ~ system + (1|rater) + (1|item), data = d,"
-            " family = binomial); x <- as.data.frame(pairs(emmeans::emmeans(m, ~ system),"
-            " adjust = 'holm')); list(x$estimate, x$SE, x$p.value) }")(rdf)
+    em = _r_eval(
+        "function(d) { m <- lme4::glmer(y ~ system + (1|rater) + (1|item), data = d,"
+        " family = binomial); x <- as.data.frame(pairs(emmeans::emmeans(m, ~ system),"
+        " adjust = 'holm')); list(x$estimate, x$SE, x$p.value) }",
+        rb.RFrame(df, levels={"system": ["A", "B", "C"]}))
     for c, e, s, p in zip(pc.contrasts, em[0], em[1], em[2], strict=True):
         assert c.estimate == pytest.approx(e, abs=1e-6)
         assert c.se == pytest.approx(s, abs=1e-6)
@@ -539,3 +542,207 @@ def test_preference_model_recovers_position_bias():
     assert len(pc.contrasts) == 6
     with pytest.raises(ValueError):
         M.preference_model(df.assign(choice="maybe"))
+
+
+# --------------------------------------------------------------------------------------------
+# separation: a fit's warnings follow the contrasts; the penalised fit
+
+
+def make_separated() -> pd.DataFrame:
+    """Three systems judged by 12 raters on 20 items (each rater sees each item in one
+    system), system C at 100% "yes"; A and B follow a deterministic pattern with item and
+    rater effects. Built exactly as the R code in ``test_penalised_fit_matches_bglmer_in_r``
+    builds it (same rows, same order)."""
+    rows = []
+    for s_index, system in enumerate("ABC"):
+        for rater in range(1, 13):
+            for item in range(1, 21):
+                if (item + rater) % 3 != s_index:
+                    continue
+                base = 4 if system == "A" else 7
+                y = int((7 * item + 5 * rater) % 11
+                        < base + 2 * (item % 4) - 3 + 2 * (rater % 3) - 2)
+                rows.append((item, rater, system, 1 if system == "C" else y))
+    return pd.DataFrame(rows, columns=["item", "rater", "system", "y"])
+
+
+@needs_r
+def test_separation_is_named_and_follows_the_contrasts():
+    df = make_separated()
+    assert df.groupby("system")["y"].mean().to_dict() == {"A": 0.4, "B": 0.625, "C": 1.0}
+    fit = M.fit_binomial_glmm(df)
+    # glmer's answer under separation: +21.9 with SE 274 (R: see the penalised test below)
+    c = fit.coefficient("systemC")
+    assert c.estimate > 15 and c.se > 100 and c.p_value > 0.9
+    sep = fit.extra["separation"]
+    assert sep["detected"] and not sep["penalised"]
+    assert sep["levels"] == [{"factor": "system", "level": "C", "n": 80, "outcome": "all 1",
+                              "term": "systemC"}]
+    assert [t["term"] for t in sep["terms"]] == ["systemC"]
+    assert any("separation: system 'C'" in w and "not an estimate" in w for w in fit.warnings)
+    pc = M.pairwise_contrasts(fit)
+    by = {k.label: k for k in pc.contrasts}
+    # the defect: Holm's p_adj 1.00 for A - C, printed as if it were a finding
+    assert by["A - C"].p_adjusted == pytest.approx(1.0)
+    assert not by["A - C"].reliable and not by["B - C"].reliable
+    assert "not estimable" in by["A - C"].flags[0] and "'C'" in by["A - C"].flags[0]
+    assert not by["A - B"].reliable and "separation elsewhere" in by["A - B"].flags[0]
+    assert pc.separation == sep and pc.estimation == "maximum likelihood"
+    assert any(w.startswith("contrasts from a fit with separation ('C')") for w in pc.warnings)
+    assert [w for w in pc.warnings if w.startswith("from the fit: ")] == [
+        f"from the fit: {w}" for w in fit.warnings]
+    as_json = json.loads(json.dumps(dataclasses.asdict(pc)))
+    assert as_json["separation"]["levels"][0]["level"] == "C"
+    assert as_json["contrasts"][1]["reliable"] is False and as_json["contrasts"][1]["flags"]
+
+
+@needs_r
+def test_penalised_fit_matches_bglmer_in_r():
+    # Reference: blme 1.0-5 (lme4 1.1-31, R 4.2.2), run directly with Rscript:
+    #   library(blme)
+    #   d <- expand.grid(item = 1:20, rater = 1:12, system = c("A", "B", "C"))
+    #   d <- d[(d$item + d$rater) %% 3 == as.integer(d$system) - 1, ]
+    #   d$y <- as.integer((7 * d$item + 5 * d$rater) %% 11 <
+    #                     ifelse(d$system == "A", 4, 7) + 2 * (d$item %% 4) - 3 +
+    #                     2 * (d$rater %% 3) - 2)
+    #   d$y[d$system == "C"] <- 1L
+    #   d$rater <- factor(d$rater); d$item <- factor(d$item)
+    #   b <- bglmer(y ~ system + (1|rater) + (1|item), data = d, family = binomial,
+    #               fixef.prior = normal(sd = c(10, 2.5)), cov.prior = NULL)
+    #   fixef(b); sqrt(diag(vcov(b))); as.data.frame(VarCorr(b))$vcov
+    # (glmer on the same data: systemC 21.8762148, SE 273.6756785, p 0.936)
+    # bglmer itself is not bit-reproducible between R processes (same answer within one):
+    # runs of this R code gave systemC 5.1927069068 or 5.1927068530, SE 1.0507525286 or
+    # 1.0507590776; hence 1e-6 on estimates and 2e-5 on SEs and variances.
+    reference = {"(Intercept)": (-0.4007828983, 0.2918818178),
+                 "systemB": (0.9634978547, 0.3489922614),
+                 "systemC": (5.1927069068, 1.0507525286)}
+    if not rb.r_call("function() requireNamespace('blme', quietly = TRUE)")[0]:
+        pytest.skip("R package blme not installed (Debian: r-cran-blme)")
+    fit = M.fit_binomial_penalised(make_separated())
+    assert fit.engine.startswith("R blme::bglmer 1.0-5 ") and "SD 10 intercept" in fit.engine
+    for term, (est, se) in reference.items():
+        assert fit.coefficient(term).estimate == pytest.approx(est, abs=1e-6)
+        assert fit.coefficient(term).se == pytest.approx(se, abs=2e-5)
+    assert fit.random_effects["item"] == pytest.approx(0.41259936752, abs=2e-5)
+    assert fit.random_effects["rater"] == pytest.approx(0.07818355687, abs=2e-5)
+    assert fit.extra["estimation"] == "penalised maximum likelihood"
+    assert fit.extra["penalty"]["intercept_sd"] == 10 and fit.extra["penalty"]["coef_sd"] == 2.5
+    sep = fit.extra["separation"]
+    assert sep["detected"] and sep["penalised"] and sep["terms"] == []  # finite, sane
+    assert any("reflect the prior" in w for w in fit.warnings)
+    pc = M.pairwise_contrasts(fit)
+    by = {k.label: k for k in pc.contrasts}
+    assert pc.estimation == "penalised maximum likelihood"
+    assert all(k.reliable for k in pc.contrasts) and by["A - C"].p_adjusted < 0.001
+    assert "penalised estimate" in by["A - C"].flags[0] and by["A - B"].flags == []
+
+
+@needs_r
+def test_penalised_fixed_effects_only_is_brglm2():
+    df = make_separated()
+    if not rb.r_call("function() requireNamespace('brglm2', quietly = TRUE)")[0]:
+        pytest.skip("R package brglm2 not installed (Debian: r-cran-brglm2)")
+    fit = M.fit_binomial_penalised(df, "y ~ system")
+    ref = _named(_r_eval(
+        "function(d) as.list(coef(suppressWarnings(glm(y ~ system, data = d,"
+        " family = binomial('logit'), method = brglm2::brglmFit, type = 'AS_mean'))))",
+        rb.RFrame(df[["y", "system"]], levels={"system": ["A", "B", "C"]})))
+    for term, value in ref.items():
+        assert fit.coefficient(term).estimate == pytest.approx(value, abs=1e-8)
+    # Firth's estimate for a 80/80 level: log((80.5 / 0.5) / odds(A)), finite
+    assert 3 < fit.coefficient("systemC").estimate < 8
+    assert "brglm2::brglmFit" in fit.engine and fit.extra["penalty"]["coef_sd"] is None
+    assert not any("non-integer" in w for w in fit.warnings)  # brglmFit's artefact, dropped
+
+
+def test_separation_in_the_fallback_and_ordinal_fits():
+    # statsmodels' logistic regression (no R): the same level check names the level
+    fit = M.fit_binomial_glmm(make_separated(), engine="statsmodels")
+    assert fit.extra["separation"]["levels"][0]["level"] == "C"
+    assert any("separation: system 'C'" in w for w in fit.warnings)
+    # an ordinal model: a system whose ratings are all in the top category
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame({"system": np.repeat(["A", "B", "C"], 40),
+                       "rating": rng.integers(1, 6, 120)})
+    df.loc[df.system == "C", "rating"] = 5
+    clm = M.fit_clm(df, engine="statsmodels", nominal_test=False)
+    lv = clm.extra["separation"]["levels"]
+    assert lv == [{"factor": "system", "level": "C", "n": 40,
+                   "outcome": "all in the highest category (5)", "term": "systemC"}]
+    assert "no penalised ordinal model" in clm.extra["separation"]["remedy"]
+
+
+def test_contrasts_carry_the_fit_warnings():
+    fit = _fake_fit()
+    fit.warnings = ["boundary (singular) fit: see help('isSingular')"]
+    pc = M.pairwise_contrasts(fit)
+    assert pc.warnings == ["from the fit: boundary (singular) fit: see help('isSingular')"]
+    assert pc.fit_converged and pc.separation is None
+    assert all(c.reliable and c.flags == [] for c in pc.contrasts)
+    fit.converged = False
+    pc = M.pairwise_contrasts(fit)
+    assert not pc.fit_converged and all(not c.reliable for c in pc.contrasts)
+    assert all("did not converge" in c.flags[0] for c in pc.contrasts)
+
+
+def test_separation_report_says_which_fit_is_which():
+    fit = _fake_fit()
+    fit.extra["separation"] = {"detected": True, "penalised": False, "diagnosis": "d",
+                               "levels": [], "terms": []}
+    pen = _fake_fit()
+    pen.engine = "R blme::bglmer"
+    pen.extra["estimation"] = "penalised maximum likelihood"
+    report = M.separation_report(fit, penalised=pen, penalised_key="glmm_penalised")
+    assert report["read"] == "glmm_penalised" and report["penalised_fit"] == "fitted"
+    assert set(report["fits"]) == {"glmm", "glmm_penalised"}
+    assert report["fits"]["glmm_penalised"]["estimation"] == "penalised maximum likelihood"
+    alone = M.separation_report(fit, option="off")
+    assert alone["read"] == "glmm" and alone["penalised_fit"] == "not requested"
+    assert M.wants_penalised(fit, "auto") and not M.wants_penalised(fit, "off")
+    with pytest.raises(ValueError):
+        M.wants_penalised(fit, "sometimes")
+
+
+# --------------------------------------------------------------------------------------------
+# proportional odds: a test that could not run says so
+
+
+def make_unobserved_categories() -> pd.DataFrame:
+    """Three systems; C never rated 1 or 2, so nominal_test's model for `system` (thresholds
+    per system) cannot converge; `x` is a covariate it can test."""
+    rng = np.random.default_rng(2)
+    system = np.repeat(["A", "B", "C"], 60)
+    latent = pd.Series(system).map({"A": 0.0, "B": 0.5, "C": 1.5}).to_numpy()
+    rating = np.digitize(latent + rng.logistic(size=180), [-1, 0, 1, 2]) + 1
+    rating[(system == "C") & (rating < 3)] = 3
+    return pd.DataFrame({"system": system, "rating": rating, "x": rng.normal(size=180)})
+
+
+@needs_r
+def test_nominal_test_that_could_not_run_says_why():
+    fit = M.fit_clm(make_unobserved_categories(), "rating ~ system")
+    row = next(r for r in fit.extra["nominal_test"] if r["term"] == "system")
+    assert row["lrt"] is None and row["tested"] is False
+    status = fit.extra["nominal_test_status"]
+    assert status["status"] == "not computed" and status["tested"] == []
+    assert status["untested"][0]["term"] == "system"
+    reason = status["untested"][0]["reason"]
+    assert "did not converge" in reason and "'C' has no ratings in 1, 2" in reason
+    assert status["reason"].startswith("system: ")
+    # not "[]", which a report prints as "no violation"
+    assert fit.extra["proportional_odds_violations"] is None
+    assert any(w.startswith("proportional-odds check (nominal_test) could not be computed for "
+                            "'system'") for w in fit.warnings)
+    both = M.fit_clm(make_unobserved_categories(), "rating ~ system + x")
+    status = both.extra["nominal_test_status"]
+    assert status["status"] == "partial" and status["tested"] == ["x"]
+    assert [u["term"] for u in status["untested"]] == ["system"]
+    assert both.extra["proportional_odds_violations"] == []  # of the terms tested
+
+
+def test_nominal_test_without_r_is_not_computed():
+    fit = M.fit_clm(make_wine(), "rating ~ temp + contact", engine="statsmodels")
+    status = fit.extra["nominal_test_status"]
+    assert status["status"] == "not computed" and "statsmodels" in status["reason"]
+    assert fit.extra["proportional_odds_violations"] is None

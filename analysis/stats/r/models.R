@@ -1,0 +1,145 @@
+# R side of analysis/stats/models.py: the functions its R engines call through rbridge.
+# Each returns a named list of plain vectors (encoded to JSON by server.R) and collects R's
+# warnings and messages itself, in `warnings`, so that they stay attached to the fit.
+
+# Collects the warnings and messages of `expr` (evaluated in the caller) into
+# `sink_env$warns` and returns its value.
+.evalstudy_collect <- function(expr, sink_env) {
+  withCallingHandlers(expr,
+    warning = function(w) {
+      sink_env$warns <- c(sink_env$warns, conditionMessage(w))
+      invokeRestart("muffleWarning")
+    },
+    message = function(m) {
+      sink_env$warns <- c(sink_env$warns, trimws(conditionMessage(m)))
+      invokeRestart("muffleMessage")
+    })
+}
+
+# ordinal::clmm (mixed = TRUE) or ordinal::clm, plus nominal_test for clm when asked.
+# `seconds`: the fit, summaries and test, timed in R.
+# `data`'s response is an ordered factor whose levels Python chose (rbridge.make_factors).
+evalstudy_ordinal <- function(formula, data, link, mixed, nominal) {
+  acc <- new.env()
+  acc$warns <- character()
+  started <- proc.time()[["elapsed"]]
+  out <- .evalstudy_collect({
+    f <- stats::as.formula(formula)
+    fitter <- if (mixed) ordinal::clmm else ordinal::clm
+    # do.call embeds the data in the call, so that update() (nominal_test) finds it.
+    fit <- do.call(fitter, list(formula = f, data = data, link = link))
+    s <- summary(fit)
+    co <- s$coefficients
+    vc <- as.matrix(stats::vcov(fit))
+    out <- list(
+      names = rownames(co), est = unname(co[, 1]), se = unname(co[, 2]),
+      p = unname(co[, ncol(co)]),
+      alpha = names(fit$alpha), beta = names(fit$beta)[!is.na(fit$beta)],
+      vcov = unname(vc), vcov_names = rownames(vc),
+      nobs = length(fit$fitted.values),
+      loglik = as.numeric(stats::logLik(fit)), aic = stats::AIC(fit),
+      maxgrad = max(abs(fit$gradient))
+    )
+    if (mixed) {
+      vcr <- ordinal::VarCorr(fit)
+      g <- character(); nm <- character(); v <- numeric()
+      for (gr in names(vcr)) {
+        m <- as.matrix(vcr[[gr]])
+        g <- c(g, rep(gr, nrow(m))); nm <- c(nm, rownames(m)); v <- c(v, diag(m))
+      }
+      out$re_group <- g; out$re_name <- nm; out$re_var <- unname(v)
+      out$ngrps <- unname(unlist(fit$dims$nlev.gf))
+      out$ngrps_names <- names(fit$dims$nlev.gf)
+      out$conv_code <- as.integer(fit$optRes$convergence)
+      out$conv_msg <- as.character(fit$optRes$message)
+      out$cond_h <- if (is.null(s$condHess)) NA_real_ else as.numeric(s$condHess)
+    } else {
+      out$conv_code <- as.integer(fit$convergence$code)
+      out$conv_msg <- paste(c(fit$convergence$messages, fit$convergence$alg.message),
+                            collapse = "; ")
+      out$cond_h <- as.numeric(fit$cond.H)
+      if (nominal) {
+        nt <- tryCatch(as.data.frame(ordinal::nominal_test(fit)),
+                       error = function(e) {
+                         acc$warns <- c(acc$warns, paste("nominal_test failed:",
+                                                         conditionMessage(e)))
+                         NULL
+                       })
+        if (!is.null(nt)) {
+          out$nt_terms <- rownames(nt); out$nt_df <- as.numeric(nt[[1]])
+          out$nt_loglik <- as.numeric(nt[[2]]); out$nt_aic <- as.numeric(nt[[3]])
+          out$nt_lrt <- as.numeric(nt[[4]]); out$nt_p <- as.numeric(nt[[5]])
+          out$nt_reason <- .evalstudy_nominal_reasons(fit, out$nt_terms, out$nt_p)
+        }
+      }
+    }
+    out
+  }, acc)
+  out$warnings <- unique(acc$warns)
+  out$seconds <- proc.time()[["elapsed"]] - started
+  out
+}
+
+# lme4::glmer with the binomial family (Laplace). The response is a 0/1 column or
+# cbind(successes, failures) of two columns. `seconds`: the fit and summaries, timed in R.
+evalstudy_glmer <- function(formula, data) {
+  acc <- new.env()
+  acc$warns <- character()
+  started <- proc.time()[["elapsed"]]
+  fit <- .evalstudy_collect(
+    do.call(lme4::glmer, list(formula = stats::as.formula(formula), data = data,
+                              family = stats::binomial)),
+    acc)
+  out <- evalstudy_glmer_summary(fit)
+  out$warnings <- unique(c(acc$warns, out$warnings))
+  out$seconds <- proc.time()[["elapsed"]] - started
+  out
+}
+
+# What analysis/stats/models.py reads from a fitted glmerMod (also run by the optional pymer4
+# engine on pymer4's model object, in pymer4's own embedded R).
+evalstudy_glmer_summary <- function(fit) {
+  acc <- new.env()
+  acc$warns <- character()
+  out <- .evalstudy_collect({
+    co <- summary(fit)$coefficients
+    vc <- as.matrix(stats::vcov(fit))
+    vcr <- as.data.frame(lme4::VarCorr(fit))
+    vcr <- vcr[is.na(vcr$var2), ]
+    list(names = rownames(co), est = unname(co[, 1]), se = unname(co[, 2]),
+         p = unname(co[, 4]), vcov = unname(vc),
+         re_group = as.character(vcr$grp), re_name = as.character(vcr$var1),
+         re_var = as.numeric(vcr$vcov),
+         ngrps = as.numeric(lme4::ngrps(fit)), ngrps_names = names(lme4::ngrps(fit)),
+         nobs = stats::nobs(fit), loglik = as.numeric(stats::logLik(fit)),
+         aic = stats::AIC(fit), conv = as.character(fit@optinfo$conv$lme4$messages),
+         singular = lme4::isSingular(fit))
+  }, acc)
+  out$warnings <- unique(acc$warns)
+  out
+}
+
+# Why nominal_test left a term untested (its LRT is NA): nominal_test drops a term's row when
+# the model with that term nominal fails or does not converge, and says nothing more. Refits
+# that model the way nominal_test does and returns its error or convergence message, per row
+# of the test ("" where the term was tested, and for the "<none>" row).
+.evalstudy_nominal_reasons <- function(fit, terms, p) {
+  vapply(seq_along(terms), function(i) {
+    if (i == 1L || !is.na(p[[i]])) return("")
+    nfit <- tryCatch(
+      suppressWarnings(stats::update(fit, nominal = stats::as.formula(paste("~", terms[[i]])),
+                                     convergence = "silent")),
+      error = function(e) e)
+    if (inherits(nfit, "error")) {
+      return(paste("the model with a nominal", terms[[i]], "effect could not be fitted:",
+                   conditionMessage(nfit)))
+    }
+    conv <- nfit$convergence
+    if (conv$code < 0) {
+      msg <- paste(unique(c(conv$messages, conv$alg.message)), collapse = "; ")
+      return(paste("the model with a nominal", terms[[i]], "effect did not converge:", msg))
+    }
+    if (is.na(nfit$logLik)) return("the nominal model's log-likelihood is not available")
+    "the likelihood-ratio test is undefined (the nominal model adds no parameters)"
+  }, "")
+}

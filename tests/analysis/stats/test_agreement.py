@@ -457,15 +457,19 @@ def test_icc_confidence_intervals_are_not_rounded():
     assert low != round(low, 2)
 
 
-def test_icc_drops_incomplete_units_listwise():
+def test_icc_listwise_on_request_drops_incomplete_units_and_says_so():
+    # Listwise deletion is no longer the default (an incomplete design goes to REML, see
+    # test_agreement_design.py); asked for explicitly, it reports and warns what it dropped.
     df = shrout_fleiss_frame()
     extra = pd.DataFrame(
         {"unit": ["t6", "t6", "t6"], "rater": ["judge0", "judge1", "judge2"], "value": [5, 5, 5]}
     )
-    result = icc(pd.concat([df, extra], ignore_index=True))
+    result = icc(pd.concat([df, extra], ignore_index=True), method="listwise")
     assert result["ICC2"].value == pytest.approx(0.2898, abs=1e-4)
     assert result["ICC2"].details["units_dropped"] == 1
-    # Restricting raters keeps t6 (rated by judges 0-2) but changes the design.
+    assert result["ICC2"].excluded == {"units_dropped_incomplete": 1}
+    assert any("listwise deletion: 1 of 7 units" in w for w in result["ICC2"].warnings)
+    # Restricting raters keeps t6 (rated by judges 0-2) and makes the design complete again.
     three = icc(pd.concat([df, extra], ignore_index=True), raters=["judge0", "judge1", "judge2"])
     assert three["ICC1"].n == 7 and three["ICC1"].details["raters"] == 3
     with pytest.raises(ValueError, match="complete units"):

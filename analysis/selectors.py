@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -107,3 +108,134 @@ def metric_scores(study: Study) -> pd.DataFrame:
     wide = pd.DataFrame.from_dict(values, orient="index")
     wide.index.name = "output"
     return outputs.merge(wide, left_on="output", right_index=True, how="left")
+
+
+def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
+    """What the analysis must know about each proxy rater of `study` that its judgments do not
+    say, by the name `judgments_tidy` gives the rater (the pipeline's
+    `options["proxy_raters"]`; see `analysis.stats.pipeline._proxy_scores`):
+
+    - `thresholds[criterion key]`: {threshold, source, rule}, the decision threshold its run
+      applied to P(yes) (the judge's default 0.5 where the run named none; none for a rubric
+      judge's severity levels, whose answer is the most likely level).
+    - `exclude_scores`: outputs a learned proxy saw, its train and dev splits as its artefact's
+      manifest records them (`split_keys`: output ids), and every output of this study sharing
+      a reference with them (LATTE splits by ground truth, and filtered its real-conversation
+      test set the same way). A learned proxy trained on this study before splits were
+      recorded is left out entirely: nothing says which outputs it saw.
+    - `exclude_decisions`: the dev split a threshold was chosen on (`proxy_threshold_choose`,
+      recorded in a rater's metadata["threshold_choices"]) when the rater decides at that
+      threshold, with the outputs sharing a reference with it.
+    """
+    from metrics.models import ProxyRun
+    from metrics.proxy_services import decision_identity
+
+    raters = list(Rater.objects.filter(judgments__slot__assignment__study=study)
+                  .exclude(kind__in=Rater.HUMAN_KINDS).distinct())
+    if not raters:
+        return {}
+    outputs = {pk: reference or context or "" for pk, reference, context in
+               Output.objects.filter(item__study=study).values_list(
+                   "id", "item__reference", "item__context")}
+    criteria = list(study.criteria.filter(kind__in=["binary", "severity"]))
+    latest: dict[int, Any] = {}
+    for run in (ProxyRun.objects.filter(rater__in=raters)
+                .select_related("learned_proxy__study").order_by("created_at", "pk")):
+        latest[run.rater_id] = run  # every run of a rater has its signature: the last one
+    choices: dict[str, list[dict[str, Any]]] = {}
+    holders = {r.pk: r for r in raters}
+    holders.update({r.pk: r for r in Rater.objects.filter(study=study)
+                    .exclude(kind__in=Rater.HUMAN_KINDS)})
+    for holder in holders.values():
+        for record in (holder.metadata or {}).get("threshold_choices") or []:
+            choices.setdefault(str(record.get("identity")), []).append(record)
+
+    def sharing_references(seen: set[int]) -> set[int]:
+        """The outputs of this study that are `seen` or share a reference with one."""
+        references = {reference or context or "" for reference, context in
+                      Output.objects.filter(pk__in=seen).values_list("item__reference",
+                                                                     "item__context")}
+        references.discard("")
+        return {pk for pk, reference in outputs.items() if pk in seen or reference in references}
+
+    info: dict[str, dict[str, Any]] = {}
+    for rater in raters:
+        run = latest.get(rater.pk)
+        metadata = rater.metadata or {}
+        signature = run.signature if run is not None else metadata
+        method = run.method if run is not None else str(metadata.get("method") or "")
+        params = dict((run.params if run is not None else metadata.get("params")) or {})
+        learned = run.learned_proxy if run is not None else None
+        entry: dict[str, Any] = {"kind": rater.kind, "method": method, "thresholds": {}}
+        matched = choices.get(decision_identity(signature), []) if method else []
+        for criterion in criteria:
+            setting = _threshold_setting(method, criterion.kind, params, learned)
+            chosen = [r for r in matched if r.get("criterion") == criterion.key]
+            if setting is not None and chosen:
+                last = chosen[-1]
+                setting["source"] = (
+                    f"chosen on a dev split of this study by proxy_threshold_choose "
+                    f"(precision >= {last.get('target_precision')} on "
+                    f"{len(last.get('dev_outputs') or [])} dev outputs, seed {last.get('seed')})")
+            if setting is not None:
+                entry["thresholds"][criterion.key] = setting
+        if matched:
+            dev = {int(pk) for record in matched for pk in record.get("dev_outputs") or []}
+            entry["exclude_decisions"] = sorted(sharing_references(dev))
+            entry["exclude_decisions_because"] = (
+                f"the {len(dev)} dev outputs its threshold was chosen on, and the outputs "
+                "sharing a reference with them")
+        if learned is not None:
+            entry.update(_learned_exclusions(learned, study, outputs, sharing_references))
+        info[str(rater)] = entry
+    return info
+
+
+def _threshold_setting(method: str, kind: str, params: dict[str, Any],
+                       learned: Any) -> dict[str, Any] | None:
+    """The rule a proxy's stored answers follow (metrics.proxy_services: `_decide` for LATTE
+    and learned proxies and a rubric judge's binary answers; the most likely level for its
+    severity answers); None for raters without a run (imported judgments)."""
+    from metrics.proxy_services import DEFAULT_THRESHOLD
+
+    if method == "rubric" and kind == "severity":
+        return {"threshold": None, "rule": "the judge's most likely severity level (0 or 1: "
+                "preserved)", "source": "none: a rubric judge answers a severity level"}
+    if method not in ("latte", "learned", "rubric"):
+        return None
+    threshold = float(params.get("threshold", DEFAULT_THRESHOLD))
+    source = ("run parameter" if "threshold" in params
+              else f"the judge's default ({DEFAULT_THRESHOLD:g}; the run named none)")
+    report = getattr(learned, "report", None) or {}
+    if learned is not None and report.get("threshold") == threshold:
+        source = ("chosen on the learned proxy's own dev split: "
+                  f"{report.get('threshold_rule') or 'see its report'}")
+    score = "the proxy's P(preserved)" if method == "learned" else "P(yes)"
+    return {"threshold": threshold, "source": source,
+            "rule": f"predicted preserved when {score} >= {threshold:g}"}
+
+
+def _learned_exclusions(learned: Any, study: Study, outputs: dict[int, str],
+                        sharing_references: Any) -> dict[str, Any]:
+    """`exclude_scores` (and its reason) for a learned proxy, from its recorded splits."""
+    split = (learned.report or {}).get("split_keys")
+    trained_here = learned.study_id == study.pk
+    where = "this study" if trained_here else (
+        f"study {learned.study.slug!r}" if learned.study is not None else "a deleted study")
+    if not split:
+        if trained_here:
+            return {"exclude_scores": sorted(outputs),
+                    "exclude_scores_because": (
+                        f"learned proxy {learned} was trained on this study before training "
+                        "splits were recorded, so every output may have been seen: retrain it "
+                        "to evaluate it here")}
+        return {"note": f"learned proxy {learned} was trained on {where} before training splits "
+                        "were recorded: outputs sharing a reference with its training outputs "
+                        "cannot be left out"}
+    train = [k for k in split.get("train") or [] if isinstance(k, int)]
+    dev = [k for k in split.get("dev") or [] if isinstance(k, int)]
+    return {"exclude_scores": sorted(sharing_references(set(train) | set(dev))),
+            "exclude_scores_because": (
+                f"learned proxy {learned} was trained on {len(train)} outputs and its threshold "
+                f"chosen on {len(dev)} outputs of {where} (its train and dev splits); those "
+                "outputs and every output sharing a reference with them are left out")}

@@ -952,7 +952,11 @@ def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precisio
 
     With `apply`, start a new run of the same judge at that threshold on this criterion
     (`report["run"]`): the decision is part of a proxy's identity, so the first run's answers
-    stay as they were, and the new one costs no model call (stored scores, cached answers)."""
+    stay as they were, and the new one costs no model call (stored scores, cached answers).
+
+    The choice is recorded (`threshold_choice_record`) on the new run's rater, or without
+    `apply` on this run's: the dev outputs took part in choosing the threshold, so the
+    analysis leaves them out of every decision-based figure of a rater deciding at it."""
     import numpy as np
 
     from analysis.stats.validity import threshold_for_precision
@@ -992,10 +996,21 @@ def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precisio
         return {"n": len(frame), "precision": tp / (tp + fp) if tp + fp else None,
                 "recall": tp / (tp + fn) if tp + fn else None}
 
+    dev_outputs = sorted(int(pk) for pk in dev.index)
     report: dict[str, Any] = {
         "criterion": criterion_key, "target_precision": target_precision,
         "threshold": threshold, "dev": rates(dev), "test": rates(test),
-        "dev_references": len(dev_refs), "test_references": len(references) - len(dev_refs)}
+        "dev_references": len(dev_refs), "test_references": len(references) - len(dev_refs),
+        "dev_outputs": dev_outputs}
+    decided_signature = {**run.signature,
+                         "params": {**(run.signature.get("params") or {}), "threshold": threshold}}
+    record = {
+        "criterion": criterion_key, "threshold": threshold, "target_precision": target_precision,
+        "dev_fraction": dev_fraction, "seed": seed, "dev_outputs": dev_outputs,
+        "from_run": run.pk, "chosen_at": timezone.now().isoformat(),
+        "identity": decision_identity(decided_signature),
+    }
+    rater_id = run.rater_id
     if apply:
         decided = proxy_run_start(
             study=run.study, method=run.method, criteria=[criterion_key],
@@ -1003,7 +1018,38 @@ def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precisio
             params={**run.params, "threshold": threshold}, learned_proxy=run.learned_proxy,
             user=user, enqueue=enqueue)
         report["run"] = decided.pk
+        rater_id = decided.rater_id
+    threshold_choice_record(rater_id=rater_id, record=record)
     return report
+
+
+# The threshold a judge applies when its run names none (_answers_latte, _answers_rubric).
+DEFAULT_THRESHOLD = 0.5
+# The signature fields a proxy's decisions depend on (a rater's metadata may hold more).
+_SIGNATURE_FIELDS = ("method", "judge_version", "backend", "template", "params")
+
+
+def decision_identity(signature: dict[str, Any]) -> str:
+    """A digest of what a proxy's decisions depend on: its signature with the threshold it
+    decides at (DEFAULT_THRESHOLD where the run named none). A threshold choice records the
+    identity of the decisions it produced, and the analysis finds it again on whichever rater
+    decides that way: the new run's, or a later run started by hand at that threshold."""
+    fields = {name: signature.get(name) for name in _SIGNATURE_FIELDS}
+    params = dict(fields.get("params") or {})
+    params["threshold"] = float(params.get("threshold", DEFAULT_THRESHOLD))
+    fields["params"] = params
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def threshold_choice_record(*, rater_id: int, record: dict[str, Any]) -> None:
+    """Append a threshold choice (criterion, threshold, dev outputs, identity) to the rater's
+    metadata["threshold_choices"]. Under a row lock: two choices at once both stay."""
+    with transaction.atomic():
+        rater = Rater.objects.select_for_update().get(pk=rater_id)
+        metadata = dict(rater.metadata or {})
+        metadata["threshold_choices"] = [*(metadata.get("threshold_choices") or []), record]
+        rater.metadata = metadata
+        rater.save(update_fields=["metadata"])
 
 
 def latte_scores(run: ProxyRun, *, criterion_key: str, by: str = "system") -> list[dict]:
@@ -1103,7 +1149,11 @@ def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: st
 
 def learned_proxy_train(proxy_id: int) -> LearnedProxy:
     """Train, pick the threshold on dev, test, and save the versioned artefact; the row gets
-    the artefact's path, version and manifest (split sizes, threshold, AUCs) as its report."""
+    the artefact's path, version and manifest (split sizes, threshold, AUCs) as its report.
+
+    The manifest's `split_keys` are the output ids of each split (`learned_examples` keys
+    its examples by output): the analysis scores the proxy only on outputs outside train and
+    dev (`analysis.selectors.proxy_raters`)."""
     from .learned import save_artifact, train_proxy
 
     proxy = LearnedProxy.objects.select_related("study").get(pk=proxy_id)

@@ -189,9 +189,23 @@ def auc_with_ci(
     )
 
 
+#: How `auc_by_slice` rows are computed, for a report to print under the table.
+SLICE_METHOD = (
+    "AUC-ROC per slice with its DeLong 95% CI (unadjusted); p: two-sided Mann-Whitney U test "
+    "of AUC = 0.5 (scipy: exact for small samples without ties, else the normal approximation "
+    "with tie and continuity corrections, as R's wilcox.test); p_adjusted: Holm over the "
+    "slices of one proxy and one field that have both classes"
+)
+
+
 @dataclass
 class SliceAuc:
-    """One row of an AUC-by-slice table; `auc` and the CI are None when a class is missing."""
+    """One row of an AUC-by-slice table (a table row and a forest-plot line).
+
+    `auc`, the CI and the p-values are None when the slice has a single class. `p_value` tests
+    AUC = 0.5 (Mann-Whitney U, two-sided); `p_adjusted` is Holm-adjusted over the slices of
+    the same call (the overall row is not part of that family and has none).
+    """
 
     slice: object
     n: int
@@ -200,6 +214,23 @@ class SliceAuc:
     ci_low: float | None
     ci_high: float | None
     is_overall: bool = False
+    n_neg: int = 0
+    p_value: float | None = None
+    p_adjusted: float | None = None
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm's (1979) step-down adjusted p-values, in the input order (R `p.adjust(p, "holm")`).
+
+    Sorted ascending, p_(i) becomes max over j <= i of min(1, (m - j + 1) p_(j)).
+    """
+    values = np.asarray(list(p_values), dtype=float)
+    m = values.size
+    order = np.argsort(values, kind="stable")
+    scaled = np.minimum(1.0, (m - np.arange(m)) * values[order])
+    adjusted = np.empty(m)
+    adjusted[order] = np.maximum.accumulate(scaled)
+    return adjusted.tolist()
 
 
 def auc_by_slice(
@@ -218,15 +249,21 @@ def auc_by_slice(
     """AUC with CI overall (first row, `is_overall=True`, `slice=None`) and per slice value.
 
     Slices come in sorted order (first-seen order if unsortable); rows with a missing slice
-    value count only in the overall row. `n` counts cases with both score and label.
+    value count only in the overall row. `n` counts cases with both score and label. Each row
+    also tests AUC = 0.5 (`p_value`, Mann-Whitney U) and the slice rows carry Holm-adjusted
+    p-values over the slices (`p_adjusted`): testing many slices finds a "significant" one by
+    chance. See SLICE_METHOD.
     """
     rows: list[SliceAuc] = []
 
     def one(part: pd.DataFrame, name: object, overall: bool) -> SliceAuc:
-        s, y, _ = _scores_and_labels(part[score_col], part[label_col], True)
+        s, y, _ = _scores_and_labels(part[score_col], part[label_col], higher_is_positive)
         n_pos = int(y.sum())
-        if n_pos == 0 or n_pos == y.size:
-            return SliceAuc(name, int(y.size), n_pos, None, None, None, overall)
+        n_neg = int(y.size) - n_pos
+        if n_pos == 0 or n_neg == 0:
+            return SliceAuc(name, int(y.size), n_pos, None, None, None, overall, n_neg)
+        # Two-sided, so the orientation does not change p; U / (n_pos n_neg) is the AUC.
+        p_value = float(stats.mannwhitneyu(s[y], s[~y], alternative="two-sided").pvalue)
         result = auc_with_ci(
             part[score_col],
             part[label_col],
@@ -237,7 +274,8 @@ def auc_by_slice(
             seed=seed,
         )
         est = result.auc
-        return SliceAuc(name, est.n, n_pos, est.value, est.ci_low, est.ci_high, overall)
+        return SliceAuc(name, est.n, n_pos, est.value, est.ci_low, est.ci_high, overall, n_neg,
+                        p_value)
 
     if include_overall:
         rows.append(one(df, None, True))
@@ -247,6 +285,9 @@ def auc_by_slice(
     for value in values:
         plain = value.item() if isinstance(value, np.generic) else value
         rows.append(one(df[df[slice_col] == value], plain, False))
+    tested = [row for row in rows if not row.is_overall and row.p_value is not None]
+    for row, adjusted in zip(tested, holm_adjust([r.p_value for r in tested]), strict=True):
+        row.p_adjusted = adjusted
     return rows
 
 
@@ -568,22 +609,32 @@ def latte_score(predictions: Sequence, *, threshold: float | None = None) -> flo
 
 @dataclass
 class DeploymentRow:
-    """One group (speaker, model): WordAcc, human MP%, each proxy's predicted % and decisions.
+    """One group (a speaker's model): WordAcc, human MP%, each proxy's LATTEScore, decisions.
 
-    `accept` maps "word_acc", "human" and each proxy name to the accept/reject decision.
+    `system` is the system the group's outputs come from when the table groups within
+    systems (`system_col`), else None. `word_acc` is None without a WER column. `proxies`
+    maps each proxy to its LATTEScore (% of the group's outputs it predicts preserved) and
+    `proxy_n` to the number of outputs that score counts (a proxy may lack some answers).
+    `accept` maps "word_acc" (when there is a WER), "human" and each proxy to the decision.
     """
 
     group: object
     n: int
-    word_acc: float
+    word_acc: float | None
     human_mp: float
     proxies: dict[str, float]
     accept: dict[str, bool]
+    system: object = None
+    proxy_n: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class DecisionAgreement:
-    """How often a decider (WordAcc or a proxy) takes the humans' accept/reject decision."""
+    """How often a decider (WordAcc or a proxy) takes the humans' accept/reject decision.
+
+    `disagreements` lists the groups where it does not: group values, or [system, group]
+    pairs when the table groups within systems.
+    """
 
     decider: str
     n_groups: int
@@ -594,13 +645,23 @@ class DecisionAgreement:
 
 @dataclass
 class DeploymentTable:
+    """`rows`: one per group (per system and group with `system_col`); `by_system`: the same
+    figures over each system's outputs (empty without `system_col`)."""
+
     rows: list[DeploymentRow]
     agreement: list[DecisionAgreement]
     method: str
+    by_system: list[DeploymentRow] = field(default_factory=list)
+    group_col: str = ""
+    system_col: str | None = None
 
 
-def _passes(value: float, minimum: float) -> bool:
-    return bool(np.isfinite(value) and value >= minimum - DECISION_TOLERANCE)
+def _passes(value: float | None, minimum: float) -> bool:
+    return bool(value is not None and np.isfinite(value) and value >= minimum - DECISION_TOLERANCE)
+
+
+def _plain(value: object) -> object:
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def deployment_table(
@@ -608,9 +669,10 @@ def deployment_table(
     group_col: str,
     *,
     human_col: str = "meaning_preserved",
-    wer_col: str = "wer",
+    wer_col: str | None = "wer",
     proxy_cols: Sequence[str] = (),
     proxy_thresholds: Mapping[str, float] | None = None,
+    system_col: str | None = None,
     wer_unit: Literal["fraction", "percent"] = "fraction",
     word_acc: Literal["mean", "corpus"] = "mean",
     errors_col: str | None = None,
@@ -626,15 +688,22 @@ def deployment_table(
     WER `wer_col` and one column per proxy. A proxy column holds 0/1 predictions, or scores
     turned into predictions by `proxy_thresholds[col]` (P(yes) >= threshold).
 
+    `system_col`: group within systems. LATTE's rows are speakers, each with a personalised
+    model, so a row is one model on one speaker's outputs; when a study runs several systems
+    on every speaker, pooling a speaker's outputs over systems would blend the decisions about
+    different models. With `system_col` each row is one (system, group) and `by_system` adds
+    one row per system over all its outputs.
+
     WordAcc = 100 - min(WER%, 100). `word_acc="mean"` (default): the mean over the group's
     outputs of each output's WordAcc (as `metrics` stores `word_acc` per output); WER is a
     fraction (jiwer, our scorers) unless `wer_unit="percent"`. `word_acc="corpus"`: one
     corpus WER per group, sum(errors_col) / sum(ref_words_col), which weighs long references
-    more. The paper does not say which it used.
+    more. The paper does not say which it used. `wer_col=None`: no WordAcc (None) and no
+    WordAcc decision.
     Human MP% = 100 * mean(human_col); proxy % = `latte_score`. Missing values are left out
     of each mean. Accept when WordAcc >= `word_acc_min` (80), MP >= `mp_min` (70), proxy % >=
     `proxy_min` (70), compared with a 1e-9 tolerance. `agreement` compares each decider's
-    decisions (WordAcc and every proxy) with the human decisions over groups: accuracy and
+    decisions (WordAcc and every proxy) with the human decisions over the rows: accuracy and
     Cohen's kappa (NaN when a side never varies).
     """
     from analysis.stats.agreement import cohen_kappa
@@ -645,18 +714,21 @@ def deployment_table(
         raise ValueError("word_acc must be 'mean' or 'corpus'")
     if word_acc == "corpus" and (errors_col is None or ref_words_col is None):
         raise ValueError("word_acc='corpus' needs errors_col and ref_words_col")
+    if system_col == group_col:
+        system_col = None  # grouping by system already is "within system"
     thresholds = dict(proxy_thresholds or {})
-    unknown = [c for c in [*proxy_cols, *thresholds] if c not in df.columns]
+    needed = [*proxy_cols, *thresholds, group_col, *([system_col] if system_col else [])]
+    unknown = [c for c in needed if c not in df.columns]
     if unknown:
         raise ValueError(f"columns not in the table: {unknown}")
     scale = 100.0 if wer_unit == "fraction" else 1.0
 
-    rows: list[DeploymentRow] = []
-    for group, part in df.groupby(group_col, sort=True, dropna=True):
-        if word_acc == "mean":
+    def row_for(part: pd.DataFrame, group: object, system: object) -> DeploymentRow:
+        acc: float | None = None
+        if wer_col is not None and word_acc == "mean":
             wer_pct = pd.to_numeric(part[wer_col], errors="raise").astype(float) * scale
             acc = float((100.0 - wer_pct.clip(upper=100.0)).mean())
-        else:
+        elif wer_col is not None:
             words = pd.to_numeric(part[ref_words_col]).sum()
             errors = pd.to_numeric(part[errors_col]).sum()
             acc = 100.0 - min(100.0 * errors / words, 100.0) if words > 0 else float("nan")
@@ -667,14 +739,30 @@ def deployment_table(
         predicted = {
             col: latte_score(part[col], threshold=thresholds.get(col)) for col in proxy_cols
         }
-        accept = {"word_acc": _passes(acc, word_acc_min), "human": _passes(mp, mp_min)}
+        counted = {col: int(part[col].notna().sum()) for col in proxy_cols}
+        accept = {"human": _passes(mp, mp_min)}
+        if wer_col is not None:
+            accept = {"word_acc": _passes(acc, word_acc_min), **accept}
         accept.update({col: _passes(pct, proxy_min) for col, pct in predicted.items()})
-        plain = group.item() if isinstance(group, np.generic) else group
-        rows.append(DeploymentRow(plain, len(part), acc, mp, predicted, accept))
+        return DeploymentRow(_plain(group), len(part), acc, mp, predicted, accept,
+                             system=_plain(system), proxy_n=counted)
+
+    rows: list[DeploymentRow] = []
+    by_system: list[DeploymentRow] = []
+    if system_col is None:
+        for group, part in df.groupby(group_col, sort=True, dropna=True):
+            rows.append(row_for(part, group, None))
+    else:
+        for (system, group), part in df.groupby([system_col, group_col], sort=True,
+                                                 dropna=True):
+            rows.append(row_for(part, group, system))
+        for system, part in df.groupby(system_col, sort=True, dropna=True):
+            by_system.append(row_for(part, system, system))
 
     human_decisions = [r.accept["human"] for r in rows]
     agreement: list[DecisionAgreement] = []
-    for decider in ["word_acc", *proxy_cols]:
+    deciders = [*(["word_acc"] if wer_col is not None else []), *proxy_cols]
+    for decider in deciders:
         decisions = [r.accept[decider] for r in rows]
         matches = [d == h for d, h in zip(decisions, human_decisions, strict=True)]
         kappa = cohen_kappa(decisions, human_decisions, labels=[False, True]).value
@@ -684,14 +772,22 @@ def deployment_table(
                 n_groups=len(rows),
                 accuracy=float(np.mean(matches)) if rows else float("nan"),
                 kappa=kappa,
-                disagreements=[r.group for r, m in zip(rows, matches, strict=True) if not m],
+                disagreements=[
+                    r.group if system_col is None else [r.system, r.group]
+                    for r, m in zip(rows, matches, strict=True)
+                    if not m
+                ],
             )
         )
+    rules = [f"human MP >= {mp_min}", f"proxy >= {proxy_min}"]
+    if wer_col is not None:
+        rules.insert(0, f"WordAcc ({word_acc} over outputs) >= {word_acc_min}")
+    within = f"; rows per {group_col} within {system_col}" if system_col else ""
     return DeploymentTable(
         rows=rows,
         agreement=agreement,
-        method=(
-            f"WordAcc ({word_acc} over outputs) >= {word_acc_min}, human MP >= {mp_min}, "
-            f"proxy >= {proxy_min}"
-        ),
+        method=", ".join(rules) + within,
+        by_system=by_system,
+        group_col=group_col,
+        system_col=system_col,
     )

@@ -13,6 +13,9 @@ Layout: `<root>/<name>/v<N>/` holds the proxy's own files (`Proxy.save`) and `ma
     libraries, python versions at training time
     threshold, threshold_rule, target_precision
     metrics, split_sizes, feature_names, training_seconds, report (TrainingReport.to_dict())
+    split_keys        split -> the example keys it held (output ids for a study's examples), so
+                      that an analysis scores the proxy only on outputs it never saw; optional
+                      (artefacts saved before it existed load with {})
     files             relative path -> sha256 of every file the proxy saved
 
 N is the next number after the highest existing `v<N>`, claimed with an atomic `mkdir`, so two
@@ -138,6 +141,8 @@ def _write(trained: TrainedProxy, directory: Path, name: str, number: int) -> st
         "feature_names": proxy.feature_names(),
         "training_seconds": trained.training_seconds,
         "report": trained.report.to_dict(),
+        "split_keys": {split: [_plain_key(key) for key in keys]
+                       for split, keys in trained.split_keys.items()},
         "files": {rel: _sha256(directory / rel) for rel in files},
     }
     handle, temp = tempfile.mkstemp(dir=directory, prefix=".manifest-", suffix=".json")
@@ -145,6 +150,19 @@ def _write(trained: TrainedProxy, directory: Path, name: str, number: int) -> st
         json.dump(manifest, out, indent=1, sort_keys=True)
     os.replace(temp, directory / MANIFEST)
     return created
+
+
+def _plain_key(key: Any) -> Any:
+    """An example key as JSON: numbers, text and None as they are, tuples as lists (the
+    synthetic studies' keys), numpy scalars as Python ones, anything else as its text."""
+    if key is None or isinstance(key, bool | int | float | str):
+        return key
+    if isinstance(key, list | tuple):
+        return [_plain_key(part) for part in key]
+    item = getattr(key, "item", None)
+    if callable(item):
+        return _plain_key(item())
+    return str(key)
 
 
 def _read_manifest(directory: Path) -> dict[str, Any]:
@@ -294,5 +312,5 @@ def load_artifact(
         seed=int(manifest.get("seed", 0)),
         training_seconds=float(manifest.get("training_seconds", 0.0)), report=report,
         version=int(manifest["version"]), path=directory, created=manifest["created"],
-        name=manifest["name"],
+        name=manifest["name"], split_keys=dict(manifest.get("split_keys") or {}),
     )

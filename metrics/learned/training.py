@@ -52,7 +52,10 @@ class TrainedProxy:
     method}} (DeLong 95 % CIs); "dev" and "test" -> {threshold, precision, recall,
     n_predicted_positive, n_positive} at `threshold` (precision None when nothing is
     predicted positive); "threshold_achieved" (bool). `split_sizes`: split -> {examples,
-    groups, positive, negative}. `version`, `path` and `created` are set once saved or loaded.
+    groups, positive, negative}. `split_keys`: split -> the `Example.key`s it held (output ids
+    when the examples come from a study): an analysis may then score the proxy only on
+    outputs it never saw in training or threshold choice. `version`, `path` and `created` are
+    set once saved or loaded.
     """
 
     kind: str
@@ -71,6 +74,7 @@ class TrainedProxy:
     created: str | None = None
     name: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    split_keys: dict[str, list[Any]] = field(default_factory=dict)
 
     def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
         """P(label = 1) per example (labels ignored)."""
@@ -144,8 +148,9 @@ def train_proxy(
       (the most permissive threshold whose dev precision reaches `target_precision`). When
       none does, the threshold is FALLBACK_THRESHOLD (0.5) and `threshold_rule` says so.
     - Reported: train/dev/test AUC with DeLong CIs, precision and recall at the threshold on
-      dev and test, split sizes, the fit's seconds (`training_seconds`: fitting only, feature
-      extraction of train/dev included; scoring the three splits afterwards is not).
+      dev and test, split sizes, each split's example keys (`split_keys`), the fit's seconds
+      (`training_seconds`: fitting only, feature extraction of train/dev included; scoring
+      the three splits afterwards is not).
 
     Raises ValueError for an unknown kind or parameter, an unlabelled example, too few groups
     or a split with a single class (see `split_examples`).
@@ -185,4 +190,5 @@ def train_proxy(
         target_precision=target_precision, metrics=metrics, split_sizes=_split_sizes(splits),
         params=proxy.public_params(), seed=seed, training_seconds=report.seconds,
         report=report,
+        split_keys={name: [example.key for example in part] for name, part in splits.items()},
     )

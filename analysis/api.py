@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
@@ -18,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalstudy.api import READ_ERRORS, WRITE_ERRORS, StudyScopedView, audit, errors
-from evalstudy.csvsafe import SafeDictWriter
+from evalstudy.csvsafe import SafeDictWriter, plain_cell
 from evalstudy.permissions import EDITOR, VIEWER, studies_visible_to
 from evalstudy.rest import accepted
 
@@ -129,20 +128,6 @@ EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson
                 "parquet": "application/vnd.apache.parquet"}
 
 
-def _cell(value):
-    """A value as JSON/CSV want it: NaN and NaT are missing, timestamps ISO 8601."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if hasattr(value, "isoformat"):
-        try:
-            return value.isoformat()
-        except ValueError:  # NaT
-            return None
-    if hasattr(value, "item"):  # numpy scalars
-        return value.item()
-    return value
-
-
 class JudgmentsExport(StudyScopedView):
     """Every judgment of the study as a tidy table (one row per rater x slot x criterion, with
     item and system metadata), as CSV (formula-like cells neutralised), JSONL or Parquet."""
@@ -180,7 +165,7 @@ class JudgmentsExport(StudyScopedView):
         if self.fmt == "parquet":
             body = self._parquet(frame)
         else:
-            records = ({name: _cell(value) for name, value in zip(columns, row, strict=True)}
+            records = ({name: plain_cell(value) for name, value in zip(columns, row, strict=True)}
                        for row in frame.itertuples(index=False, name=None))
             text = io.StringIO()
             if self.fmt == "csv":
@@ -205,11 +190,11 @@ class JudgmentsExport(StudyScopedView):
         for name in frame.columns:
             if frame[name].dtype == object:
                 # Metadata columns may mix numbers and text; Parquet columns have one type.
-                kinds = {type(v) for v in frame[name] if _cell(v) is not None}
+                kinds = {type(v) for v in frame[name] if plain_cell(v) is not None}
                 if len(kinds) > 1 or (kinds and not kinds <= {str}):
                     frame[name] = frame[name].map(
-                        lambda v: None if _cell(v) is None else v if isinstance(v, str) else
-                        json.dumps(_cell(v)))
+                        lambda v: None if plain_cell(v) is None else v if isinstance(v, str) else
+                        json.dumps(plain_cell(v)))
         buffer = io.BytesIO()
         frame.to_parquet(buffer, engine="pyarrow", index=False)
         return buffer.getvalue()

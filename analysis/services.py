@@ -11,9 +11,16 @@ from django.utils import timezone
 from evalstudy.models import Study
 
 from .models import AnalysisRun
-from .selectors import JUDGMENT_COLUMNS, JudgmentFilter, judgments_tidy, metric_scores
+from .selectors import (
+    JUDGMENT_COLUMNS,
+    JudgmentFilter,
+    judgments_tidy,
+    metric_scores,
+    proxy_raters,
+)
 
-OPTION_KEYS = {"formula", "formulas", "engine", "filters", "power", "deployment_group", "pdf"}
+OPTION_KEYS = {"formula", "formulas", "engine", "filters", "power", "deployment_group", "pdf",
+               "separation"}
 ENGINES = ("auto", "R", "pymer4", "statsmodels")
 
 
@@ -50,7 +57,27 @@ def _clean_options(options: dict[str, Any], study: Study) -> dict[str, Any]:
                               f"known: {sorted(OPTION_KEYS)}")
     if options.get("engine", "auto") not in ENGINES:
         raise ValidationError(f"engine must be one of {', '.join(ENGINES)}")
+    from .stats.models import SEPARATION_OPTIONS
+    from .stats.power import check_option
+
+    if options.get("separation", "auto") not in SEPARATION_OPTIONS:
+        raise ValidationError(f"separation must be one of {', '.join(SEPARATION_OPTIONS)}")
+    if options.get("power"):
+        try:
+            check_option(options["power"], _criteria(study))
+        except ValueError as error:
+            raise ValidationError(str(error)) from None
     _check_formulas(study, options)
+    if options.get("deployment_group") is not None:
+        from .stats.pipeline import deployment_group_column
+
+        group = options["deployment_group"]
+        if not isinstance(group, str):
+            raise ValidationError("deployment_group must be the name of an item or system field")
+        try:
+            deployment_group_column(group, _judgment_columns(study))
+        except ValueError as error:
+            raise ValidationError(str(error)) from None
     try:
         JudgmentFilter(**(options.get("filters") or {}))
     except TypeError as error:
@@ -76,7 +103,8 @@ def analysis_run_start(*, study: Study, options: dict[str, Any] | None = None, u
 def _criteria(study: Study) -> list[dict[str, Any]]:
     return [
         {"key": c.key, "kind": c.kind, "scale_points": c.scale_points,
-         "options": list(c.options or [])}
+         "options": list(c.options or []), "labels": c.labels, "prompt": c.prompt,
+         "allow_tie": c.allow_tie}
         for c in study.criteria.order_by("order", "id")
     ]
 
@@ -94,9 +122,12 @@ def analysis_run_execute(run: AnalysisRun) -> AnalysisRun:
         status=AnalysisRun.Status.RUNNING, started_at=timezone.now(), total=steps, done=0,
         error="", heartbeat_at=timezone.now())
 
-    def progress(step: str) -> None:
-        run.done = min(run.done + 1, steps)
-        AnalysisRun.objects.filter(pk=run.pk).update(step=step, done=run.done,
+    def progress(step: str, *, advance: bool = True) -> None:
+        # advance=False: news within a step (the power analysis's simulations), which moves
+        # the step text and the heartbeat, not the count of steps.
+        if advance:
+            run.done = min(run.done + 1, steps)
+        AnalysisRun.objects.filter(pk=run.pk).update(step=step[:200], done=run.done,
                                                      heartbeat_at=timezone.now())
 
     run.done = 0
@@ -104,7 +135,10 @@ def analysis_run_execute(run: AnalysisRun) -> AnalysisRun:
     progress("reading judgments and metric results")
     judgments = judgments_tidy(study, filters)
     metrics = metric_scores(study)
-    result = analyse(judgments, criteria, metrics, run.options, progress=progress)
+    # Thresholds and the outputs each proxy may be evaluated on (training, dev splits): not
+    # a user option (`_clean_options` refuses the key), read from the runs every time.
+    options = {**run.options, "proxy_raters": proxy_raters(study)}
+    result = analyse(judgments, criteria, metrics, options, progress=progress)
     progress("rendering the report")
     html = render_html(study=study, result=result, options=run.options,
                        filters=filters.describe())

@@ -61,7 +61,10 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
             "raters": request.POST.get("raters", "all"),
         },
         "engine": request.POST.get("engine", "auto"),
+        "separation": request.POST.get("separation", "auto"),
     }
+    if request.POST.get("deployment_group", "").strip():
+        options["deployment_group"] = request.POST["deployment_group"].strip()
     if request.POST.get("formula", "").strip():
         options["formula"] = request.POST["formula"].strip()
     try:

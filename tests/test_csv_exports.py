@@ -108,3 +108,23 @@ def test_analyze_judgment_and_statistics_csv(hostile_study, tmp_path):
     _assert_safe(judgments.read_text(), "analyze --judgments-csv",
                  ("item", "system", "rater", "text"))
     _assert_safe(stats.read_text(), "analyze --stats-csv", ())
+
+
+def test_exports_never_write_nan_or_nat(db, tmp_path):
+    """Imported judgments have no serving time: pandas made NaT/NaN of it, and the analyze
+    command's CSV wrote the strings "NaT" and "nan" into the cells."""
+    study = make_study(n_items=2, n_systems=2, slug="nat", status=Study.Status.OPEN)
+    rows = parse_judgments_csv("rater,item,system,criterion,value\n"
+                               "r1,item-000,sys-0,usable,yes\n"
+                               "r1,item-001,sys-1,usable,no\n", "j.csv")
+    judgments_import(study=study, rows=rows, source="j.csv")
+    target = tmp_path / "judgments.csv"
+    call_command("analyze", "--study", study.slug, "--engine", "statsmodels",
+                 "--judgments-csv", str(target), "--stats-csv", str(tmp_path / "stats.csv"))
+    for path in (target, tmp_path / "stats.csv"):
+        text = path.read_text(encoding="utf-8")
+        cells = {cell for line in text.splitlines() for cell in line.split(",")}
+        assert not cells & {"NaT", "nan", "NaN", "None"}, path.name
+    header = target.read_text(encoding="utf-8").splitlines()[0].split(",")
+    row = target.read_text(encoding="utf-8").splitlines()[1].split(",")
+    assert row[header.index("served_at")] == "" and row[header.index("seconds")] == ""

@@ -93,7 +93,10 @@ def wilson_ci(count: float, nobs: float, conf_level: float = 0.95) -> tuple[floa
     if nobs <= 0:
         return None
     lo, hi = proportion_confint(count, nobs, alpha=1 - conf_level, method="wilson")
-    return float(lo), float(hi)
+    # Rounding leaves 2.8e-17 where the interval's end is exactly the proportion (0 or 1): an
+    # interval that does not contain its own estimate, and a negative error bar in the plot.
+    share = count / nobs
+    return float(min(max(lo, 0.0), share)), float(max(min(hi, 1.0), share))
 
 
 def to_frame(rows: Sequence[Any]) -> pd.DataFrame:

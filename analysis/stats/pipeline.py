@@ -25,6 +25,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
+
+from evalstudy.criteria import SEVERITY_DEFAULT_LABELS
 
 from . import agreement, descriptives, models, validity
 from .formula import Formula, FormulaError, is_formula_name, parse_formula
@@ -193,8 +196,101 @@ def _model_frame(rows: pd.DataFrame, response: str, values: pd.Series) -> pd.Dat
     return frame
 
 
-def _agreement(rows: pd.DataFrame, kind: str, labels: list[str] | None) -> dict[str, Any]:
-    """Agreement among the human raters of one criterion (units = outputs or output pairs)."""
+# --- agreement -------------------------------------------------------------------------------
+#: Bootstrap replicates and seed of every agreement CI in a report (recorded in the result).
+AGREEMENT_N_BOOT = agreement.N_BOOT
+AGREEMENT_SEED = 20240917
+
+
+def declared_categories(criterion: Mapping[str, Any]) -> list | None:
+    """The criterion's declared scale, in order: Likert 1..scale_points, severity 0..2, yes/no,
+    A/B (and "tie" when the criterion allows it), a categorical criterion's options. Every
+    agreement statistic uses it as its category set: with the values observed instead, one
+    rater pair's weighted kappa (and AC1's chance term) changes when another rater uses a new
+    category. None when the criterion declares nothing usable (the observed values are then
+    used, and the result says so)."""
+    kind = criterion.get("kind")
+    if kind == "likert":
+        points = criterion.get("scale_points")
+        return list(range(1, int(points) + 1)) if points else None
+    if kind == "severity":
+        return [0, 1, 2]
+    if kind == "binary":
+        return ["yes", "no"]
+    if kind == "pairwise":
+        return ["A", "B", "tie"] if criterion.get("allow_tie") else ["A", "B"]
+    options = list(criterion.get("options") or [])
+    return options or None
+
+
+def _on_scale(frame: pd.DataFrame, kind: str, labels: list | None
+              ) -> tuple[pd.DataFrame, list | None, str, dict[str, int], list[str]]:
+    """Values coded on the declared scale (numbers for ordered kinds). Returns the frame, the
+    categories, where they came from, exclusions and warnings: values outside the declared
+    scale are excluded and said so, never silently added to it."""
+    excluded: dict[str, int] = {}
+    notes: list[str] = []
+    frame = frame[frame["value"].notna()]
+    if kind in ORDINAL_KINDS:
+        numbers = pd.to_numeric(frame["value"], errors="coerce")
+        if numbers.isna().any():
+            excluded["values_not_numeric"] = int(numbers.isna().sum())
+            notes.append(f"{int(numbers.isna().sum())} ratings are not numbers: excluded")
+        frame = frame.assign(value=numbers)[numbers.notna()]
+        if (frame["value"] % 1 == 0).all():
+            frame = frame.assign(value=frame["value"].astype(int))
+    source = "declared scale"
+    if labels is None:
+        observed = agreement.category_order(frame["value"])
+        notes.append("the criterion declares no scale: categories are the values observed "
+                     f"({observed}); coefficients can shift when a new value appears")
+        return frame, None, "observed values", excluded, notes
+    categories = list(labels)
+    if kind == "pairwise" and "tie" not in categories and (frame["value"] == "tie").any():
+        categories.append("tie")  # the criterion record does not say whether ties are allowed
+        source = "declared scale (A, B) + 'tie' (observed)"
+    outside = ~frame["value"].isin(categories)
+    if outside.any():
+        values = sorted({str(v) for v in frame.loc[outside, "value"]})
+        excluded["values_outside_scale"] = int(outside.sum())
+        notes.append(f"{int(outside.sum())} ratings outside the declared scale {categories} "
+                     f"({', '.join(values[:5])}) excluded")
+        frame = frame[~outside]
+    return frame, categories, source, excluded, notes
+
+
+def _mark_source(estimates: Iterable[Any], source: str) -> None:
+    for estimate in estimates:
+        if isinstance(estimate, agreement.Agreement) and estimate.categories_from == "labels":
+            estimate.categories_from = source
+
+
+def _agreement(rows: pd.DataFrame, kind: str, labels: list | None) -> dict[str, Any]:
+    """Agreement among the human raters of one criterion (units = outputs or output pairs).
+
+    `labels`: the declared scale (`declared_categories`). JSON shape (after `to_jsonable`):
+
+    {"level": "nominal" | "ordinal", "categories": [...], "categories_from": "declared scale"
+     | "observed values" | "declared scale (A, B) + 'tie' (observed)", "n_units", "n_raters",
+     "n_ratings", "excluded": {reason: count}, "warnings": [str],
+     "bootstrap": {"n_boot", "seed", "cluster"},
+     "percent_agreement", "krippendorff_alpha", "gwet_ac1", "fleiss_kappa": Estimate,
+     "gwet_ac2_quadratic", "gwet_ac2_ordinal": Estimate (ordinal kinds),
+     "binary_alpha": Estimate (binary, severity),
+     "icc": {"ICC1", "ICC2", "ICC3", "ICC1k", "ICC2k", "ICC3k": Estimate} (Likert) or
+            {"note", "warnings"},
+     "cohen_pairs": {"n_pairs", "n_computed", "min_shared_units", "mean": {weighting: float},
+                     "mean_estimates": {weighting: Estimate}, "pairs": [{"rater_a",
+                     "rater_b", "n", weighting: float, "ci": {weighting: [low, high]}}],
+                     "n_units", "n_raters", "excluded", "warnings", "categories",
+                     "ci_method"}}
+
+    where Estimate = `agreement.Agreement` as a dict: "value", "ci_low", "ci_high", "n",
+    "method", "p_value", "details", "se", "ci_method", "n_units", "n_raters", "n_ratings",
+    "excluded", "warnings", "level", "weights", "categories", "categories_from", "n_boot",
+    "seed", "cluster" (None where not applicable; NaN becomes None). Without two ratings on
+    any unit: {"note", ...}.
+    """
     humans = rows[rows["is_human"]]
     frame = pd.DataFrame({"unit": humans["unit"], "rater": humans["rater"],
                           "value": humans["value"], "item": humans["item"]})
@@ -202,32 +298,45 @@ def _agreement(rows: pd.DataFrame, kind: str, labels: list[str] | None) -> dict[
     if per_unit.empty or per_unit.max() < 2:
         return {"note": "no output was rated by two or more humans"}
     level = "ordinal" if kind in ORDINAL_KINDS else "nominal"
-    numeric = kind in ORDINAL_KINDS
-    if numeric:
-        frame["value"] = pd.to_numeric(frame["value"])
-        labels = sorted(frame["value"].unique().tolist())
+    ordinal = kind in ORDINAL_KINDS
+    frame, categories, source, excluded, notes = _on_scale(frame, kind, labels)
+    if frame.empty or frame.groupby("unit")["rater"].nunique().max() < 2:
+        return {"note": "no output was rated by two or more humans on the declared scale",
+                "excluded": excluded, "warnings": notes}
+    boot = {"n_boot": AGREEMENT_N_BOOT, "seed": AGREEMENT_SEED, "cluster": "item"}
     out: dict[str, Any] = {
-        "level": level,
-        "percent_agreement": agreement.percent_agreement(frame),
-        "krippendorff_alpha": agreement.bootstrap_ci(
-            frame, lambda d: agreement.krippendorff_alpha(d, level, labels=labels),
-            n_boot=200, cluster="item"),
-        "gwet_ac1": agreement.gwet_ac1(frame, labels=labels),
+        "level": level, "categories": categories, "categories_from": source,
+        "n_units": int(frame["unit"].nunique()), "n_raters": int(frame["rater"].nunique()),
+        "n_ratings": int(len(frame)), "excluded": excluded, "warnings": notes,
+        "bootstrap": boot,
     }
-    try:
-        out["fleiss_kappa"] = agreement.fleiss_kappa(frame, labels=labels, unbalanced="drop")
-    except ValueError as error:
-        out["fleiss_kappa"] = {"note": str(error)}
-    out["cohen_pairs"] = _cohen_pairs(frame, numeric, labels)
+    out["percent_agreement"] = agreement.percent_agreement(frame, labels=categories)
+    out["krippendorff_alpha"] = agreement.krippendorff_alpha(frame, level, labels=categories,
+                                                             **boot)
+    out["gwet_ac1"] = agreement.gwet_ac1(frame, labels=categories)
+    if ordinal:
+        # AC1 ignores the order of an ordinal scale; AC2 credits near misses (irrCAC weights).
+        out["gwet_ac2_quadratic"] = agreement.gwet_ac1(frame, labels=categories,
+                                                       weights="quadratic")
+        out["gwet_ac2_ordinal"] = agreement.gwet_ac1(frame, labels=categories,
+                                                     weights="ordinal")
+    out["fleiss_kappa"] = agreement.fleiss_kappa(frame, labels=categories, unbalanced="gwet")
+    out["cohen_pairs"] = _cohen_pairs(frame, ordinal, categories)
     if kind == "likert":
         try:
-            out["icc"] = agreement.icc(frame)
+            out["icc"] = agreement.icc(frame.assign(value=frame["value"].astype(float)),
+                                       seed=AGREEMENT_SEED)
         except ValueError as error:
-            out["icc"] = {"note": str(error)}
+            out["icc"] = {"note": str(error), "warnings": [f"ICC not computed: {error}"]}
     if kind in ("binary", "severity"):
-        binary = frame.assign(value=[binary_label(kind, str(v if not numeric else int(v)))
-                                     for v in frame["value"]])
-        out["binary_alpha"] = agreement.krippendorff_alpha(binary.dropna(), "nominal")
+        binary = frame.assign(value=[binary_label(kind, str(v)) for v in frame["value"]])
+        out["binary_alpha"] = agreement.krippendorff_alpha(
+            binary.dropna(subset=["value"]), "nominal", labels=[1.0, 0.0], **boot)
+        out["binary_alpha"].categories = ["meaning preserved", "not preserved"] \
+            if kind == "severity" else ["yes", "no"]
+    _mark_source([*out.values(), *(out.get("icc") or {}).values(),
+                  *out["cohen_pairs"]["mean_estimates"].values()],
+                 source if categories is not None else "observed values")
     return out
 
 
@@ -238,41 +347,56 @@ MIN_SHARED_UNITS = 5
 
 def _cohen_pairs(frame: pd.DataFrame, ordinal: bool, labels: list | None) -> dict[str, Any]:
     """Cohen's kappa for pairs of human raters sharing enough units (unweighted; linear and
-    quadratic too for ordered scales) and the pairs' mean.
+    quadratic too for ordered scales), each with its analytic CI, and the pairs' mean with a
+    bootstrap CI over items.
 
     Crowd designs have thousands of rater pairs, most sharing few units: shared counts for all
-    pairs come from one matrix product, and kappa is computed for the MAX_PAIRS_COMPUTED
-    pairs that share the most units (the report says how many pairs were eligible).
+    pairs come from one sparse product, and kappa is computed for the MAX_PAIRS_COMPUTED
+    pairs that share the most units (the result says how many pairs were eligible and how
+    many were left out). All pairs use the same category set (the declared scale).
     """
-    wide = frame.pivot(index="rater", columns="unit", values="value")
-    raters = wide.index.tolist()
-    values = wide.to_numpy(dtype=object)
-    present = wide.notna().to_numpy()
-    counts = present.astype(np.int32) @ present.T.astype(np.int32)
+    rater_index, raters = pd.factorize(frame["rater"])
+    unit_index, units = pd.factorize(frame["unit"])
+    present = sparse.csr_matrix((np.ones(len(frame)), (rater_index, unit_index)),
+                                shape=(len(raters), len(units)))
+    counts = (present @ present.T).toarray()
     first, second = np.triu_indices(len(raters), 1)
     shared = counts[first, second]
     eligible = np.flatnonzero(shared >= MIN_SHARED_UNITS)
     chosen = eligible[np.argsort(-shared[eligible], kind="stable")][:MAX_PAIRS_COMPUTED]
     weightings = [None, "linear", "quadratic"] if ordinal else [None]
-    pairs = []
-    for index in chosen:
-        i, j = first[index], second[index]
-        mask = present[i] & present[j]
-        row: dict[str, Any] = {"rater_a": raters[i], "rater_b": raters[j], "n": int(mask.sum())}
-        for weights in weightings:
-            estimate = agreement.cohen_kappa(values[i][mask], values[j][mask], weights=weights,
-                                             labels=labels)
-            row[weights or "unweighted"] = estimate.value
-        pairs.append(row)
-    summary = {
-        name: float(np.nanmean([p[name] for p in pairs])) if pairs else None
-        for name in [w or "unweighted" for w in weightings]
-    }
-    return {"n_pairs": int(len(eligible)), "n_computed": len(pairs), "mean": summary,
-            "pairs": pairs[:MAX_RATER_PAIRS], "min_shared_units": MIN_SHARED_UNITS}
+    names = [w or "unweighted" for w in weightings]
+    pairs = [(raters[first[k]], raters[second[k]]) for k in chosen]
+    excluded = {}
+    if len(shared) - len(eligible):
+        excluded["pairs_sharing_too_few_units"] = int(len(shared) - len(eligible))
+    if len(eligible) - len(chosen):
+        excluded["pairs_not_computed"] = int(len(eligible) - len(chosen))
+    notes = []
+    if len(eligible) > len(chosen):
+        notes.append(f"kappa computed for the {len(chosen)} of {len(eligible)} eligible pairs "
+                     "sharing the most outputs")
+    rows: list[dict[str, Any]] = []
+    means: dict[str, Any] = {}
+    if pairs:
+        rows, means = agreement.pairwise_kappas(
+            frame, pairs, labels=labels, weightings=weightings, n_boot=AGREEMENT_N_BOOT,
+            seed=AGREEMENT_SEED, cluster="item")
+    involved = {r for pair in pairs for r in pair}
+    return {"n_pairs": int(len(eligible)), "n_computed": len(rows),
+            "mean": {name: means[name].value if name in means else None for name in names},
+            "mean_estimates": means,
+            "pairs": rows[:MAX_RATER_PAIRS], "min_shared_units": MIN_SHARED_UNITS,
+            "n_units": int(frame.loc[frame["rater"].isin(involved), "unit"].nunique()),
+            "n_raters": len(involved), "excluded": excluded, "warnings": notes,
+            "categories": labels, "ci_method": "pairs: analytic (Fleiss-Cohen-Everitt, t); "
+            f"mean: percentile bootstrap over items (B={AGREEMENT_N_BOOT}, "
+            f"seed={AGREEMENT_SEED})"}
 
 
-def _ceiling(rows: pd.DataFrame, kind: str) -> Any:
+def _ceiling(rows: pd.DataFrame, kind: str, labels: list | None = None) -> Any:
+    """Leave-one-rater-out human ceiling, proxies scored against the same references, on the
+    declared scale, with bootstrap CIs over items (see `agreement.human_ceiling`)."""
     frame = pd.DataFrame({"unit": rows["unit"], "rater": rows["rater"], "value": rows["value"],
                           "item": rows["item"]})
     humans = sorted(rows.loc[rows["is_human"], "rater"].unique().tolist())
@@ -280,12 +404,14 @@ def _ceiling(rows: pd.DataFrame, kind: str) -> Any:
     if len(humans) < 2:
         return {"note": "fewer than two human raters"}
     weights = "linear" if kind in ORDINAL_KINDS else None
-    labels = None
-    if kind in ORDINAL_KINDS:
-        frame["value"] = pd.to_numeric(frame["value"])
-        labels = sorted(frame["value"].dropna().unique().tolist())
-    return agreement.human_ceiling(frame, humans=humans, proxies=proxies, weights=weights,
-                                   labels=labels)
+    frame, categories, source, excluded, notes = _on_scale(frame, kind, labels)
+    result = agreement.human_ceiling(
+        frame, humans=humans, proxies=proxies, weights=weights, labels=categories,
+        n_boot=AGREEMENT_N_BOOT, seed=AGREEMENT_SEED, cluster="item")
+    result.categories_from = source
+    result.excluded = {**excluded, **result.excluded}
+    result.warnings = notes + result.warnings
+    return result
 
 
 def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: dict[str, Any],
@@ -324,6 +450,12 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
         if frame["system"].nunique() > 2 and "clmm" in fits:
             _section(result, "contrasts", warnings,
                      lambda: models.pairwise_contrasts(fits["clmm"], "system"))
+        if "clmm" in fits:
+            # Diagnosed on every fit; no penalised ordinal model is offered.
+            result["separation"] = to_jsonable(models.separation_report(
+                fits["clmm"], option=options.get("separation", "auto"), key="clmm"))
+            if result["separation"]["detected"]:
+                warnings.append(f"{key}: {result['separation']['diagnosis']}")
     elif kind in ("binary", "severity"):
         y = humans["value"].map(lambda v: binary_label(kind, str(v)))
         frame = _model_frame(humans, "y", y)
@@ -332,15 +464,30 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
         _section(result, "glmm", warnings, lambda: fits.setdefault(
             "glmm", models.fit_binomial_glmm(frame, formula or models.DEFAULT_GLMM_FORMULA,
                                              engine=engine)))
-        if frame["system"].nunique() > 2 and "glmm" in fits:
-            _section(result, "contrasts", warnings,
-                     lambda: models.pairwise_contrasts(fits["glmm"], "system"))
+        # Separation (a system at 0% or 100% "yes"): glmer's estimates for it are infinite, so
+        # the penalised fit is added (option separation: auto, penalised, off) and both are
+        # reported, each saying what it is; every contrast carries its fit's warnings.
+        separation = options.get("separation", "auto")
+        if "glmm" in fits and models.wants_penalised(fits["glmm"], separation):
+            _section(result, "glmm_penalised", warnings, lambda: fits.setdefault(
+                "glmm_penalised", models.fit_binomial_penalised(
+                    frame, formula or models.DEFAULT_GLMM_FORMULA)))
+        for name, section in (("glmm", "contrasts"), ("glmm_penalised", "contrasts_penalised")):
+            if frame["system"].nunique() > 2 and name in fits:
+                _section(result, section, warnings,
+                         lambda n=name: models.pairwise_contrasts(fits[n], "system"))
+        if "glmm" in fits:
+            failed = result.get("glmm_penalised")
+            result["separation"] = to_jsonable(models.separation_report(
+                fits["glmm"], option=separation, key="glmm",
+                penalised=fits.get("glmm_penalised"), penalised_key="glmm_penalised",
+                penalised_error=failed.get("error") if isinstance(failed, dict) else None))
+            if result["separation"]["detected"]:
+                warnings.append(f"{key}: {result['separation']['diagnosis']} "
+                                f"({result['separation']['note']})")
         if kind == "severity":
-            levels_frame = _model_frame(humans, "rating",
-                                        pd.to_numeric(humans["value"]).map(lambda v: 3 - v))
             _section(result, "severity_levels", warnings,
-                     lambda: levels_frame.groupby(["system", "rating"]).size().rename("n")
-                     .reset_index())
+                     lambda: severity_distribution(humans, criterion.get("labels")))
     elif kind == "pairwise":
         frame = pd.DataFrame({"left_system": humans["system"], "right_system": humans["system_b"],
                               "choice": humans["value"], "rater": humans["rater"]})
@@ -358,10 +505,22 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
     else:  # free text: counted, not modelled
         result["answered"] = int((humans["value"].str.strip() != "").sum())
         return result
-    _section(result, "agreement", warnings,
-             lambda: _agreement(rows, kind, list(criterion.get("options") or []) or None))
-    _section(result, "ceiling", warnings, lambda: _ceiling(rows, kind))
+    scale = declared_categories(criterion)
+    _section(result, "agreement", warnings, lambda: _agreement(rows, kind, scale))
+    _section(result, "ceiling", warnings, lambda: _ceiling(rows, kind, scale))
     return result
+
+
+def severity_distribution(rows: pd.DataFrame, labels: Any = None) -> list[dict[str, Any]]:
+    """Judgments per system and severity level as stored (LATTE: 0 = fully preserved,
+    1 = minor errors, 2 = meaning lost), each with the criterion's label for it (its own three
+    labels when it has them). Never renumbered: a report shows the values raters chose."""
+    names = (list(labels) if isinstance(labels, list | tuple) and len(labels) == 3
+             else list(SEVERITY_DEFAULT_LABELS))
+    counts = (rows.assign(severity=pd.to_numeric(rows["value"]).astype(int))
+              .groupby(["system", "severity"]).size())
+    return [{"system": system, "severity": int(level), "label": names[int(level)],
+             "n": int(n)} for (system, level), n in counts.items()]
 
 
 def _human_majority(rows: pd.DataFrame, kind: str) -> pd.DataFrame:
@@ -379,7 +538,15 @@ def _human_majority(rows: pd.DataFrame, kind: str) -> pd.DataFrame:
 def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
                    metrics: pd.DataFrame | None, options: dict[str, Any],
                    warnings: list[str]) -> dict[str, Any]:
-    """Every metric value and proxy rater against the human binary label of one criterion."""
+    """Every metric value and proxy rater against the human binary label of one criterion.
+
+    `options["proxy_raters"]` (built by the Django side: `analysis.selectors.proxy_raters`)
+    maps a proxy rater's name to what the judgments cannot say (see `_proxy_scores`): its
+    decision threshold on this criterion, the outputs it may not be scored on at all (a
+    learned proxy's training and dev outputs) and those its decisions may not be counted on
+    (the dev split its threshold was chosen on). Every figure of a proxy (AUC, slices,
+    correlations, Williams, deployment) uses only the outputs it may be scored on, and each
+    entry says which and how many (`evaluated_on`)."""
     kind, key = criterion["kind"], criterion["key"]
     rows = judgments[judgments["criterion"] == key]
     majority = _human_majority(rows, kind)
@@ -394,27 +561,37 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
             if column in indexed.columns:
                 scores[column] = indexed[column].reindex(scores.index)
                 orientation[column] = column not in LOWER_IS_BETTER
-    proxies = rows[~rows["is_human"]]
-    for rater, proxy_rows in proxies.groupby("rater"):
-        numeric = proxy_rows.set_index("output")["numeric"]
-        if numeric.isna().all():
-            numeric = proxy_rows.set_index("output")["value"].map(
-                lambda v: binary_label(kind, str(v)))
+    labelled = majority["majority"].notna()
+    evaluated_on = {name: _evaluated_on(scores[name], labelled, frozenset(), None)
+                    for name in orientation}
+    decisions = pd.DataFrame(index=majority.index)
+    deciders: dict[str, dict[str, Any]] = {}
+    infos = options.get("proxy_raters") or {}
+    for rater, proxy_rows in rows[~rows["is_human"]].groupby("rater"):
         name = f"rater:{rater}"
-        scores[name] = numeric.groupby(level=0).mean().reindex(scores.index)
+        found = _proxy_scores(proxy_rows, kind, key, infos.get(str(rater)), scores.index,
+                              labelled)
+        scores[name], decisions[name] = found["score"], found["decision"]
         orientation[name] = True
+        evaluated_on[name], deciders[name] = found["evaluated_on"], found["decider"]
     slice_columns = [c for c in rows.columns if c.startswith("item.")] + ["system"]
-    table = scores.join(majority).join(items[slice_columns])
+    group_columns = [c for c in rows.columns if c.startswith("system.")]
+    table = scores.join(majority).join(items[slice_columns + group_columns])
     # Every human rating as a case (LATTE reports AUC against single ratings too).
     per_rating = rows[rows["is_human"]].assign(
         label=rows["value"].map(lambda v: binary_label(kind, str(v))))[["output", "label"]]
     per_rating = per_rating.dropna().join(scores, on="output")
     out: dict[str, Any] = {"criterion": key, "n_outputs": int(len(table)), "proxies": []}
     for name, higher in orientation.items():
-        entry: dict[str, Any] = {"proxy": name, "higher_is_positive": higher}
+        entry: dict[str, Any] = {"proxy": name, "higher_is_positive": higher,
+                                 "evaluated_on": evaluated_on[name]}
+        if name in deciders:
+            entry["decisions"] = {k: v for k, v in deciders[name].items()
+                                  if k not in ("decider", "excluded")}
         usable = table.dropna(subset=[name, "majority"])
         if usable["majority"].nunique() < 2:
-            entry["note"] = "the human labels have a single class: AUC undefined"
+            entry["note"] = ("no output left to evaluate it on (see evaluated_on)" if usable.empty
+                             else "the human labels have a single class: AUC undefined")
             out["proxies"].append(entry)
             continue
         _section(entry, "auc", warnings, lambda u=usable, n=name, h=higher: validity.auc_with_ci(
@@ -432,6 +609,7 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
                              u, n, "majority", c, higher_is_positive=h, include_overall=False))
         by_slice.pop("_seconds", None)
         entry["by_slice"] = by_slice
+        entry["by_slice_method"] = validity.SLICE_METHOD
         both = table.dropna(subset=[name, "share"])
         if len(both) >= 5:
             _section(entry, "correlations", warnings, lambda b=both, n=name: validity.correlations(
@@ -442,38 +620,260 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
                 _section(entry, "bland_altman", warnings, lambda b=both, n=name:
                          validity.bland_altman(b[n].to_numpy(), b["share"].to_numpy()))
         out["proxies"].append(entry)
-    _section(out, "williams", warnings, lambda: _williams(table, list(orientation)))
-    if "wer" in table.columns:
-        group = options.get("deployment_group") or (
-            "item.speaker" if "item.speaker" in table.columns else "system")
-        proxy_cols = [n for n in orientation if n.startswith("rater:")]
-        deploy = table.dropna(subset=["wer", "majority"]).rename(
-            columns={"majority": "meaning_preserved"})
-        if not deploy.empty:
-            _section(out, "deployment", warnings, lambda: validity.deployment_table(
-                deploy, group, proxy_cols=proxy_cols))
+    _section(out, "williams", warnings, lambda: _williams(table, orientation))
+    if isinstance(out["williams"], list):
+        # Pairs without a test (identical scores, too few outputs) are listed apart, with
+        # the reason: `williams` holds only tests, as a report's table of them expects.
+        out["williams_skipped"] = [row for row in out["williams"] if row["test"] is None]
+        out["williams"] = [row for row in out["williams"] if row["test"] is not None]
+    if "wer" in table.columns or deciders:
+        _section(out, "deployment", warnings, lambda: _deployment(
+            table, decisions, deciders, [n for n in orientation if n not in deciders],
+            options.get("deployment_group")))
     return out
 
 
-def _williams(table: pd.DataFrame, names: list[str]) -> list[dict[str, Any]]:
-    """Williams' test for each pair of proxies: is one's Pearson correlation with the share of
-    humans judging positive different from the other's? (Dependent correlations sharing the
-    human variable, on the outputs where all three are known.)"""
-    rows = []
+# --- proxies: scores, decisions and the outputs they may be evaluated on ----------------------
+
+def _output_ids(values: Any) -> frozenset:
+    return frozenset(values or ())
+
+
+def _evaluated_on(score: pd.Series, labelled: pd.Series, excluded: frozenset,
+                  because: str | None) -> dict[str, Any]:
+    """Which outputs a proxy's figures use, and how many it had a score for but left out."""
+    known = score.notna() & labelled
+    dropped = known & score.index.isin(list(excluded))
+    if because is None:
+        outputs = "every output with a human majority label and a score of this proxy"
+    else:
+        outputs = ("only outputs this proxy never saw in training or threshold choice; "
+                   + because)
+    return {"outputs": outputs, "n_outputs": int((known & ~dropped).sum()),
+            "n_excluded": int(dropped.sum()), "excluded_because": because}
+
+
+def _proxy_scores(proxy_rows: pd.DataFrame, kind: str, key: str, info: Mapping[str, Any] | None,
+                  index: pd.Index, labelled: pd.Series) -> dict[str, Any]:
+    """One proxy rater's score (P(yes), or its answers' binary reading where it stored no
+    number) and 0/1 decision per output, with the outputs it may not be evaluated on blanked.
+
+    `info` (Django side, `analysis.selectors.proxy_raters`), every key optional:
+    - `thresholds[criterion key]`: {threshold, source, rule}. With a threshold, an output is
+      predicted preserved when its score >= threshold: the rule the judge itself applied to
+      store its answer (metrics.proxy_services._decide), so decisions follow the run's
+      threshold even where only the score was kept. Without one (a rubric judge's most likely
+      severity level, imported judgments) the stored answers are the decisions.
+    - `exclude_scores` / `exclude_scores_because`: output ids the proxy may not be scored on
+      at all (a learned proxy's training and dev outputs, and outputs sharing a reference
+      with them): in-sample scores flatter a trained proxy.
+    - `exclude_decisions` / `exclude_decisions_because`: outputs its decisions may not be
+      counted on (the dev split its threshold was chosen on); its scores still count, since
+      AUC and correlations do not depend on the threshold.
+    """
+    info = info or {}
+    by_output = proxy_rows.set_index("output")
+    numeric = pd.to_numeric(by_output["numeric"], errors="coerce").groupby(level=0).mean()
+    stored = by_output["value"].map(lambda v: binary_label(kind, str(v)))
+    stored = stored.groupby(level=0).mean()
+    # Several answers per output (a judge sampled repeatedly): their majority; a tie is none.
+    stored_decision = pd.Series(np.where(stored > 0.5, 1.0, np.where(stored < 0.5, 0.0, np.nan)),
+                                index=stored.index)
+    score = (numeric if numeric.notna().any() else stored).reindex(index)
+    setting = (info.get("thresholds") or {}).get(key) or {}
+    threshold = setting.get("threshold")
+    if threshold is not None and numeric.notna().any():
+        decision = (numeric >= float(threshold)).astype(float).where(numeric.notna(),
+                                                                     stored_decision)
+        rule = setting.get("rule") or f"predicted preserved when the score >= {threshold:g}"
+    else:
+        decision = stored_decision
+        rule = setting.get("rule") or "the proxy's stored answers (preserved or not)"
+    decision = decision.reindex(index)
+    no_scores = _output_ids(info.get("exclude_scores"))
+    no_decisions = no_scores | _output_ids(info.get("exclude_decisions"))
+    scores_because = ((info.get("exclude_scores_because") or "outputs it may not be scored on")
+                      if no_scores else None)
+    reasons = [scores_because] if scores_because else []
+    if info.get("exclude_decisions"):
+        reasons.append(info.get("exclude_decisions_because")
+                       or "outputs its decisions may not count on")
+    decisions_because = "; ".join(reasons) or None
+    evaluated = _evaluated_on(score, labelled, no_scores, scores_because)
+    if info.get("note"):
+        evaluated["note"] = info["note"]
+    elif not info and "rater_kind" in proxy_rows and (proxy_rows["rater_kind"] == "metric").any():
+        evaluated["note"] = ("no record of the outputs this proxy was trained on was given: if "
+                             "it was trained on this study, these figures include its training "
+                             "outputs")
+    decided = _evaluated_on(decision, labelled, no_decisions, decisions_because)
+    score = score.where(~score.index.isin(list(no_scores)))
+    decision = decision.where(~decision.index.isin(list(no_decisions)))
+    return {
+        "score": score,
+        "decision": decision,
+        "evaluated_on": evaluated,
+        "decider": {
+            "threshold": None if threshold is None else float(threshold),
+            "threshold_source": setting.get("source") or (
+                "none: the stored answers are the decisions" if threshold is None else ""),
+            "rule": rule,
+            "n_outputs": decided["n_outputs"],
+            "n_excluded": decided["n_excluded"],
+            "excluded_because": decisions_because,
+            "excluded": no_decisions,
+        },
+    }
+
+
+# --- the deployment table (LATTE Table 5) -----------------------------------------------------
+
+DEPLOYMENT_DEFAULT_GROUPS = ("item.speaker",)
+
+
+def deployment_group_column(wanted: str | None, columns: Iterable[str]) -> str:
+    """The column to group by: `deployment_group` as given, or as an item or system field
+    (`speaker` -> `item.speaker`); by default the speaker where items have one, else the
+    system."""
+    columns = list(columns)
+    if wanted:
+        for column in (wanted, f"item.{wanted}", f"system.{wanted}"):
+            if column in columns:
+                return column
+        fields = [c for c in columns if c.startswith(("item.", "system."))] + ["system"]
+        raise ValueError(f"deployment_group {wanted!r} is not a field of the items or systems "
+                         f"(known: {', '.join(fields)})")
+    return next((c for c in DEPLOYMENT_DEFAULT_GROUPS if c in columns), "system")
+
+
+def _deployment(table: pd.DataFrame, decisions: pd.DataFrame,
+                deciders: Mapping[str, dict[str, Any]], metric_names: Sequence[str],
+                wanted_group: str | None) -> dict[str, Any]:
+    """LATTE's Table 5 per group within system: WordAcc, the human meaning-preservation %
+    and each proxy's LATTEScore on the same outputs, and who would accept each model.
+
+    The main table holds every output with a human majority label (and a WER where the study
+    has one) and the proxies that may be counted on all of them. A proxy whose decisions may
+    not count on some outputs (trained or tuned on them) gets a table of its own on the
+    outputs it may count on, WordAcc and human % recomputed there: comparing its LATTEScore
+    with a human % taken over other outputs would mean nothing. Proxies sharing the same
+    exclusions share a table."""
+    group = deployment_group_column(wanted_group, table.columns)
+    system = None if group == "system" else "system"
+    has_wer = "wer" in table.columns
+    base = table.dropna(subset=["majority", *(["wer"] if has_wer else [])])
+    frame = base.rename(columns={"majority": "meaning_preserved"})
+    frame = frame[[c for c in dict.fromkeys(("meaning_preserved", "wer", "system", group))
+                   if c in frame.columns]].copy()
+    outputs = ("every output with a human majority label"
+               + (" and a WER" if has_wer else ""))
+    sets: dict[frozenset, list[str]] = {}
+    for name, decider in deciders.items():
+        frame[name] = decisions[name].reindex(frame.index)
+        sets.setdefault(frozenset(decider["excluded"]) & frozenset(frame.index), []).append(name)
+    main = sets.pop(frozenset(), [])
+
+    def one_table(names: list[str], excluded: frozenset, because: str | None) -> dict[str, Any]:
+        part = frame.drop(index=list(excluded))
+        computed = validity.deployment_table(
+            part, group, system_col=system, wer_col="wer" if has_wer else None,
+            proxy_cols=names)
+        rules = [{"decider": "human",
+                  "rule": "the majority of human raters says the meaning is preserved; "
+                          "accept when at least 70% of the group's outputs are"}]
+        if has_wer:
+            rules.insert(0, {"decider": "word_acc",
+                             "rule": "WordAcc = 100 - min(WER%, 100), mean over the group's "
+                                     "outputs; accept at 80 or more"})
+        for name in names:
+            decider = deciders[name]
+            rules.append({"decider": name, "rule": decider["rule"] + "; LATTEScore = % of "
+                          "the group's outputs predicted preserved, accept at 70 or more",
+                          "threshold": decider["threshold"],
+                          "threshold_source": decider["threshold_source"]})
+        held_out = because is not None
+        return {
+            "outputs": outputs + (f", less those its decisions may not count on: {because}"
+                                  if held_out else ""),
+            "n_outputs": int(len(part)), "n_excluded": int(len(excluded)),
+            "excluded_because": because,
+            "n_without_group": int(part[group].isna().sum()),
+            "proxies": names, "deciders": rules, **to_jsonable(computed),
+        }
+
+    result: dict[str, Any] = {"group_by": group, "within": system}
+    left_out = [{"proxy": name, "reason": "a metric value has no decision threshold: only "
+                 "WordAcc (from WER) and proxies that decide (LLM judges, learned proxies) "
+                 "get a decision column"} for name in metric_names if name != "wer"]
+    result["left_out"] = left_out
+    result.update(one_table(main, frozenset(), None))
+    result["held_out_tables"] = [
+        one_table(names, excluded, "; ".join(sorted({
+            deciders[n]["excluded_because"] or "" for n in names})) or "excluded outputs")
+        for excluded, names in sets.items()]
+    return result
+
+
+# --- Williams' test -------------------------------------------------------------------------
+
+def _williams(table: pd.DataFrame, orientation: Mapping[str, bool]) -> list[dict[str, Any]]:
+    """Williams' test for each pair of proxies: does one's Pearson correlation with the share
+    of humans judging positive differ from the other's? (Dependent correlations sharing the
+    human variable, on the outputs where all three are known.)
+
+    Correlations are direction-aligned first: a lower-is-better score (WER) is negated, so
+    that "correlates better with humans" means a larger r for every metric. Comparing the
+    signed r of WER (-0.71) with BLEU's (0.54) would test the wrong thing: WER's is the
+    stronger. `r_a`, `r_b`, `r_ab` are the aligned correlations, `sign_a`/`sign_b` the
+    factors applied and `direction_a`/`direction_b` say so. A pair whose test is undefined
+    (identical or perfectly correlated scores, fewer than 5 outputs) gets a `note` and no
+    `test`. `p_adjusted`: Holm over the pairs tested on this criterion."""
+    names = list(orientation)
+    rows: list[dict[str, Any]] = []
     for i, first in enumerate(names):
         for second in names[i + 1:]:
+            sign_a = 1.0 if orientation[first] else -1.0
+            sign_b = 1.0 if orientation[second] else -1.0
+            row: dict[str, Any] = {
+                "proxy_a": first, "proxy_b": second,
+                "direction_a": _direction(orientation[first]),
+                "direction_b": _direction(orientation[second]),
+                "sign_a": sign_a, "sign_b": sign_b,
+                "r_a": None, "r_b": None, "r_ab": None, "n": 0, "test": None,
+                "p_adjusted": None,
+            }
+            rows.append(row)
             known = table.dropna(subset=[first, second, "share"])
+            row["n"] = int(len(known))
             if len(known) < 5:
+                row["note"] = "fewer than 5 outputs with both scores and a human share"
                 continue
-            r12 = known["share"].corr(known[first])
-            r13 = known["share"].corr(known[second])
-            r23 = known[first].corr(known[second])
+            r12 = sign_a * known["share"].corr(known[first])
+            r13 = sign_b * known["share"].corr(known[second])
+            r23 = sign_a * sign_b * known[first].corr(known[second])
+            row.update({"r_a": r12, "r_b": r13, "r_ab": r23})
             if not all(math.isfinite(v) for v in (r12, r13, r23)):
+                row["note"] = "a correlation is undefined (a constant score or human share)"
                 continue
-            test = validity.williams_test(r12, r13, r23, len(known))
-            rows.append({"proxy_a": first, "proxy_b": second, "r_a": r12, "r_b": r13,
-                         "r_ab": r23, "n": int(len(known)), "test": test})
+            if abs(r23) >= 1 - 1e-12:
+                row["note"] = ("the two scores are perfectly correlated (r_ab = "
+                               f"{r23:+.0f}): the same ranking, nothing to compare")
+                continue
+            try:
+                row["test"] = validity.williams_test(r12, r13, r23, len(known))
+            except ValueError as error:
+                row["note"] = f"Williams' test undefined: {error}"
+    tested = [row for row in rows if row["test"] is not None]
+    adjusted = validity.holm_adjust([row["test"].p_value for row in tested])
+    for row, p in zip(tested, adjusted, strict=True):
+        row["p_adjusted"] = p
+        row["p_adjustment"] = f"Holm over the {len(tested)} Williams tests of this criterion"
     return rows
+
+
+def _direction(higher_is_positive: bool) -> str:
+    return ("higher is better" if higher_is_positive
+            else "lower is better: negated before comparing")
 
 
 def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
@@ -499,8 +899,9 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
             "items": int(judgments["item"].nunique()) if not judgments.empty else 0,
             "systems": sorted(judgments["system"].dropna().unique().tolist())
             if not judgments.empty else [],
+            # imported judgments have no timings: no median (and no "empty slice" warning)
             "median_seconds": to_jsonable(humans["seconds"].median())
-            if not humans.empty else None,
+            if not humans.empty and humans["seconds"].notna().any() else None,
         },
         "engines": {"r_available": r_available(), "r_unavailable_reason": r_unavailable_reason(),
                     "versions": r_versions() if r_available() else {}},
@@ -520,9 +921,23 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
             result["validity"].append(entry["result"])
     if options.get("power"):
         progress("power analysis")
+        import inspect
+
         from . import power
 
-        _section(result, "power", warnings, lambda: power.smallest_design(**options["power"]))
+        # Simulations refit the analysis model (minutes): a progress callback that takes
+        # `advance` (the analysis run's) shows "done/total simulations" within this step.
+        try:
+            detail = "advance" in inspect.signature(progress).parameters
+        except (TypeError, ValueError):
+            detail = False
+
+        def simulations_done(done: int, total: int) -> None:
+            if detail:
+                progress(f"power analysis: {done}/{total} simulations", advance=False)
+
+        _section(result, "power", warnings, lambda: power.run_option(
+            options["power"], result["criteria"], progress=simulations_done))
     result["warnings"] = warnings
     result["seconds"] = round(time.perf_counter() - started, 3)
     return to_jsonable(result)

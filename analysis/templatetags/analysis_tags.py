@@ -63,6 +63,28 @@ def estimates(agreement):
     return rows
 
 
+def readable_term(term: str, levels: dict | None) -> str:
+    """A coefficient's name as a reader says it: R's `systemasr-medium` is
+    `system: asr-medium`, `tempwarm:contactyes` is `temp: warm × contact: yes`. Needs the
+    fit's factor levels (`extra.levels`); a name it cannot split stays as it is."""
+    levels = levels or {}
+    parts = []
+    for part in str(term).split(":"):
+        for factor in sorted(levels, key=len, reverse=True):
+            rest = part[len(factor):]
+            if part.startswith(factor) and rest in [str(v) for v in levels[factor]]:
+                parts.append(f"{factor}: {rest}")
+                break
+        else:
+            parts.append(part)
+    return " × ".join(parts)
+
+
+@register.filter
+def term(coefficient_term, fit):
+    return readable_term(coefficient_term, ((fit or {}).get("extra") or {}).get("levels"))
+
+
 @register.filter
 def proxy_names(deployment):
     rows = deployment.get("rows") or []

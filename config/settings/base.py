@@ -304,6 +304,11 @@ LOGGING = {
     "filters": {"mask_secrets": {"()": "evalstudy.logs.MaskSecretPaths"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask_secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # Libraries that narrate their work at INFO ("Step 5 - Creating layout - Page 3", font
+    # subsetting): noise in `analyze` and in worker logs; their warnings still show.
+    "loggers": {name: {"level": "WARNING"} for name in (
+        "weasyprint", "weasyprint.progress", "fontTools", "fontTools.subset",
+        "fontTools.ttLib", "matplotlib", "PIL")},
 }
 
 # --- Limits on specs, uploads and designs ---------------------------------------------------

@@ -1,8 +1,11 @@
 """The analysis end to end on a study with judgments from five raters and metric results."""
 
 import json
+import os
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,10 @@ DEMO = Path(__file__).resolve().parents[2] / "demo"
 
 @pytest.fixture
 def rated_study(db):
+    return _rated_study()
+
+
+def _rated_study():
     """The ASR demo with 5 expert raters who judged every output (severity and usable),
     raters agreeing more on the large system, and WER computed."""
     path = DEMO / "asr_meaning.yaml"
@@ -140,8 +147,8 @@ def test_analysis_pages_api_and_reports(rated_study):
 
 def test_plan_power_from_a_pilot(rated_study, capsys):
     call_command("plan_power", "--raters", "10", "--items", "20", "--effect", "1.0",
-                 "--pilot", rated_study.slug, "--criterion", "usable", "--n-sim", "200",
-                 "--target", "0.8")
+                 "--pilot", rated_study.slug, "--criterion", "usable", "--n-sim", "8",
+                 "--n-sim-per-step", "4", "--target", "0.8", "--no-progress")
     out = capsys.readouterr().out
     assert "pilot asr-meaning-demo:" in out and "item_sd" in out
     assert re.search(r"power 0\.\d{3} \(95% CI 0\.\d{3}-[01]\.\d{3}\)", out)
@@ -149,3 +156,44 @@ def test_plan_power_from_a_pilot(rated_study, capsys):
     with pytest.raises(CommandError, match="--pilot needs --criterion"):
         call_command("plan_power", "--raters", "4", "--items", "10", "--effect", "1",
                      "--pilot", rated_study.slug)
+
+
+@pytest.fixture
+def committed_rated_study(transactional_db):
+    """rated_study, committed: another process (the command run as a user runs it) sees it."""
+    return _rated_study()
+
+
+def test_analyze_prints_its_summary_and_nothing_else(committed_rated_study, tmp_path):
+    """WeasyPrint narrated every layout step at INFO ("Step 5 - Creating layout - Page 1"),
+    fontTools every subset, R's console and Python's warnings ("Mean of empty slice" for the
+    median time of imported judgments) wrote into the terminal: the command's own lines
+    drowned. Run as a user runs it, in its own process, against the test database."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    url = (f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}@"
+           f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}")
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "config.settings.local",
+           "PYTHONWARNINGS": "default"}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "analyze", "--study", committed_rated_study.slug,
+         "--pdf", str(tmp_path / "r.pdf"), "--deployment-group", "speaker",
+         "--separation", "off"],
+        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True,
+        timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    run = AnalysisRun.objects.get()
+    assert lines[0].startswith(f"analysis {run.pk} of {committed_rated_study.slug}: done in ")
+    assert all(line.startswith("  warning: ") for line in lines[1:]), lines
+    assert run.options["separation"] == "off" and run.options["deployment_group"] == "speaker"
+    assert (tmp_path / "r.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_an_unknown_deployment_group_is_refused_before_a_run_exists(rated_study):
+    with pytest.raises(CommandError, match="deployment_group 'accent' is not a field of the "
+                                           "items or systems"):
+        call_command("analyze", "--study", rated_study.slug, "--deployment-group", "accent")
+    assert not AnalysisRun.objects.exists()

@@ -158,3 +158,20 @@ def test_service_and_pipeline_allow_the_same_columns(wine_study):
     assert formula_columns(_judgment_columns(wine_study)) == formula_columns(tidy.columns) == [
         "system", "item", "rater", "severity", "speaker", "contact", "temp", "item.severity",
         "item.speaker", "system.contact", "system.temp"]
+
+
+def test_page_passes_separation_and_deployment_group_and_refuses_an_unknown_field(
+        wine_study, wine_editor):
+    url = reverse("analysis:start", args=[wine_study.slug])
+    page = wine_editor.post(url, {"separation": "off", "deployment_group": "colour"},
+                            follow=True)
+    assert "deployment_group &#x27;colour&#x27; is not a field of the items or systems" in (
+        page.content.decode())
+    assert not AnalysisRun.objects.exists()
+    wine_editor.post(url, {"separation": "penalised", "deployment_group": "speaker"})
+    assert AnalysisRun.objects.get().options == {
+        "filters": {"exclude_attention_failed": False, "exclude_incomplete": False,
+                    "raters": "all"},
+        "engine": "auto", "separation": "penalised", "deployment_group": "speaker"}
+    form = wine_editor.get(reverse("analysis:page", args=[wine_study.slug])).content.decode()
+    assert 'name="separation"' in form and 'name="deployment_group"' in form

@@ -31,6 +31,13 @@ class Command(BaseCommand):
         parser.add_argument("--exclude-attention-failed", action="store_true")
         parser.add_argument("--exclude-incomplete", action="store_true")
         parser.add_argument("--raters", choices=["all", "human", "proxy"], default="all")
+        parser.add_argument("--separation", choices=["auto", "penalised", "off"], default="auto",
+                            help="binary criteria with separation (a system at 0%% or 100%%): "
+                                 "add a penalised GLMM (blme::bglmer) when detected (auto), "
+                                 "always (penalised), or only diagnose (off)")
+        parser.add_argument("--deployment-group", metavar="FIELD",
+                            help="item metadata field the deployment table groups by within "
+                                 "each system (default: speaker, when items have it)")
 
     def handle(self, *args, study, **options):
         target = get_study(study)
@@ -40,7 +47,9 @@ class Command(BaseCommand):
             "exclude_incomplete": options["exclude_incomplete"], "raters": options["raters"],
         }
         run_options = {"filters": filters, "engine": options["engine"],
-                       "pdf": bool(options["pdf"])}
+                       "pdf": bool(options["pdf"]), "separation": options["separation"]}
+        if options["deployment_group"]:
+            run_options["deployment_group"] = options["deployment_group"]
         if options["formula"]:
             run_options["formula"] = options["formula"]
         try:

@@ -1,0 +1,90 @@
+"""The two demo studies with simulated, deterministic raters: what a new user's first study
+looks like once raters, metrics and an LLM judge have been through it. Used to render the
+report that a reviewer reads (tests/analysis/test_report_render.py).
+
+The simulated humans judge from the word error rate of each output with rater noise; the
+pairwise raters prefer one summariser, with a position bias towards A.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import jiwer
+
+from annotation.services import judgment_submit
+from evalstudy.importers import study_import_spec
+from evalstudy.models import AssignmentSlot, Study
+from evalstudy.services import assignment_next, study_open
+from evalstudy.spec import parse_study_spec
+from tests.factories import invite
+
+DEMO = Path(__file__).resolve().parents[2] / "demo"
+
+
+def load_demo(name: str) -> Study:
+    path = DEMO / name
+    spec = parse_study_spec(path.read_text(encoding="utf-8"), str(path))
+    study, _ = study_import_spec(spec=spec, source=str(path))
+    return study_open(study=study)
+
+
+def _texts(slot: AssignmentSlot) -> tuple[str, str, str]:
+    if slot.kind == AssignmentSlot.Kind.TARGET:
+        return slot.output.item.reference, slot.output.text, (
+            slot.output_b.text if slot.output_b_id else "")
+    control = slot.calibration_item or slot.attention_check
+    return control.reference, control.text, control.text_b
+
+
+def _severity(reference: str, text: str, rng: random.Random, leniency: float) -> int:
+    error = jiwer.wer(reference, text) if reference.strip() else 0.0
+    noisy = error + rng.gauss(0.0, 0.15) - leniency
+    return 0 if noisy < 0.08 else 1 if noisy < 0.22 else 2
+
+
+def simulate_asr_raters(study: Study, *, seed: int = 7) -> int:
+    """Fill every seat of the ASR demo; returns the number of raters. Attention checks are
+    answered correctly (their expected answers), everything else from the WER."""
+    rng = random.Random(seed)
+    raters = 0
+    while study.assignments.filter(rater__isnull=True, source="design").exists():
+        rater = invite(study, kind="slp", display_name=f"sim-slp-{raters + 1}")
+        leniency = rng.gauss(0.0, 0.08)
+        raters += 1
+        while (slot := assignment_next(study=study, rater=rater)) is not None:
+            control = slot.calibration_item or slot.attention_check
+            if control is not None:
+                answers = {k: str(v) for k, v in control.expected.items()}
+                answers.setdefault("usable", "yes")
+                answers.setdefault("severity", "0")
+            else:
+                reference, text, _ = _texts(slot)
+                level = _severity(reference, text, rng, leniency)
+                answers = {"severity": str(level), "usable": "yes" if level < 2 else "no"}
+                if level == 2:
+                    answers["note"] = "meaning changed"
+            judgment_submit(rater=rater, slot_id=slot.pk, answers=answers)
+    return raters
+
+
+def simulate_pairwise_raters(study: Study, *, seed: int = 11, favourite: str = "summariser-b",
+                             position_bias: float = 0.1) -> int:
+    """Fill every seat of the pairwise demo: raters prefer `favourite` 70% of the time, A a
+    little more often than B, and say tie now and then when the study allows it."""
+    rng = random.Random(seed)
+    raters = 0
+    while study.assignments.filter(rater__isnull=True, source="design").exists():
+        rater = invite(study, kind="crowd", display_name=f"sim-crowd-{raters + 1}")
+        raters += 1
+        while (slot := assignment_next(study=study, rater=rater)) is not None:
+            control = slot.calibration_item or slot.attention_check
+            if control is not None:
+                answers = {k: str(v) for k, v in control.expected.items()}
+            else:
+                a_is_favourite = slot.output.system.name == favourite
+                p_a = (0.7 if a_is_favourite else 0.3) + position_bias
+                answers = {"preference": "A" if rng.random() < p_a else "B"}
+            judgment_submit(rater=rater, slot_id=slot.pk, answers=answers)
+    return raters

@@ -1,0 +1,101 @@
+"""The report a reviewer reads, rendered for real: the demo ASR study (humans, automatic
+metrics and an LLM judge on the LATTE prompt) and the demo pairwise study, analysed end to end,
+written to var/test-artifacts/reports/ as HTML, JSON, PDF and one PNG per PDF page (pdftoppm),
+so that a person can look at them; and checked for what must never be printed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+import subprocess
+import zlib
+from pathlib import Path
+
+import jiwer
+import pytest
+from django.core.management import call_command
+
+from analysis.models import AnalysisRun
+from analysis.services import analysis_run_execute, analysis_run_start
+from metrics.proxy_services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
+from tests.analysis.demo_data import load_demo, simulate_asr_raters, simulate_pairwise_raters
+from tests.metrics.judges.fake_openai import FakeOpenAI, yes_no_reply
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "test-artifacts" / "reports"
+LATTE = re.compile(r"Ground truth: \{(.*)\}\. Transcription: \{(.*)\}\.", re.S)
+# What a report must never show a reader.
+NEVER = ("nan", "NaN", "NaT", "None", "Traceback", "Error:", "inf%", "-inf")
+
+
+def _judge_reply(request):
+    """An LLM judge whose P(yes) falls with the word error rate of the LATTE prompt's pair,
+    with its own (deterministic) noise: a judge is not a copy of WER."""
+    found = LATTE.search(request.prompt)
+    error = jiwer.wer(found.group(1), found.group(2)) if found and found.group(1) else 0.0
+    noise = random.Random(zlib.crc32(request.prompt.encode())).gauss(0.0, 0.15)
+    return yes_no_reply(request, max(0.02, min(0.98, 1.0 - 1.6 * error + noise)))
+
+
+def _judge(study, server) -> None:
+    run = proxy_run_start(study=study, method="latte", criteria=["usable", "severity"],
+                          backend={"base_url": server.base_url, "model": "demo-judge"},
+                          params={"threshold": 0.6}, enqueue=False)
+    batches = []
+    proxy_run_dispatch(run, send=lambda queue, ids: batches.append(ids))
+    for ids in batches:
+        proxy_batch_judge(run_id=run.pk, slot_ids=ids)
+
+
+def _render(study, name: str, options: dict) -> AnalysisRun:
+    run = analysis_run_execute(analysis_run_start(study=study, options=options, enqueue=False))
+    assert run.status == AnalysisRun.Status.DONE, run.error
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for old in ARTIFACTS.glob(f"{name}*"):
+        old.unlink()
+    (ARTIFACTS / f"{name}.html").write_text(run.report_html, encoding="utf-8")
+    (ARTIFACTS / f"{name}.json").write_text(json.dumps(run.result, indent=1), encoding="utf-8")
+    pdf = ARTIFACTS / f"{name}.pdf"
+    pdf.write_bytes(bytes(run.report_pdf))
+    if shutil.which("pdftoppm"):
+        subprocess.run(["pdftoppm", "-png", "-r", "60", str(pdf), str(ARTIFACTS / name)],
+                       check=True)
+    return run
+
+
+def _visible_text(html: str) -> str:
+    html = re.sub(r"<style.*?</style>", " ", html, flags=re.S)
+    html = re.sub(r"<img[^>]*>", " ", html)
+    return re.sub(r"<[^>]+>", " ", html)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_the_demo_asr_report_renders_and_prints_nothing_misleading(settings):
+    settings.EVALSTUDY_JUDGE_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+    study = load_demo("asr_meaning.yaml")
+    assert simulate_asr_raters(study) > 0
+    call_command("compute_metrics", "--study", study.slug, "--metrics", "wer", "cer", "bleu",
+                 "chrf", "--sync")
+    with FakeOpenAI(_judge_reply) as server:
+        _judge(study, server)
+    run = _render(study, "asr-demo", {"pdf": True})
+    text = _visible_text(run.report_html)
+    for word in NEVER:
+        assert not re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text), word
+    assert "Deployment decisions" in text and "Agreement among human raters" in text
+    assert bytes(run.report_pdf).startswith(b"%PDF")
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_the_demo_pairwise_report_renders_and_prints_nothing_misleading():
+    study = load_demo("summary_preference.yaml")
+    assert simulate_pairwise_raters(study) > 0
+    run = _render(study, "pairwise-demo", {"pdf": True})
+    text = _visible_text(run.report_html)
+    for word in NEVER:
+        assert not re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text), word
+    assert "Preference" in text

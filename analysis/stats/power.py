@@ -1,6 +1,6 @@
 """Power analysis by simulation for a planned two-system study, with the analysis's own model.
 
-Data-generating model: the model the study will be analysed with (analysis/stats/models.py).
+Data-generating model: the model the study will be analysed with (analysis/stats/models/).
 
 * Binary judgments (:class:`BinaryDesign`): the binomial GLMM ::
 
@@ -527,7 +527,7 @@ def _refit_chunk(d: BinaryDesign, test: str, studies: Sequence[tuple[np.ndarray,
     import pandas as pd
 
     from analysis.stats import rbridge
-    from analysis.stats.models import _NON_CONVERGENCE
+    from analysis.stats.models.binomial import NON_CONVERGENCE
 
     if not rbridge.r_available():
         raise rbridge.RUnavailableError(
@@ -539,7 +539,7 @@ def _refit_chunk(d: BinaryDesign, test: str, studies: Sequence[tuple[np.ndarray,
     formula = ("rating" if likert else "y") + " ~ system + (1|rater) + (1|item)"
     out = rbridge.r_function("evalstudy_power_refit")(
         rbridge.RFrame(frame, levels={"system": ["A", "B"]}), "clmm" if likert else "glmer",
-        formula, "systemB", _NON_CONVERGENCE.pattern, int(cores))
+        formula, "systemB", NON_CONVERGENCE.pattern, int(cores))
     if [int(x) for x in out["sim"]] != list(sims):
         raise RuntimeError("the R worker returned the simulations out of order")
     v = rbridge.r_versions()

@@ -464,7 +464,8 @@ def run_alpha(args: argparse.Namespace) -> None:
 def print_alpha_steps(frame: pd.DataFrame, package_seconds: float | None) -> None:
     """Where krippendorff_alpha's time goes: its steps replayed one by one (same calls), and
     the least any tidy-table route must do (factorize the three columns)."""
-    from analysis.stats import agreement
+    from analysis.stats.agreement.alpha import _alpha_point, _pairable
+    from analysis.stats.agreement.base import _validated
 
     steps: list[tuple[str, float]] = []
 
@@ -474,10 +475,10 @@ def print_alpha_steps(frame: pd.DataFrame, package_seconds: float | None) -> Non
         return result
 
     rated, unit, units, _, _ = step("validate (factorize, duplicates)",
-                                    lambda: agreement._validated(frame))
-    data, _ = step("code values, keep pairable units", lambda: agreement._pairable(
+                                    lambda: _validated(frame))
+    data, _ = step("code values, keep pairable units", lambda: _pairable(
         rated, unit, units, "nominal", None))
-    step("alpha from within-unit matches", lambda: agreement._alpha_point(data, "nominal"))
+    step("alpha from within-unit matches", lambda: _alpha_point(data, "nominal"))
 
     def floor() -> None:
         pd.factorize(frame["rater"])

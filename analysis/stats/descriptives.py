@@ -101,7 +101,8 @@ def wilson_ci(count: float, nobs: float, conf_level: float = 0.95) -> tuple[floa
 
 def to_frame(rows: Sequence[Any]) -> pd.DataFrame:
     """A DataFrame with one row per summary dataclass."""
-    return pd.DataFrame([asdict(r) if is_dataclass(r) else dict(r) for r in rows])
+    return pd.DataFrame([asdict(r) if is_dataclass(r) and not isinstance(r, type) else dict(r)
+                         for r in rows])
 
 
 def _groups(df: pd.DataFrame, by: str | None) -> list[tuple[str, pd.DataFrame]]:

@@ -63,6 +63,14 @@ R_RESERVED = frozenset({
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.]*")
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.]*")
+
+
+def _name_end(text: str, start: int) -> int:
+    """Where the run of name characters from ``start`` ends (``start`` when there is none)."""
+    match = _NAME_CHARS.match(text, start)
+    return match.end() if match else start
+
+
 _PUNCT = {"~": "TILDE", "+": "PLUS", "*": "STAR", ":": "COLON", "(": "LPAREN", ")": "RPAREN",
           "|": "BAR", ",": "COMMA"}
 _JOINERS = "terms are joined with +, * and :"
@@ -256,11 +264,11 @@ def _tokens(text: str) -> Iterator[_Token]:
             yield _Token(_PUNCT[char], char, i + 1)
             i += 1
         elif char.isascii() and (char.isalpha() or char in "_."):
-            end = _NAME_CHARS.match(text, i + 1).end()
+            end = _name_end(text, i + 1)
             yield _Token("NAME", text[i:end], i + 1)
             i = end
         elif char.isascii() and char.isdigit():
-            end = _NAME_CHARS.match(text, i + 1).end()
+            end = _name_end(text, i + 1)
             if text[i:end] != "1":
                 raise _Fail(i + 1, f"number {text[i:end]!r} is not allowed: the only number "
                                    "is 1 (the intercept)")

@@ -1,6 +1,6 @@
 """Power analysis by simulation for a planned two-system study, with the analysis's own model.
 
-Data-generating model: the model the study will be analysed with (analysis/stats/models.py).
+Data-generating model: the model the study will be analysed with (analysis/stats/models/).
 
 * Binary judgments (:class:`BinaryDesign`): the binomial GLMM ::
 
@@ -410,6 +410,14 @@ class _Sims:
         self.n_chunks += other.n_chunks
 
 
+def _power_ci(rejections: int, n_sim: int, conf_level: float) -> tuple[float, float]:
+    """Wilson CI of the power from ``n_sim`` >= 1 simulations."""
+    ci = wilson_ci(rejections, n_sim, conf_level)
+    if ci is None:
+        raise ValueError("a power estimate needs at least one simulation")
+    return ci
+
+
 def _run(d: BinaryDesign, *, test: str, alpha: float, n_sim: int, seed: int | None,
          conf_level: float, chunk_size: int | None, cores: int, progress: Progress | None,
          keep_simulations: bool, pilot: Mapping[str, Any] | None,
@@ -441,14 +449,14 @@ def _run(d: BinaryDesign, *, test: str, alpha: float, n_sim: int, seed: int | No
         if progress is not None:
             progress(block.stop, n_sim)
         if decide is not None and len(sims) < n_sim:
-            lo, hi = wilson_ci(int(((sims.p < alpha) & ~sims.failed).sum()), len(sims),
+            lo, hi = _power_ci(int(((sims.p < alpha) & ~sims.failed).sum()), len(sims),
                                conf_level)
             if hi < decide or lo >= decide:
                 stopped_early = True
                 break
-    sims = _Sims(*(getattr(sims, f)[:n_sim] for f in ("p", "diffs", "est", "se", "failed",
-                                                       "singular")),
-                 sims.messages[:n_sim], sims.engine, sims.n_chunks)
+    sims = _Sims(sims.p[:n_sim], sims.diffs[:n_sim], sims.est[:n_sim], sims.se[:n_sim],
+                 sims.failed[:n_sim], sims.singular[:n_sim], sims.messages[:n_sim],
+                 sims.engine, sims.n_chunks)
     return _result(d, test, sims, alpha=alpha, seed=seed, conf_level=conf_level, chunk=chunk,
                    elapsed=time.perf_counter() - t0, keep=keep_simulations, pilot=pilot,
                    stopped_early=stopped_early), sims
@@ -478,7 +486,7 @@ def _result(d: BinaryDesign, test: str, sims: _Sims, *, alpha: float, seed: int,
     model_test = test in MODEL_TESTS
     reject = (sims.p < alpha) & ~sims.failed
     rejections = int(reject.sum())
-    lo, hi = wilson_ci(rejections, n_sim, conf_level)
+    lo, hi = _power_ci(rejections, n_sim, conf_level)
     n_failed = int(sims.failed.sum())
     warnings: list[str] = []
     if not d.latin_square:
@@ -527,7 +535,7 @@ def _refit_chunk(d: BinaryDesign, test: str, studies: Sequence[tuple[np.ndarray,
     import pandas as pd
 
     from analysis.stats import rbridge
-    from analysis.stats.models import _NON_CONVERGENCE
+    from analysis.stats.models.binomial import NON_CONVERGENCE
 
     if not rbridge.r_available():
         raise rbridge.RUnavailableError(
@@ -539,7 +547,7 @@ def _refit_chunk(d: BinaryDesign, test: str, studies: Sequence[tuple[np.ndarray,
     formula = ("rating" if likert else "y") + " ~ system + (1|rater) + (1|item)"
     out = rbridge.r_function("evalstudy_power_refit")(
         rbridge.RFrame(frame, levels={"system": ["A", "B"]}), "clmm" if likert else "glmer",
-        formula, "systemB", _NON_CONVERGENCE.pattern, int(cores))
+        formula, "systemB", NON_CONVERGENCE.pattern, int(cores))
     if [int(x) for x in out["sim"]] != list(sims):
         raise RuntimeError("the R worker returned the simulations out of order")
     v = rbridge.r_versions()

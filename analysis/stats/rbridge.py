@@ -110,7 +110,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -220,6 +220,13 @@ def _rscript() -> str | None:
     return os.environ.get("EVALSTUDY_RSCRIPT") or shutil.which("Rscript")
 
 
+def _pipe(stream: IO[bytes] | None) -> IO[bytes]:
+    """A pipe of the R worker (``Popen`` is given ``PIPE`` for both, so neither is None)."""
+    if stream is None:
+        raise RProcessError("the R worker has no pipe to talk through")
+    return stream
+
+
 class _Worker:
     """One ``Rscript server.R`` process. Callers hold :data:`_LOCK`."""
 
@@ -270,6 +277,14 @@ class _Worker:
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def stdin(self) -> IO[bytes]:
+        return _pipe(self.proc.stdin)
+
+    @property
+    def stdout(self) -> IO[bytes]:
+        return _pipe(self.proc.stdout)
+
     def alive(self) -> bool:
         return self.owner == os.getpid() and self.proc.poll() is None
 
@@ -296,12 +311,12 @@ class _Worker:
         """Stop the worker: EOF on its stdin ends it; kill it if it does not go."""
         if self.owner == os.getpid() and getattr(self, "proc", None) is not None:
             with contextlib.suppress(OSError, ValueError):
-                self.proc.stdin.close()
+                self.stdin.close()
             try:
                 self.proc.wait(2)
             except subprocess.TimeoutExpired:
                 self.kill()
-            for stream in (self.proc.stdout,):
+            for stream in (self.stdout,):
                 with contextlib.suppress(OSError, ValueError):
                     stream.close()
         with contextlib.suppress(OSError, ValueError):
@@ -311,7 +326,7 @@ class _Worker:
 
     def abandon(self) -> None:
         """After fork(): drop the parent's worker in the child without touching it."""
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self.stdin, self.stdout):
             with contextlib.suppress(OSError, ValueError):
                 stream.close()
         with contextlib.suppress(OSError, ValueError):
@@ -325,8 +340,8 @@ class _Worker:
         line = json.dumps({"id": request_id, **payload}, allow_nan=False, ensure_ascii=True)
         deadline = time.monotonic() + timeout
         try:
-            self.proc.stdin.write(line.encode("ascii") + b"\n")
-            self.proc.stdin.flush()
+            self.stdin.write(line.encode("ascii") + b"\n")
+            self.stdin.flush()
             return self._read_reply(request_id, deadline, what)
         except BrokenPipeError as exc:
             self.kill()
@@ -338,7 +353,7 @@ class _Worker:
             raise
 
     def _read_reply(self, request_id: int, deadline: float, what: str) -> dict[str, Any]:
-        fd = self.proc.stdout.fileno()
+        fd = self.stdout.fileno()
         while True:
             newline = self.buffer.find(b"\n")
             if newline >= 0:
@@ -735,8 +750,7 @@ def factor_levels(
         order = [level_label(v) for v in series.cat.categories]
     else:
         order = [level_label(v) for v in _sort_key_values(observed_raw)]
-    seen: set[str] = set()
-    order = [v for v in order if v in observed and not (v in seen or seen.add(v))]
+    order = list(dict.fromkeys(v for v in order if v in observed))
     if reference is not None:
         ref = level_label(reference)
         if ref not in order:

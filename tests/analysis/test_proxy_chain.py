@@ -53,7 +53,7 @@ def _no_plots(monkeypatch):
     proportion is 0, whose Wilson lower limit (2.8e-17) lies above it, and the proportions
     plot then refuses a negative error bar (not what these tests are about). The template
     still renders every table from the JSON."""
-    monkeypatch.setattr("analysis.report.build_plots", lambda result: {})
+    monkeypatch.setattr("analysis.report.render.build_plots", lambda result: {})
 
 
 # (item index, variant) -> the SLP's answer where it differs from "variant 0 keeps the meaning,

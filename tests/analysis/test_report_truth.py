@@ -65,7 +65,7 @@ def _text(block) -> str:
 def test_a_proportional_odds_check_that_returned_na_says_so_and_why():
     """Before: "Proportional-odds check (ordinal::nominal_test): system: B: LRT -, p -" and
     JSON `proportional_odds_violations: []`, which reads "no violation"."""
-    from analysis.report import _model_block
+    from analysis.report.criteria import _model_block
 
     fit = {"formula": "rating ~ system", "engine": "R ordinal::clm", "n_obs": 40,
            "coefficients": [{"term": "systemB", "estimate": 0.4, "se": 0.3, "ci_low": -0.2,
@@ -93,7 +93,7 @@ def test_a_proportional_odds_check_that_returned_na_says_so_and_why():
 
 
 def test_the_separation_block_names_the_cause_and_the_fit_to_read():
-    from analysis.report import _separation_block
+    from analysis.report.criteria import _separation_block
 
     separation = {"detected": True, "diagnosis": "separation: system 'C': every judgment is 1",
                   "note": "separation: read 'glmm_penalised' for the system effects; 'glmm' "
@@ -113,7 +113,7 @@ def test_the_separation_block_names_the_cause_and_the_fit_to_read():
 
 
 def test_the_power_block_gives_simulations_seed_model_and_failures():
-    from analysis.report import _power_block
+    from analysis.report.methods import _power_block
 
     result = {"power": 0.82, "ci_low": 0.79, "ci_high": 0.85, "n_sim": 500, "seed": 7,
               "test": "glmm", "model": "simulated: binomial GLMM; refitted: lme4::glmer",
@@ -134,7 +134,7 @@ def test_the_power_block_gives_simulations_seed_model_and_failures():
 
 
 def test_deployment_rows_on_a_handful_of_outputs_are_flagged():
-    from analysis.report import _one_deployment
+    from analysis.report.proxies import _one_deployment
 
     d = {"group_by": "item.speaker", "proxies": ["rater:judge"],
          "rows": [{"system": "s1", "group": "spk1", "n": 3, "word_acc": 90.0, "human_mp": 66.7,

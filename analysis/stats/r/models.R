@@ -1,4 +1,5 @@
-# R side of analysis/stats/models.py: the functions its R engines call through rbridge.
+# R side of analysis/stats/models/ (ordinal.py, binomial.py): the functions its R engines call
+# through rbridge.
 # Each returns a named list of plain vectors (encoded to JSON by server.R) and collects R's
 # warnings and messages itself, in `warnings`, so that they stay attached to the fit.
 
@@ -96,8 +97,8 @@ evalstudy_glmer <- function(formula, data) {
   out
 }
 
-# What analysis/stats/models.py reads from a fitted glmerMod (also run by the optional pymer4
-# engine on pymer4's model object, in pymer4's own embedded R).
+# What analysis/stats/models/binomial.py reads from a fitted glmerMod (also run by the optional
+# pymer4 engine on pymer4's model object, in pymer4's own embedded R).
 evalstudy_glmer_summary <- function(fit) {
   acc <- new.env()
   acc$warns <- character()

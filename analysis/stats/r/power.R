@@ -7,7 +7,7 @@
 # response: `y` (0/1) for model "glmer", `rating` (integer categories) for model "clmm".
 # `formula`: the analysis model; `term`: the coefficient tested (Wald z, as the report's).
 # `nonconvergence`: the regular expression (case-insensitive) of messages that mark a fit as
-# not converged, shared with analysis/stats/models.py. `cores` > 1 fits in forked processes
+# not converged, shared with analysis/stats/models/binomial.py. `cores` > 1 fits in forked processes
 # (parallel::mclapply; the results do not depend on it).
 # Returns one entry per simulation, in the order of `sim`: estimate, SE, p, whether the fit
 # failed (error, non-convergence or a non-finite SE), whether it was singular, and the first

@@ -1,4 +1,4 @@
-# Penalised binomial fits for data with separation (analysis/stats/models.py,
+# Penalised binomial fits for data with separation (analysis/stats/models/binomial.py,
 # fit_binomial_penalised). Under separation (a system whose judgments are all "yes", say)
 # glmer's maximum-likelihood estimate of that system's log-odds is infinite: the optimiser stops
 # somewhere around +20..+30 with a meaningless standard error. A prior (a penalty) on the fixed

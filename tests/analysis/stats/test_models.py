@@ -291,8 +291,8 @@ def test_clmm_fallback_drops_random_effects_and_says_so(wine):
 
 
 def test_auto_engine_falls_back_when_r_unavailable(wine, monkeypatch):
-    monkeypatch.setattr(M.rbridge, "r_available", lambda: False)
-    monkeypatch.setattr(M.rbridge, "r_unavailable_reason", lambda: "test")
+    monkeypatch.setattr(rb, "r_available", lambda: False)
+    monkeypatch.setattr(rb, "r_unavailable_reason", lambda: "test")
     fit = M.fit_clmm(wine, "rating ~ temp + contact + (1|judge)")
     assert fit.extra["fallback"] and "statsmodels" in fit.engine
     with pytest.raises(rb.RUnavailableError):

@@ -1,0 +1,347 @@
+"""One section per criterion: descriptives, models and their contrasts, separation,
+preferences, classification, agreement and the human ceiling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analysis.report.format import (
+    DASH,
+    Block,
+    Table,
+    _pair,
+    _warnings_of,
+    estimate_ci,
+    interval,
+    num,
+    proxy_label,
+    pval,
+)
+from analysis.report.plots import _distribution_plot, _proportions_plot, _severity_plot
+from analysis.templatetags.analysis_tags import readable_term
+
+
+def _descriptives(c: dict) -> Table | None:
+    rows = c.get("descriptives")
+    if not isinstance(rows, list) or not rows:
+        return None
+    return Table(["System", "n", "Mean", "Median", "SD", "SEM"], [
+        [str(r.get("group")), str(r.get("n")), num(r.get("mean"), 2), num(r.get("median"), 1),
+         num(r.get("sd"), 2), num(r.get("sem"), 3)] for r in rows], numeric=(1, 2, 3, 4, 5))
+
+
+def _proportions(c: dict) -> Table | None:
+    rows = c.get("proportions")
+    if not isinstance(rows, list) or not rows:
+        return None
+    note = ("Positive = meaning preserved (severity 0 or 1, as in LATTE)."
+            if c["kind"] == "severity" else 'Positive = "yes".')
+    return Table(["System", "n", "Positive", "Proportion", "95% CI (Wilson)"], [
+        [str(r.get("group")), str(r.get("n")), str(r.get("successes")),
+         num(r.get("proportion")), interval(r.get("ci_low"), r.get("ci_high"))]
+        for r in rows], numeric=(1, 2, 3, 4), notes=[note])
+
+
+def _model_block(title: str, fit: dict) -> Block:
+    block = Block(title=title)
+    if not isinstance(fit, dict):
+        return block
+    if fit.get("error"):
+        block.warnings.append(f"Not fitted: {fit['error']}")
+        return block
+    levels = (fit.get("extra") or {}).get("levels")
+    block.engine = (f"{fit.get('formula')} · {fit.get('engine')} · n = {fit.get('n_obs')}"
+                    + ("" if fit.get("converged", True) else " · did not converge"))
+    table = Table(["Term", "Estimate", "SE", "95% CI", "p"], numeric=(1, 2, 3, 4))
+    for co in fit.get("coefficients") or []:
+        table.rows.append([readable_term(co.get("term"), levels), num(co.get("estimate")),
+                           num(co.get("se")), interval(co.get("ci_low"), co.get("ci_high")),
+                           pval(co.get("p_value"))])
+    for co in fit.get("thresholds") or []:
+        table.rows.append([f"threshold {co.get('term')}", num(co.get("estimate")),
+                           num(co.get("se")), interval(co.get("ci_low"), co.get("ci_high")), ""])
+    reference = (fit.get("extra") or {}).get("reference") or {}
+    if reference:
+        table.notes.append("Reference levels: " + ", ".join(
+            f"{factor}: {level}" for factor, level in reference.items())
+            + ". Estimates are log-odds differences from them.")
+    block.tables.append(table)
+    effects = fit.get("random_effects") or {}
+    if effects:
+        block.paragraphs.append("Random-effect variances: " + ", ".join(
+            f"{name} {num(value)}" for name, value in effects.items()) + ".")
+    extra = fit.get("extra") or {}
+    status = extra.get("nominal_test_status")
+    rows = [t for t in extra.get("nominal_test") or [] if t.get("term") != "<none>"]
+    if rows or isinstance(status, dict):
+        # an untested term says so (its reason is among the fit's warnings), never "LRT -, p -"
+        tests = "; ".join(
+            f"{readable_term(t.get('term'), levels)}: LRT {num(t.get('lrt'), 2)}, p "
+            f"{pval(t.get('p_value'))}" if t.get("tested", t.get("p_value") is not None)
+            else f"{readable_term(t.get('term'), levels)}: not computed" for t in rows)
+        state = (status or {}).get("status", "computed")
+        block.paragraphs.append(
+            "Proportional-odds check (ordinal::nominal_test): "
+            + (tests if tests and state != "not computed" else
+               f"not computed ({(status or {}).get('reason') or 'no reason given'})") + ".")
+    block.warnings += [str(w) for w in fit.get("warnings") or []]
+    return block
+
+
+def _separation_block(c: dict) -> Block | None:
+    """What separation does to this criterion's model: the diagnosis, which fit to read, and
+    what each fit is (models.separation_report)."""
+    separation = c.get("separation")
+    if not isinstance(separation, dict) or not separation.get("detected"):
+        return None
+    block = Block(title="Separation")
+    if separation.get("diagnosis"):
+        block.warnings.append(str(separation["diagnosis"]))
+    if separation.get("note"):
+        block.paragraphs.append(str(separation["note"]).capitalize() + ".")
+    table = Table(["Fit", "Estimation", "Engine", "What it is"])
+    for key, fit in (separation.get("fits") or {}).items():
+        if isinstance(fit, dict):
+            name = {"glmm": "Binomial GLMM", "glmm_penalised": "Penalised binomial GLMM",
+                    "clmm": "Cumulative link mixed model"}.get(key, key)
+            if key == separation.get("read"):
+                name += " (read this one)"
+            table.rows.append([name, str(fit.get("estimation") or DASH),
+                               str(fit.get("engine") or DASH), str(fit.get("role") or DASH)])
+    if table.rows:
+        block.tables.append(table)
+    status = str(separation.get("penalised_fit") or "")
+    if status.startswith("failed"):
+        block.warnings.append(f"Penalised fit {status}.")
+    return block
+
+
+def _contrasts(c: dict) -> Table | None:
+    contrasts = c.get("contrasts")
+    if not isinstance(contrasts, dict) or contrasts.get("error"):
+        return None
+    table = Table(["Contrast", "Estimate", "SE", "95% CI", "p", "p (Holm)"],
+                  numeric=(1, 2, 3, 4, 5), title="Pairwise contrasts between systems")
+    for k in contrasts.get("contrasts") or []:
+        label = f"{k.get('level_a')} – {k.get('level_b')}"
+        if not k.get("reliable", True):
+            label += " (unreliable)"
+        table.rows.append([label, num(k.get("estimate")), num(k.get("se")),
+                           interval(k.get("ci_low"), k.get("ci_high")), pval(k.get("p_value")),
+                           pval(k.get("p_adjusted"))])
+    scale = contrasts.get("scale") or "model scale"
+    table.notes.append(f"Wald contrasts on the {scale} scale from the fitted model; p-values "
+                       "Holm-adjusted over the pairs.")
+    table.warnings += _warnings_of(contrasts)
+    for k in contrasts.get("contrasts") or []:
+        for flag in k.get("flags") or []:
+            table.warnings.append(f"{k.get('level_a')} – {k.get('level_b')}: {flag}")
+    return table
+
+
+def _preference(c: dict) -> list[Table]:
+    pref = c.get("preference")
+    if not isinstance(pref, dict) or pref.get("error"):
+        return []
+    shares = Table(["System", "Comparisons", "Wins", "Losses", "Ties",
+                    "Share, ties excluded (95% CI)", "Share, ties as half (95% CI)"],
+                   numeric=(1, 2, 3, 4, 5, 6), title="Preference shares")
+    for s in pref.get("shares") or []:
+        shares.rows.append([
+            str(s.get("system")), str(s.get("n")), str(s.get("wins")), str(s.get("losses")),
+            str(s.get("ties")),
+            f"{num(s.get('share_ties_excluded'))} ({interval(*_pair(s.get('ci_ties_excluded')))})",
+            f"{num(s.get('share_ties_half'))} ({interval(*_pair(s.get('ci_ties_half')))})"])
+    tables = [shares]
+    fit = pref.get("ties_excluded")
+    if isinstance(fit, dict) and fit.get("coefficients"):
+        model = Table(["Term", "Estimate", "SE", "95% CI", "p"], numeric=(1, 2, 3, 4),
+                      title="Bradley-Terry model with a position term (ties excluded)")
+        levels = (fit.get("extra") or {}).get("levels")
+        for co in fit["coefficients"]:
+            model.rows.append([readable_term(co.get("term"), levels), num(co.get("estimate")),
+                               num(co.get("se")), interval(co.get("ci_low"), co.get("ci_high")),
+                               pval(co.get("p_value"))])
+        model.notes.append(f"{fit.get('formula')} · {fit.get('engine')} · n = "
+                           f"{fit.get('n_obs')}. The position term is the log-odds of choosing "
+                           "the output shown as A at equal strength.")
+        model.warnings += [str(w) for w in fit.get("warnings") or []]
+        tables.append(model)
+    return tables
+
+
+def _classification(c: dict) -> Table | None:
+    rows = c.get("classification")
+    if not isinstance(rows, list) or not rows:
+        return None
+    return Table(["System", "TP", "FP", "FN", "Precision", "Recall", "F1"], [
+        [str(r.get("group")), str(r.get("tp")), str(r.get("fp")), str(r.get("fn")),
+         num(r.get("precision")), num(r.get("recall")), num(r.get("f1"))] for r in rows],
+        numeric=(1, 2, 3, 4, 5, 6))
+
+
+AGREEMENT_LABELS = (
+    ("percent_agreement", "Percent agreement"),
+    ("krippendorff_alpha", "Krippendorff's alpha"),
+    ("gwet_ac1", "Gwet's AC1"),
+    ("gwet_ac2_quadratic", "Gwet's AC2 (quadratic weights)"),
+    ("gwet_ac2_ordinal", "Gwet's AC2 (ordinal weights)"),
+    ("fleiss_kappa", "Fleiss' kappa"),
+    ("binary_alpha", "Krippendorff's alpha, meaning preserved (yes/no)"),
+)
+
+
+def _short_method(method: Any) -> str:
+    """A CI method in a word for the table (the full text goes into a note below it)."""
+    text = str(method or "")
+    if text.startswith("analytic"):
+        return "analytic"
+    if "bootstrap" in text:
+        return "bootstrap"
+    return text[:20]
+
+
+def _agreement_block(c: dict) -> Block | None:
+    agreement = c.get("agreement")
+    if not isinstance(agreement, dict):
+        return None
+    block = Block(title="Agreement among human raters")
+    if agreement.get("error"):
+        block.warnings.append(str(agreement["error"]))
+        return block
+    if agreement.get("note"):
+        block.paragraphs.append(str(agreement["note"]))
+        return block
+    table = Table(["Statistic", "Level", "Value", "95% CI", "Units", "Raters", "CI"],
+                  numeric=(2, 3, 4, 5))
+    methods: dict[str, str] = {}
+    for key, label in AGREEMENT_LABELS:
+        e = agreement.get(key)
+        if not isinstance(e, dict) or "value" not in e:
+            continue
+        level = e.get("level") or (agreement.get("level") if "alpha" in key else "")
+        table.rows.append([label, level or "", num(e.get("value")), estimate_ci(e),
+                           str(e.get("n_units", e.get("n", ""))), str(e.get("n_raters", "")),
+                           _short_method(e.get("ci_method"))])
+        if e.get("ci_method"):
+            methods.setdefault(_short_method(e["ci_method"]), str(e["ci_method"]))
+        table.warnings += [f"{label}: {w}" for w in _warnings_of(e)]
+    icc = agreement.get("icc") or {}
+    for form, e in icc.items() if isinstance(icc, dict) else ():
+        if isinstance(e, dict) and "value" in e:
+            table.rows.append([form, "interval", num(e.get("value")), estimate_ci(e),
+                               str(e.get("n_units", e.get("n", ""))), str(e.get("n_raters", "")),
+                               _short_method(e.get("ci_method"))])
+            if e.get("ci_method"):
+                methods.setdefault(_short_method(e["ci_method"]), str(e["ci_method"]))
+            table.warnings += [f"{form}: {w}" for w in _warnings_of(e)]
+    if isinstance(icc, dict) and icc.get("note"):
+        table.warnings.append(f"ICC: {icc['note']}")
+        table.warnings += [f"ICC: {w}" for w in icc.get("warnings") or []]
+    for short, full in methods.items():
+        table.notes.append(f"CI {short}: {full}.")
+    categories = agreement.get("categories")
+    if categories:
+        table.notes.append(f"Categories: {', '.join(str(x) for x in categories)} "
+                           f"({agreement.get('categories_from') or 'declared scale'}).")
+    table.notes.append(
+        f"{agreement.get('n_ratings', '')} ratings on {agreement.get('n_units', '')} outputs by "
+        f"{agreement.get('n_raters', '')} human raters.")
+    excluded = {k: v for k, v in (agreement.get("excluded") or {}).items() if v}
+    if excluded:
+        table.notes.append("Excluded: " + ", ".join(f"{k.replace('_', ' ')} {v}"
+                                                     for k, v in excluded.items()) + ".")
+    table.warnings += [str(w) for w in agreement.get("warnings") or []]
+    block.tables.append(table)
+    pairs = agreement.get("cohen_pairs") or {}
+    if pairs.get("n_pairs"):
+        means = pairs.get("mean_estimates") or {}
+        text = "; ".join(f"{name} {num(e.get('value'))} ({estimate_ci(e)})"
+                         for name, e in means.items() if isinstance(e, dict))
+        if not text:
+            text = ", ".join(f"{name} {num(v)}" for name, v in (pairs.get("mean") or {}).items())
+        block.paragraphs.append(
+            f"Cohen's kappa, mean over {pairs.get('n_computed')} of {pairs.get('n_pairs')} pairs "
+            f"of human raters sharing at least {pairs.get('min_shared_units')} outputs: {text}.")
+        block.warnings += [str(w) for w in pairs.get("warnings") or []]
+    return block
+
+
+def _ceiling_block(c: dict) -> Block | None:
+    ceiling = c.get("ceiling")
+    if not isinstance(ceiling, dict) or not ceiling.get("humans"):
+        if isinstance(ceiling, dict) and ceiling.get("note"):
+            return Block(title="Human ceiling", paragraphs=[str(ceiling["note"])])
+        return None
+    block = Block(title="Human ceiling: each rater against the majority of the other humans")
+    table = Table(["Rater", "Kappa", "95% CI", "Agreement", "95% CI", "Gap to ceiling (95% CI)"],
+                  numeric=(1, 2, 3, 4, 5))
+    table.rows.append(["Humans (mean, leave one out)", num(ceiling.get("mean_kappa")),
+                       interval(*_pair(ceiling.get("kappa_ci"))),
+                       num(ceiling.get("mean_percent_agreement")),
+                       interval(*_pair(ceiling.get("percent_agreement_ci"))), ""])
+    for p in ceiling.get("proxies") or []:
+        gap = p.get("kappa_minus_ceiling")
+        table.rows.append([proxy_label(str(p.get("rater"))), num(p.get("kappa")),
+                           interval(*_pair(p.get("kappa_ci"))), num(p.get("percent_agreement")),
+                           interval(*_pair(p.get("percent_agreement_ci"))),
+                           f"{num(gap)} ({interval(*_pair(p.get('kappa_minus_ceiling_ci')))})"
+                           if gap is not None else DASH])
+    weights = ceiling.get("weights")
+    table.notes.append(
+        f"Kappa{' with ' + str(weights) + ' weights' if weights else ''} against the majority "
+        f"of the other human raters on {ceiling.get('n_units', '')} outputs "
+        f"({ceiling.get('n_humans', len(ceiling['humans']))} humans); proxies are scored "
+        "against the majority of all humans on the same outputs. "
+        + (f"CIs: {ceiling['ci_method']}." if ceiling.get("ci_method") else ""))
+    table.warnings += [str(w) for w in ceiling.get("warnings") or []]
+    block.tables.append(table)
+    return block
+
+
+def _criterion_view(c: dict) -> dict[str, Any]:
+    blocks: list[Block] = []
+    summary = Block()
+    if not c.get("n_judgments"):
+        summary.paragraphs.append("No human answers.")
+        return {"key": c["key"], "kind": c["kind"], "blocks": [summary], "answered": None}
+    if c["kind"] == "text":
+        summary.paragraphs.append(
+            f"{c.get('answered', 0)} answers by {c.get('n_raters')} raters on "
+            f"{c.get('n_outputs')} outputs (free text is counted, not modelled).")
+        return {"key": c["key"], "kind": c["kind"], "blocks": [summary], "answered": None}
+    summary.paragraphs.append(
+        f"{c.get('n_judgments')} human judgments by {c.get('n_raters')} raters on "
+        f"{c.get('n_outputs')} {'output pairs' if c['kind'] == 'pairwise' else 'outputs'}.")
+    for table in (_descriptives(c), _proportions(c), _classification(c)):
+        if table is not None:
+            summary.tables.append(table)
+    summary.tables += _preference(c)
+    for key, make in (("proportions", lambda: _proportions_plot(
+            c.get("proportions"), f"{c['key']}: proportion positive per system")),
+            ("distribution", lambda: _distribution_plot(
+                c.get("distribution"), "rating" if c["kind"] == "likert" else "value",
+                f"{c['key']}: distribution per system", c.get("labels_by_value"))),
+            ("severity", lambda: _severity_plot(c.get("severity_levels"),
+                                                f"{c['key']}: severity per system"))):
+        image = make()
+        if image:
+            summary.plots.append((f"{c['key']} {key} plot", image))
+    blocks.append(summary)
+    for key, title in (("clmm", "Cumulative link mixed model"),
+                       ("clm", "Cumulative link model (no random effects)"),
+                       ("glmm", "Binomial GLMM"), ("glmm_penalised", "Penalised binomial GLMM")):
+        if key in c:
+            blocks.append(_model_block(title, c[key]))
+    separation = _separation_block(c)
+    if separation:
+        blocks.append(separation)
+    contrasts = _contrasts(c)
+    if contrasts is not None:
+        blocks.append(Block(title=contrasts.title, tables=[contrasts]))
+    for make in (_agreement_block, _ceiling_block):
+        block = make(c)
+        if block is not None:
+            blocks.append(block)
+    return {"key": c["key"], "kind": c["kind"], "blocks": blocks,
+            "answered": c.get("answered")}

@@ -1,0 +1,49 @@
+"""Entry points: the report's context, rendered to HTML by the template and to PDF by
+WeasyPrint from that same HTML."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.template.loader import render_to_string
+
+from analysis.report.criteria import _criterion_view
+from analysis.report.methods import _methods, _power_block
+from analysis.report.plots import _roc_plot
+from analysis.report.proxies import _validity_view
+
+
+def build_plots(result: dict[str, Any]) -> dict[str, str]:
+    """The ROC curves per validity criterion (the other plots are made with their section)."""
+    plots: dict[str, str] = {}
+    for validity in result.get("validity", []):
+        if isinstance(validity, dict) and "criterion" in validity:
+            image = _roc_plot(validity)
+            if image:
+                plots[f"roc.{validity['criterion']}"] = image
+    return plots
+
+
+def report_context(*, study: Any, result: dict[str, Any], options: dict[str, Any],
+                   filters: list[str]) -> dict[str, Any]:
+    plots = build_plots(result)
+    return {
+        "study": study, "result": result, "options": options, "filters": filters,
+        "criteria": [_criterion_view(c) for c in result.get("criteria") or []],
+        "validity": [view for v in result.get("validity") or []
+                     if (view := _validity_view(v, plots)) is not None],
+        "power": _power_block(result.get("power")),
+        "methods": _methods(result, options, filters),
+    }
+
+
+def render_html(*, study: Any, result: dict[str, Any], options: dict[str, Any],
+                filters: list[str]) -> str:
+    return render_to_string("analysis/report.html", report_context(
+        study=study, result=result, options=options, filters=filters))
+
+
+def render_pdf(html: str) -> bytes:
+    from weasyprint import HTML
+
+    return HTML(string=html).write_pdf()

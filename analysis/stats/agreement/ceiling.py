@@ -1,0 +1,319 @@
+"""The human ceiling: leave-one-rater-out agreement of each human with the majority of
+the others, and proxies judged against the same references."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analysis.stats.agreement.base import (
+    CONFLEV,
+    Cluster,
+    KappaWeights,
+    TieBreak,
+    _category_codes,
+    _is_numeric,
+    _missing,
+    _nanmean,
+    _plain,
+    ratings_frame,
+)
+from analysis.stats.agreement.bootstrap import (
+    _cluster_of_units,
+    _finite_mean,
+    _percentile,
+    _replicate_sums,
+)
+from analysis.stats.agreement.kappa import _kappa_from_tables, _kappa_weights
+
+
+@dataclass
+class RaterAgreement:
+    """One rater's agreement with a reference (the majority of other humans).
+
+    For a human: against the majority of the other humans on the units it rated. For a proxy:
+    the mean over held-out humans h of its agreement with the majority of the humans other
+    than h, on the units h rated (the same references the humans faced). `n_units` counts
+    units compared (for a proxy, summed over held-out humans). `extra` is the optional custom
+    statistic. For proxies with a bootstrap: `kappa_ci`, `percent_agreement_ci` and the gap to
+    the human ceiling (`kappa_minus_ceiling`, its CI from the same replicates).
+    """
+
+    rater: object
+    n_units: int
+    kappa: float
+    percent_agreement: float
+    extra: float | None = None
+    kappa_ci: tuple[float | None, float | None] | None = None
+    percent_agreement_ci: tuple[float | None, float | None] | None = None
+    kappa_minus_ceiling: float | None = None
+    kappa_minus_ceiling_ci: tuple[float | None, float | None] | None = None
+
+
+@dataclass
+class HumanCeiling:
+    """Leave-one-rater-out agreement of each human, their unweighted means, and proxies.
+
+    `kappa_ci`/`percent_agreement_ci`: percentile bootstrap CIs of the means (None without a
+    bootstrap). `n_units` units with a reference, `n_humans`, `n_proxies`; `excluded`,
+    `warnings`, the category set and weights as in `Agreement`.
+    """
+
+    humans: list[RaterAgreement]
+    mean_kappa: float
+    mean_percent_agreement: float
+    mean_extra: float | None
+    proxies: list[RaterAgreement]
+    method: str
+    kappa_ci: tuple[float | None, float | None] | None = None
+    percent_agreement_ci: tuple[float | None, float | None] | None = None
+    n_units: int = 0
+    n_humans: int = 0
+    n_proxies: int = 0
+    excluded: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    weights: str | None = None
+    categories: list | None = None
+    categories_from: str | None = None
+    ci_method: str | None = None
+    n_boot: int | None = None
+    seed: int | None = None
+    cluster: str | None = None
+
+
+AgreementStatistic = Callable[[np.ndarray, np.ndarray, np.ndarray], float]
+
+
+def _majority_reference(
+    others: np.ndarray, tie_break: TieBreak
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reference rows from per-unit category counts of the other raters.
+
+    Returns (row_unit, reference_code, weight): one row per unit, or with `split` one row per
+    tied modal category with weight 1/(number tied).
+    """
+    top = others.max(axis=1, keepdims=True)
+    tied = (others == top) & (top > 0)
+    n_tied = tied.sum(axis=1)
+    if tie_break == "lowest":
+        rows = np.flatnonzero(n_tied > 0)
+        return rows, tied[rows].argmax(axis=1), np.ones(rows.size)
+    if tie_break == "drop":
+        rows = np.flatnonzero(n_tied == 1)
+        return rows, tied[rows].argmax(axis=1), np.ones(rows.size)
+    rows, codes = np.nonzero(tied)
+    return rows, codes, 1.0 / n_tied[rows]
+
+
+def _percent_from_tables(tables: np.ndarray) -> np.ndarray:
+    total = tables.sum(axis=(-2, -1))
+    agree = np.trace(tables, axis1=-2, axis2=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, agree / np.where(total > 0, total, 1), np.nan)
+
+
+def human_ceiling(
+    df: pd.DataFrame,
+    *,
+    humans: Sequence | None = None,
+    proxies: Sequence = (),
+    weights: KappaWeights = None,
+    labels: Sequence | None = None,
+    tie_break: TieBreak = "split",
+    min_others: int = 1,
+    statistic: AgreementStatistic | None = None,
+    n_boot: int = 0,
+    seed: int = 0,
+    cluster: Cluster = "unit",
+    conflev: float = CONFLEV,
+) -> HumanCeiling:
+    """Leave-one-rater-out agreement: each human against the majority of the OTHER humans.
+
+    For every human h and every unit h rated that at least `min_others` other humans also
+    rated, the reference is the modal category among the other humans' ratings (proxies never
+    vote). Cohen's kappa (`weights`/`labels` as in `cohen_kappa`) and percent agreement of h
+    against these references are h's ceiling row; the means over humans (each human weighs the
+    same, whatever its number of units) are the human ceiling. A proxy is scored against
+    exactly the same references: for each h, on the units h was scored on (and the proxy
+    rated), then averaged over h, so a proxy and the humans face identical targets.
+
+    Ties among modal categories, decided deterministically:
+    - "split" (default): each tied category is a reference with weight 1/t (t tied), i.e. the
+      expected agreement under a random tie-break; kappa uses these as sample weights.
+    - "lowest": the first tied category in the category order (labels or sorted values);
+      biased towards low categories, kept for comparison with tools that do this.
+    - "drop": units with a tied majority are left out (biased towards easy units).
+
+    `humans` defaults to every rater not listed in `proxies`. `statistic(mine, reference,
+    weight)` adds a custom agreement measure reported as `extra`. `n_boot > 0` adds percentile
+    bootstrap CIs (units, or items with `cluster="item"`, resampled once per replicate for
+    all raters, vectorised) for the mean kappa and agreement, each proxy's, and each proxy's
+    gap to the human ceiling. Computed on integer codes (no units x raters table).
+    """
+    if tie_break not in ("split", "lowest", "drop"):
+        raise ValueError(f"tie_break must be 'split', 'lowest' or 'drop', not {tie_break!r}")
+    if min_others < 1:
+        raise ValueError("min_others must be at least 1")
+    rated = ratings_frame(df)
+    excluded = _missing(df)
+    proxies = list(proxies)
+    if humans is None:
+        humans = [r for r in pd.unique(rated["rater"]) if r not in set(proxies)]
+    humans = list(humans)
+    if set(humans) & set(proxies):
+        raise ValueError("a rater cannot be both a human and a proxy")
+    if len(humans) < 2:
+        raise ValueError("the human ceiling needs at least two humans")
+    keep = rated["rater"].isin(humans + proxies).to_numpy()
+    if (~keep).any():
+        excluded["ratings_of_other_raters"] = int((~keep).sum())
+    rated = rated[keep]
+    code, categories, source = _category_codes(rated["value"], labels)
+    if labels is None and weights is not None and not _is_numeric(categories):
+        raise ValueError("weighted kappa needs ordered categories: pass labels in order")
+    q = len(categories)
+    unit, units = pd.factorize(rated["unit"])
+    n_h, n_p = len(humans), len(proxies)
+    rater_of_row = rated["rater"].to_numpy()
+    h_index = pd.Series(rater_of_row).map({h: i for i, h in enumerate(humans)}).to_numpy(float)
+    is_h = ~np.isnan(h_index)
+    hu, hc, hh = unit[is_h], code[is_h], h_index[is_h].astype(int)
+    counts = np.zeros((len(units), q))
+    np.add.at(counts, (hu, hc), 1.0)
+    others = counts[hu]
+    others[np.arange(hu.size), hc] -= 1
+    eligible = others.sum(axis=1) >= min_others
+    others[~eligible] = 0
+    rows, ref, w = _majority_reference(others, tie_break)
+    if (~eligible).any():
+        excluded["human_ratings_without_reference"] = int((~eligible).sum())
+    if tie_break == "drop" and eligible.sum() > np.unique(rows).size:
+        excluded["human_ratings_with_tied_majority"] = int(eligible.sum() - np.unique(rows).size)
+    r_unit, r_h, r_mine = hu[rows], hh[rows], hc[rows]
+    kernel = _kappa_weights(q, weights)
+    first_rows = np.unique(rows)
+    units_per_h = np.bincount(hh[first_rows], minlength=n_h)
+
+    proxy_code = np.full((n_p, len(units)), -1)
+    for p, proxy in enumerate(proxies):
+        mine = rater_of_row == proxy
+        proxy_code[p, unit[mine]] = code[mine]
+    theirs = proxy_code[:, r_unit] if n_p else np.empty((0, rows.size), int)
+    units_per_ph = np.zeros((n_p, n_h), dtype=int)
+    for p in range(n_p):
+        seen = np.unique(rows[theirs[p] >= 0])
+        units_per_ph[p] = np.bincount(hh[seen], minlength=n_h)
+
+    # Features of one long vector: human tables h x mine x ref, then proxy tables
+    # p x h x theirs x ref; the point estimate and every replicate are sums of them.
+    size_h = n_h * q * q
+    feature_h = (r_h * q + r_mine) * q + ref
+    proxy_parts = [(p, np.flatnonzero(theirs[p] >= 0)) for p in range(n_p)]
+    feature_p = [size_h + ((p * n_h + r_h[i]) * q + theirs[p, i]) * q + ref[i]
+                 for p, i in proxy_parts]
+    features = np.concatenate([feature_h, *feature_p]).astype(np.int64)
+    weight_all = np.concatenate([w, *[w[i] for _, i in proxy_parts]])
+    unit_all = np.concatenate([r_unit, *[r_unit[i] for _, i in proxy_parts]])
+    n_features = size_h + n_p * n_h * q * q
+
+    def summarise(sums: np.ndarray) -> dict[str, np.ndarray]:
+        """Per replicate (rows of `sums`): mean kappa/agreement over humans, per proxy."""
+        tables_h = sums[:, :size_h].reshape(-1, n_h, q, q)
+        kappa_h = _kappa_from_tables(tables_h, kernel)
+        pct_h = _percent_from_tables(tables_h)
+        out = {"kappa_h": kappa_h, "pct_h": pct_h, "kappa": _finite_mean(kappa_h, 1),
+               "pct": _finite_mean(pct_h, 1)}
+        if n_p:
+            tables_p = sums[:, size_h:].reshape(-1, n_p, n_h, q, q)
+            kappa_ph = _kappa_from_tables(tables_p, kernel)
+            out["kappa_ph"] = kappa_ph
+            out["pct_ph"] = _percent_from_tables(tables_p)
+            out["proxy_kappa"] = _finite_mean(kappa_ph, 2)
+            out["proxy_pct"] = _finite_mean(out["pct_ph"], 2)
+        return out
+
+    totals = np.bincount(features, weights=weight_all, minlength=n_features)[None, :]
+    point = summarise(totals)
+    nan = float("nan")
+    human_rows: list[RaterAgreement] = []
+    for j, h in enumerate(humans):
+        if units_per_h[j] == 0:
+            human_rows.append(RaterAgreement(_plain(h), 0, nan, nan, nan if statistic else None))
+            continue
+        extra = None
+        if statistic:
+            mask = r_h == j
+            extra = float(statistic(r_mine[mask], ref[mask], w[mask]))
+        human_rows.append(RaterAgreement(
+            _plain(h), int(units_per_h[j]), float(point["kappa_h"][0, j]),
+            float(point["pct_h"][0, j]), extra))
+    proxy_rows: list[RaterAgreement] = []
+    for p, proxy in enumerate(proxies):
+        scored = units_per_ph[p] > 0
+        kappas = np.where(scored, point["kappa_ph"][0, p], np.nan)
+        pcts = np.where(scored, point["pct_ph"][0, p], np.nan)
+        extra = None
+        if statistic:
+            values = []
+            for j in np.flatnonzero(scored).tolist():
+                mask = (r_h == j) & (theirs[p] >= 0)
+                values.append(float(statistic(theirs[p, mask], ref[mask], w[mask])))
+            extra = _nanmean(values)
+        proxy_rows.append(RaterAgreement(
+            rater=_plain(proxy), n_units=int(units_per_ph[p].sum()),
+            kappa=_nanmean(list(kappas)), percent_agreement=_nanmean(list(pcts)), extra=extra))
+    scored_humans = [r for r in human_rows if r.n_units]
+    mean_kappa = _nanmean([r.kappa for r in scored_humans])
+    for row in proxy_rows:
+        row.kappa_minus_ceiling = row.kappa - mean_kappa if np.isfinite(row.kappa) else None
+    notes: list[str] = []
+    unscored = [str(r.rater) for r in human_rows if not r.n_units]
+    if unscored:
+        excluded["humans_without_reference"] = len(unscored)
+        notes.append(f"{len(unscored)} human(s) share no unit with another human and have no "
+                     "ceiling row")
+    result = HumanCeiling(
+        humans=human_rows,
+        mean_kappa=mean_kappa,
+        mean_percent_agreement=_nanmean([r.percent_agreement for r in scored_humans]),
+        mean_extra=_nanmean([r.extra for r in scored_humans]) if statistic else None,
+        proxies=proxy_rows,
+        method=(
+            "leave-one-rater-out: each human vs the majority of the other humans "
+            f"(ties: {tie_break}; kappa weights: {weights or 'none'}; unweighted mean over humans)"
+        ),
+        n_units=int(np.unique(r_unit).size), n_humans=n_h, n_proxies=n_p,
+        excluded=excluded, warnings=notes, weights=weights or "identity",
+        categories=[_plain(c) for c in categories], categories_from=source,
+    )
+    if n_boot > 0 and rows.size and q >= 2:
+        unit_cluster, n_clusters = _cluster_of_units(rated, np.asarray(units), cluster)
+        keys = ["kappa", "pct"] + (["proxy_kappa", "proxy_pct"] if n_p else [])
+        replicates = {"kappa": np.empty(n_boot), "pct": np.empty(n_boot)}
+        if n_p:
+            replicates.update({k: np.empty((n_boot, n_p)) for k in keys[2:]})
+        done = 0
+        for sums in _replicate_sums(unit_cluster[unit_all], features, weight_all, n_clusters,
+                                    n_features, n_boot, seed):
+            out = summarise(sums)
+            for key in keys:
+                replicates[key][done:done + len(sums)] = out[key]
+            done += len(sums)
+        low, high, invalid = _percentile(replicates["kappa"], conflev)
+        result.kappa_ci = (low, high)
+        low, high, _ = _percentile(replicates["pct"], conflev)
+        result.percent_agreement_ci = (low, high)
+        for p, row in enumerate(proxy_rows):
+            row.kappa_ci = _percentile(replicates["proxy_kappa"][:, p], conflev)[:2]
+            row.percent_agreement_ci = _percentile(replicates["proxy_pct"][:, p], conflev)[:2]
+            row.kappa_minus_ceiling_ci = _percentile(
+                replicates["proxy_kappa"][:, p] - replicates["kappa"], conflev)[:2]
+        result.n_boot, result.seed, result.cluster = n_boot, seed, cluster
+        result.ci_method = (f"percentile bootstrap over {cluster}s (B={n_boot}, seed={seed}, "
+                            f"{conflev:.0%}); references recomputed from the same ratings")
+        if invalid:
+            result.warnings.append(f"{invalid} of {n_boot} bootstrap replicates undefined")
+    return result

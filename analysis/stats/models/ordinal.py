@@ -1,0 +1,369 @@
+"""Ordinal (Likert) models: cumulative link (mixed) models, R ``ordinal::clmm`` / ``clm`` in
+the R worker, or statsmodels ``OrderedModel`` as the fixed-effects-only fallback."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.stats import rbridge
+from analysis.stats.models.base import (
+    DEFAULT_CLM_FORMULA,
+    DEFAULT_CLMM_FORMULA,
+    RANDOM_EFFECTS_DROPPED,
+    ModelFit,
+    _coef,
+    _floats,
+    _parse,
+    _patsy_matrix,
+    _prepare,
+    _Prepared,
+    _r_engine,
+    _r_style,
+    _strs,
+    _use_r,
+    _vcov_extra,
+    _versions,
+)
+from analysis.stats.models.separation import _diagnose_separation
+
+
+def fit_clmm(
+    df: pd.DataFrame,
+    formula: str = DEFAULT_CLMM_FORMULA,
+    reference: str | Mapping[str, Any] | None = None,
+    *,
+    levels: Mapping[str, Sequence[Any]] | None = None,
+    link: str = "logit",
+    engine: str = "auto",
+    conf_level: float = 0.95,
+) -> ModelFit:
+    """Cumulative link mixed model (R ``ordinal::clmm``, Laplace approximation).
+
+    ``df``'s response (``rating``) is treated as ordered: numeric values in numeric order, a
+    pandas Categorical in its category order, or ``levels={"rating": [...]}``. ``reference``:
+    the reference level of ``system`` (str) or ``{column: level}``. ``engine``: ``"auto"``
+    (R when available, else statsmodels), ``"R"`` (required), ``"statsmodels"`` (forced
+    fallback: fixed effects only, see the package docstring).
+    Example: ``fit_clmm(wine, "rating ~ temp + contact + (1|judge)")``. A formula without
+    random-effect terms is fitted with ``ordinal::clm``.
+    """
+    return _fit_ordinal(df, formula, reference, levels, link, engine, conf_level,
+                        mixed=True, nominal=False)
+
+
+def fit_clm(
+    df: pd.DataFrame,
+    formula: str = DEFAULT_CLM_FORMULA,
+    reference: str | Mapping[str, Any] | None = None,
+    *,
+    levels: Mapping[str, Sequence[Any]] | None = None,
+    link: str = "logit",
+    engine: str = "auto",
+    conf_level: float = 0.95,
+    nominal_test: bool = True,
+    alpha: float = 0.05,
+) -> ModelFit:
+    """Cumulative link model without random effects (R ``ordinal::clm``) plus the
+    proportional-odds check ``ordinal::nominal_test`` (likelihood-ratio test per term of the
+    model with that term's effect allowed to differ per threshold).
+
+    ``extra["nominal_test"]``: list of ``{"term", "df", "loglik", "aic", "lrt", "p_value",
+    "tested", "reason"}`` (the first row, ``"<none>"``, is the proportional-odds model itself;
+    ``tested`` is False, with the ``reason``, for a term nominal_test could not test: its
+    model with that term nominal failed or did not converge, e.g. because a level has no
+    ratings in some categories). ``extra["nominal_test_status"]``: ``{"status": "computed" |
+    "partial" | "not computed", "tested": [terms], "untested": [{"term", "reason"}],
+    "reason": why nothing or not everything was tested, or None}``.
+    ``extra["proportional_odds_violations"]``: the tested terms with p < ``alpha`` (a warning
+    is added for each); None when nothing was tested (never ``[]``, which would read "no
+    violation"). Each untested term adds a warning. With the statsmodels engine the test is
+    not available (``None``, status "not computed" + a warning).
+    """
+    if _parse(df, formula).random:
+        raise ValueError("fit_clm takes no random-effect terms; use fit_clmm")
+    fit = _fit_ordinal(df, formula, reference, levels, link, engine, conf_level,
+                       mixed=False, nominal=nominal_test)
+    if nominal_test:
+        _nominal_status(fit, alpha)
+    return fit
+
+
+def _nominal_status(fit: ModelFit, alpha: float) -> None:
+    """``nominal_test_status`` and ``proportional_odds_violations`` of a clm fit (see
+    :func:`fit_clm`), with a warning for each term that could not be tested."""
+    nt = fit.extra.get("nominal_test")
+    rows = [r for r in nt or [] if r["term"] != "<none>"]
+    tested = [r for r in rows if r.get("tested", r["p_value"] is not None)]
+    untested = [{"term": r["term"], "reason": r.get("reason") or "no test statistic"}
+                for r in rows if r not in tested]
+    reason = None
+    if nt is None:
+        failed = [w for w in fit.warnings if w.startswith("nominal_test failed")]
+        reason = (failed[0] if failed else
+                  "nominal_test needs R's ordinal package (this fit used the statsmodels "
+                  "engine)" if fit.extra.get("fallback") else "nominal_test returned nothing")
+        status = "not computed"
+    elif not rows:
+        reason, status = "the model has no terms to test", "not computed"
+    elif not tested:
+        status = "not computed"
+    else:
+        status = "partial" if untested else "computed"
+    if untested:
+        reason = "; ".join(f"{u['term']}: {u['reason']}" for u in untested)
+    for u in untested:
+        fit.warnings.append(f"proportional-odds check (nominal_test) could not be computed "
+                            f"for {u['term']!r}: {u['reason']}")
+    if nt is None and not any(w.startswith(("nominal_test", "proportional-odds check"))
+                              for w in fit.warnings):
+        fit.warnings.append(f"proportional-odds check (nominal_test) not computed: {reason}")
+    fit.extra["nominal_test_status"] = {
+        "status": status, "tested": [r["term"] for r in tested], "untested": untested,
+        "reason": reason,
+    }
+    if status == "not computed":
+        fit.extra["proportional_odds_violations"] = None
+        return
+    bad = [r["term"] for r in tested if r["p_value"] < alpha]
+    fit.extra["proportional_odds_violations"] = bad
+    for term in bad:
+        fit.warnings.append(
+            f"proportional-odds assumption questionable for {term!r} "
+            f"(nominal_test p < {alpha})"
+        )
+
+
+def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mixed, nominal):
+    prep = _prepare(df, _parse(df, formula), kind="ordinal", reference=reference,
+                    levels=levels)
+    has_random = bool(prep.formula.random)
+    if _use_r(engine):
+        fit = _fit_ordinal_r(prep, link, conf_level, mixed=mixed and has_random,
+                             nominal=nominal)
+        _diagnose_separation(prep, fit, kind="ordinal")
+        return fit
+    if link != "logit":
+        raise ValueError("the statsmodels fallback supports link='logit' only")
+    fit = _fit_ordinal_statsmodels(prep, conf_level)
+    if has_random:
+        fit.warnings.append(RANDOM_EFFECTS_DROPPED)
+    if nominal:
+        fit.extra["nominal_test"] = None
+        fit.warnings.append("nominal_test (proportional odds) not computed: needs R ordinal")
+    _diagnose_separation(prep, fit, kind="ordinal")
+    return fit
+
+
+def _fit_ordinal_r(prep: _Prepared, link: str, conf_level: float, *,
+                   mixed: bool, nominal: bool) -> ModelFit:
+    resp = prep.response[0]
+    formula = prep.formula.text
+    t0 = time.perf_counter()
+    rdf = rbridge.RFrame(prep.data, levels=prep.factors, ordered=[resp])
+    out = rbridge.r_function("evalstudy_ordinal")(formula, rdf, link, mixed, nominal)
+    names = _strs(out["names"])
+    est, se, p = _floats(out["est"]), _floats(out["se"]), _floats(out["p"])
+    alpha_names, beta_names = _strs(out["alpha"]), _strs(out["beta"])
+    vcov = _floats(out["vcov"])
+    vcov_names = _strs(out["vcov_names"])
+    r_warn = _strs(out["warnings"])
+    conv_code = int(_floats(out["conv_code"])[0])
+    conv_msg = " ".join(_strs(out["conv_msg"]))
+    maxgrad = float(_floats(out["maxgrad"])[0])
+    cond_h = float(_floats(out["cond_h"])[0])
+    extra: dict[str, Any] = {
+        "loglik": float(_floats(out["loglik"])[0]),
+        "aic": float(_floats(out["aic"])[0]),
+        "max_gradient": maxgrad,
+        "cond_hessian": cond_h,
+        "convergence_code": conv_code,
+        "convergence_message": conv_msg,
+        "r_seconds": float(_floats(out["seconds"])[0]),  # the fit and summaries, inside R
+    }
+    n_obs = int(_floats(out["nobs"])[0])
+    random_effects: dict[str, float] = {}
+    if mixed:
+        for g, nm, v in zip(_strs(out["re_group"]), _strs(out["re_name"]),
+                            _floats(out["re_var"]), strict=True):
+            random_effects[g if nm == "(Intercept)" else f"{g}:{nm}"] = float(v)
+        extra["n_groups"] = {
+            n: int(k) for n, k in zip(_strs(out["ngrps_names"]), _floats(out["ngrps"]),
+                                      strict=True)
+        }
+    if nominal and "nt_terms" in out:
+        terms = _strs(out["nt_terms"])
+        reasons = _strs(out.get("nt_reason")) or [""] * len(terms)
+        extra["nominal_test"] = [
+            {"term": t, "df": _nan_none(d), "loglik": _nan_none(ll), "aic": _nan_none(a),
+             "lrt": _nan_none(lr), "p_value": _nan_none(pv),
+             "tested": None if t == "<none>" else _nan_none(pv) is not None,
+             "reason": (_untested_reason(prep, t, why)
+                        if t != "<none>" and _nan_none(pv) is None else None)}
+            for t, d, ll, a, lr, pv, why in zip(
+                terms, _floats(out["nt_df"]), _floats(out["nt_loglik"]),
+                _floats(out["nt_aic"]), _floats(out["nt_lrt"]), _floats(out["nt_p"]),
+                reasons, strict=True)
+        ]
+    elif nominal:
+        extra["nominal_test"] = None
+    elapsed = time.perf_counter() - t0
+    row = {n: i for i, n in enumerate(names)}
+    coefs = [_coef(b, est[row[b]], se[row[b]], conf_level, p[row[b]]) for b in beta_names
+             if b in row]
+    thresholds = [_coef(a, est[row[a]], se[row[a]], conf_level, with_p=False)
+                  for a in alpha_names if a in row]
+    idx = [vcov_names.index(b) for b in beta_names if b in vcov_names]
+    vc = vcov[np.ix_(idx, idx)] if idx else np.zeros((0, 0))
+    warnings = list(prep.warnings) + r_warn
+    finite = all(math.isfinite(c.se) for c in coefs + thresholds)
+    converged = conv_code == 0 and maxgrad < 1e-3 and finite
+    if not converged:
+        warnings.append(
+            f"model did not converge cleanly (code {conv_code}: {conv_msg}; "
+            f"max |gradient| {maxgrad:.2g}; finite SEs: {finite})"
+        )
+    if math.isfinite(cond_h) and cond_h > 1e5:
+        warnings.append(f"Hessian condition number {cond_h:.3g} is large: model may be "
+                        "ill-defined (e.g. a level with only one rating category)")
+    if mixed:
+        for g, v in random_effects.items():
+            if v < 1e-6:
+                warnings.append(f"random-effect variance of {g!r} is ~0 (singular fit)")
+    extra.update(
+        conf_level=conf_level,
+        levels={k: v for k, v in prep.factors.items()
+                if k != prep.response[0] and k not in prep.groups},
+        response_levels=prep.factors[prep.response[0]],
+        reference={k: v[0] for k, v in prep.factors.items()
+                   if k != prep.response[0] and k not in prep.groups},
+        vcov=_vcov_extra([c.term for c in coefs], vc),
+        random_effects_sd={k: math.sqrt(max(v, 0.0)) for k, v in random_effects.items()},
+        elapsed_s=elapsed,
+        versions=_versions(),
+        fallback=False,
+    )
+    return ModelFit(
+        formula=formula,
+        engine=_r_engine("ordinal::clmm" if mixed else "ordinal::clm", "ordinal"),
+        family="cumulative",
+        link=link,
+        n_obs=n_obs,
+        coefficients=coefs,
+        thresholds=thresholds,
+        random_effects=random_effects,
+        converged=converged,
+        warnings=warnings,
+        extra=extra,
+    )
+
+
+def _untested_reason(prep: _Prepared, term: str, why: str) -> str:
+    """R's reason why nominal_test could not test ``term`` (see models.R), plus the usual
+    cause when the term is a factor: a level without ratings in some categories, whose own
+    thresholds (what the nominal model estimates) then do not exist."""
+    resp = prep.response[0]
+    parts = term.split(":")
+    reason = why or "nominal_test gave no statistic"
+    if not all(c in prep.factors and c not in prep.groups for c in parts):
+        return reason
+    categories = prep.factors[resp]
+    data = prep.data
+    key = data[parts[0]].astype(str)
+    for c in parts[1:]:
+        key = key + ":" + data[c].astype(str)
+    table = pd.crosstab(key, data[resp].astype(str)).reindex(columns=categories, fill_value=0)
+    empty = [f"{level!r} has no ratings in {', '.join(str(c) for c in row.index[row == 0])}"
+             for level, row in table.iterrows() if (row == 0).any()]
+    if empty:
+        reason += (f"; {term} level " + "; ".join(empty) + " (of categories "
+                   f"{', '.join(map(str, categories))}): the nominal model cannot estimate "
+                   "thresholds for categories a level never used")
+    return reason
+
+
+def _nan_none(x: Any) -> float | None:
+    x = float(x)
+    return None if math.isnan(x) else x
+
+
+def _design(prep: _Prepared) -> pd.DataFrame:
+    X = _patsy_matrix(prep, NA_action="raise")
+    X = X.drop(columns=[c for c in X.columns if c == "Intercept"])
+    X.columns = [_r_style(c) for c in X.columns]
+    return X
+
+
+def _fit_ordinal_statsmodels(prep: _Prepared, conf_level: float) -> ModelFit:
+    import statsmodels
+    from statsmodels.miscmodels.ordinal_model import OrderedModel
+
+    t0 = time.perf_counter()
+    resp = prep.response[0]
+    X = _design(prep)
+    if X.shape[1] == 0:
+        raise ValueError("the statsmodels fallback needs at least one fixed effect")
+    y = prep.data[resp]
+    model = OrderedModel(y, X, distr="logit")
+    res = model.fit(method="bfgs", disp=False, maxiter=2000, gtol=1e-8)
+    k = X.shape[1]
+    params = np.asarray(res.params, dtype=float)
+    try:
+        cov = np.asarray(res.cov_params(), dtype=float)
+    except ValueError:
+        # Hessian not invertible (separation, e.g. a level rated only in the top category):
+        # no SEs; the fit is kept so that _diagnose_separation can name the cause.
+        cov = np.full((len(params), len(params)), np.nan)
+    coefs = [_coef(name, params[i], math.sqrt(cov[i, i]), conf_level)
+             for i, name in enumerate(X.columns)]
+    # thresholds: statsmodels uses (cut_1, log(cut_2 - cut_1), ...); delta method for SEs.
+    raw = params[k:]
+    cuts = model.transform_threshold_params(params)[1:-1]
+    jac = np.zeros((len(raw), len(raw)))
+    for j in range(len(raw)):
+        jac[j, 0] = 1.0
+        for m in range(1, j + 1):
+            jac[j, m] = math.exp(raw[m])
+    tcov = jac @ cov[k:, k:] @ jac.T
+    lv = prep.factors[resp]
+    thresholds = [_coef(f"{lv[j]}|{lv[j + 1]}", cuts[j], math.sqrt(tcov[j, j]), conf_level,
+                        with_p=False) for j in range(len(cuts))]
+    converged = bool(res.mle_retvals.get("converged", False)) and all(
+        math.isfinite(c.se) for c in coefs)
+    warnings = list(prep.warnings)
+    if not converged:
+        warnings.append("statsmodels OrderedModel (BFGS) did not converge")
+    elapsed = time.perf_counter() - t0
+    return ModelFit(
+        formula=prep.formula.text,
+        engine=(f"statsmodels {statsmodels.__version__} OrderedModel (logit, BFGS, no "
+                "constant) - fixed effects only, equivalent to R ordinal::clm"),
+        family="cumulative",
+        link="logit",
+        n_obs=len(y),
+        coefficients=coefs,
+        thresholds=thresholds,
+        random_effects={},
+        converged=converged,
+        warnings=warnings,
+        extra={
+            "conf_level": conf_level,
+            "levels": {k_: v for k_, v in prep.factors.items()
+                       if k_ != resp and k_ not in prep.groups},
+            "response_levels": lv,
+            "reference": {k_: v[0] for k_, v in prep.factors.items()
+                          if k_ != resp and k_ not in prep.groups},
+            "vcov": _vcov_extra([c.term for c in coefs], cov[:k, :k]),
+            "loglik": float(res.llf),
+            "aic": float(res.aic),
+            "fixed_formula": prep.formula.fixed_only().text,
+            "elapsed_s": elapsed,
+            "versions": _versions(),
+            "fallback": True,
+        },
+    )

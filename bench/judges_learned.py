@@ -3,7 +3,7 @@
 What is measured
 ----------------
 ``--pairs`` (default 3,000) labelled pairs of the synthetic "meaning preserved?" study that the
-tests use (``tests/metrics/learned/synthetic.py``: references of 7-12 words, outputs with
+tests use (``tests/proxies/learned/synthetic.py``: references of 7-12 words, outputs with
 function-word edits, synonyms, unrelated words, deletions, antonyms; labels depend on WER and
 on meaning), ``pairs / 3`` references with 3 outputs each. For each proxy kind:
 

@@ -14,6 +14,11 @@ nothing. A run is resumable: `proxy_run_resume` sends what is still missing.
 Judges reach the network under `judge_network_policy()` (settings EVALSTUDY_JUDGE_ALLOWED_*):
 every backend built here gets it, so the check happens again on each connection a worker makes,
 not only when the run is started.
+
+This module starts, dispatches and refreshes runs and judges their batches; beside it,
+`judge_config` checks and builds the backends, `answers` holds each method's answers,
+`thresholds` turns scores into decisions and LATTEScores, and `learned_services` trains
+learned proxies.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The operator's judge keys go to the origins they are bound to, never to an editor's URL
 (EVALSTUDY_JUDGE_KEY_ENVS: `NAME` is bound to EVALSTUDY_JUDGE_BASE_URL's origin,
 `NAME=https://host:port` to that origin). Real servers on loopback stand in for the operator's
-judge and for an attacker's (tests/metrics/judges/fake_openai.py)."""
+judge and for an attacker's (tests/proxies/judges/fake_openai.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """LLM judges cannot reach into the host's network, and one study's cached answers are not
 another's: proxy runs under the judge network policy (settings EVALSTUDY_JUDGE_ALLOWED_*),
-against real servers on loopback (tests/metrics/judges/fake_openai.py)."""
+against real servers on loopback (tests/proxies/judges/fake_openai.py)."""
 
 from __future__ import annotations
 

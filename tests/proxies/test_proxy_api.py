@@ -130,7 +130,7 @@ def test_metrics_page_lists_proxy_runs_with_progress(judge, client):
     from django.contrib.auth.models import Permission
 
     owner = UserFactory(username="owner", is_staff=True)
-    owner.user_permissions.set(Permission.objects.filter(content_type__app_label="metrics"))
+    owner.user_permissions.set(Permission.objects.filter(content_type__app_label="proxies"))
     study = make_study(owner=owner, slug="asr")
     run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
                                    backend=backend_for(judge), enqueue=False))
@@ -147,7 +147,7 @@ def test_admin_offers_only_studies_the_researcher_may_edit(client):
     from django.contrib.auth.models import Permission
 
     viewer = UserFactory(username="viewer", is_staff=True)
-    viewer.user_permissions.set(Permission.objects.filter(content_type__app_label="metrics"))
+    viewer.user_permissions.set(Permission.objects.filter(content_type__app_label="proxies"))
     mine = make_study(owner=viewer, slug="mine")
     watched = make_study(slug="watched")
     StudyCollaborator.objects.create(study=watched, user=viewer, role="viewer")

@@ -127,8 +127,8 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
       recorded in a rater's metadata["threshold_choices"]) when the rater decides at that
       threshold, with the outputs sharing a reference with it.
     """
-    from metrics.models import ProxyRun
-    from metrics.proxy_services import decision_identity
+    from proxies.models import ProxyRun
+    from proxies.thresholds import decision_identity
 
     raters = list(Rater.objects.filter(judgments__slot__assignment__study=study)
                   .exclude(kind__in=Rater.HUMAN_KINDS).distinct())
@@ -193,10 +193,10 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
 
 def _threshold_setting(method: str, kind: str, params: dict[str, Any],
                        learned: Any) -> dict[str, Any] | None:
-    """The rule a proxy's stored answers follow (metrics.proxy_services: `_decide` for LATTE
+    """The rule a proxy's stored answers follow (proxies.answers: `_decide` for LATTE
     and learned proxies and a rubric judge's binary answers; the most likely level for its
     severity answers); None for raters without a run (imported judgments)."""
-    from metrics.proxy_services import DEFAULT_THRESHOLD
+    from proxies.thresholds import DEFAULT_THRESHOLD
 
     if method == "rubric" and kind == "severity":
         return {"threshold": None, "rule": "the judge's most likely severity level (0 or 1: "

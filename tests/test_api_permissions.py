@@ -28,7 +28,8 @@ from evalstudy.models import AssignmentSlot, Rater, Study, StudyCollaborator
 from evalstudy.permissions import ROLE_RANK
 from evalstudy.rest import api_token_create
 from evalstudy.services import assignment_next, study_open
-from metrics.models import LearnedProxy, MetricRun, ProxyRun
+from metrics.models import MetricRun
+from proxies.models import LearnedProxy, ProxyRun
 from tests.factories import UserFactory, invite, make_study
 
 ROLES = ("anonymous", "rater", "viewer", "editor", "owner", "other", "admin")

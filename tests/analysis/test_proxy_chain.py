@@ -12,23 +12,20 @@ from django.utils import timezone
 
 from analysis.selectors import metric_scores
 from analysis.services import analysis_run_execute, analysis_run_start
-from analysis.stats.validity import auc_with_ci
 from annotation.models import Judgment
 from evalstudy.models import Assignment, AssignmentSlot, Output, Rater
-from metrics.learned import load_artifact
-from metrics.models import LearnedProxy, ProxyRun
-from metrics.proxy_services import (
-    learned_proxy_start,
-    learned_proxy_train,
-    proxy_run_start,
-    proxy_threshold_choose,
-)
 from metrics.services import metric_batch_score, metric_run_dispatch, metric_run_start
+from proxies.learned import load_artifact
+from proxies.learned_services import learned_proxy_start, learned_proxy_train
+from proxies.models import LearnedProxy, ProxyRun
+from proxies.quality import auc_with_ci
+from proxies.services import proxy_run_start
+from proxies.thresholds import proxy_threshold_choose
 from tests.factories import make_study
-from tests.metrics.conftest import LOOPBACK_NETWORKS
-from tests.metrics.judges.fake_openai import FakeOpenAI
-from tests.metrics.test_learned_proxy_runs import synthetic_study
-from tests.metrics.test_proxy_runs import latte_responder, run_here
+from tests.proxies.conftest import LOOPBACK_NETWORKS
+from tests.proxies.judges.fake_openai import FakeOpenAI
+from tests.proxies.test_learned_proxy_runs import synthetic_study
+from tests.proxies.test_proxy_runs import latte_responder, run_here
 
 pytestmark = pytest.mark.django_db
 

@@ -20,9 +20,9 @@ from django.core.management import call_command
 
 from analysis.models import AnalysisRun
 from analysis.services import analysis_run_execute, analysis_run_start
-from metrics.proxy_services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
+from proxies.services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
 from tests.analysis.demo_data import load_demo, simulate_asr_raters, simulate_pairwise_raters
-from tests.metrics.judges.fake_openai import FakeOpenAI, yes_no_reply
+from tests.proxies.judges.fake_openai import FakeOpenAI, yes_no_reply
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "test-artifacts" / "reports"
 LATTE = re.compile(r"Ground truth: \{(.*)\}\. Transcription: \{(.*)\}\.", re.S)

@@ -323,7 +323,7 @@ def test_imported_judgments_never_attach_to_an_account_holder(db, tmp_path):
 def test_proxy_raters_have_no_entry_link_and_cannot_be_entered(labs):
     """Before: an owner saw a proxy judge's entry link in the rater list; opening it bound the
     browser to the proxy, whose seat then took answers as if the judge had given them."""
-    from metrics.models import ProxyRun
+    from proxies.models import ProxyRun
 
     studies, _, owners = labs
     judge = Rater.objects.create(kind="llm", external_id="latte:m:1", study=studies["A"])
@@ -348,7 +348,7 @@ def test_proxy_raters_have_no_entry_link_and_cannot_be_entered(labs):
 def test_the_same_judge_in_two_labs_is_two_proxy_raters(labs, settings):
     """Before: one proxy rater per signature for the whole installation, so the owner of B
     could rename (admin) the rater whose answers A's analyses show."""
-    from metrics.proxy_services import proxy_rater_for
+    from proxies.services import proxy_rater_for
 
     studies, _, _ = labs
     signature = {"backend": {"model": "m"}, "method": "latte"}

@@ -105,16 +105,16 @@ def test_viewer_cannot_run_study_actions_but_may_export_the_spec(setup):
 
 
 def test_viewer_cannot_resume_proxy_runs(setup):
-    from metrics.models import ProxyRun
+    from proxies.models import ProxyRun
 
     study, clients = setup
     viewer = study.collaborators.get(username="viewer")
-    viewer.user_permissions.add(*Permission.objects.filter(content_type__app_label="metrics"))
+    viewer.user_permissions.add(*Permission.objects.filter(content_type__app_label="proxies"))
     judge = Rater.objects.create(kind="llm", external_id="latte:judge:x")
     run = ProxyRun.objects.create(study=study, rater=judge, method="latte",
                                   criteria=["usable"], status="failed")
     response = clients["viewer"].post(
-        reverse("admin:metrics_proxyrun_changelist"),
+        reverse("admin:proxies_proxyrun_changelist"),
         {"action": "resume_runs", "_selected_action": [run.pk]}, follow=True)
     run.refresh_from_db()
     assert run.status == "failed"

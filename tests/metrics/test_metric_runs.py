@@ -166,9 +166,9 @@ def test_killed_worker_mid_run_finishes_after_restart_without_gaps_or_duplicates
 def test_study_encoder_is_used_and_a_missing_model_directory_is_refused(asr_study, tmp_path):
     from django.core.exceptions import ValidationError
 
-    from metrics.services import default_model_path
+    from metrics.scorers.encoder import encoder_resolve
 
-    asr_study.encoder_path = default_model_path()
+    asr_study.encoder_path = encoder_resolve()
     asr_study.save(update_fields=["encoder_path"])
     run = metric_run_start(study=asr_study, metrics=["semantic_distance"], enqueue=False)
     assert run.model_path == asr_study.encoder_path

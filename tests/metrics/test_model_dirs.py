@@ -11,17 +11,15 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from metrics.models import LearnedProxy, MetricRun, ProxyRun
-from metrics.proxy_services import (
-    learned_proxy_start,
-    learned_proxy_train,
-    proxy_run_prepare,
-    proxy_run_start,
-)
-from metrics.services import default_model_path, metric_run_start
+from metrics.models import MetricRun
+from metrics.scorers.encoder import encoder_resolve
+from metrics.services import metric_run_start
+from proxies.learned_services import learned_proxy_start, learned_proxy_train
+from proxies.models import LearnedProxy, ProxyRun
+from proxies.services import proxy_run_prepare, proxy_run_start
 from tests.factories import UserFactory, make_study, token_client
-from tests.metrics.test_learned_proxy_runs import synthetic_study
-from tests.metrics.test_proxy_runs import run_here
+from tests.proxies.test_learned_proxy_runs import synthetic_study
+from tests.proxies.test_proxy_runs import run_here
 
 pytestmark = pytest.mark.django_db
 
@@ -31,7 +29,7 @@ REFUSED = "is not inside a directory allowed by EVALSTUDY_MODEL_DIRS"
 def _model(path: Path) -> str:
     """A directory that looks like a model to every check before loading (a config.json)."""
     path.mkdir(parents=True, exist_ok=True)
-    (path / "config.json").write_text((Path(default_model_path()) / "config.json").read_text())
+    (path / "config.json").write_text((Path(encoder_resolve()) / "config.json").read_text())
     return str(path)
 
 
@@ -51,7 +49,7 @@ def _forbid_reading(monkeypatch) -> None:
 
     monkeypatch.setattr("metrics.scorers.encoder.model_fingerprint", refuse)
     monkeypatch.setattr("metrics.scorers.encoder.get_encoder", refuse)
-    monkeypatch.setattr("metrics.judges.backends.load_hf_model", refuse)
+    monkeypatch.setattr("proxies.judges.backends.local_hf.load_hf_model", refuse)
 
 
 @pytest.fixture
@@ -142,7 +140,7 @@ def test_the_default_encoder_and_the_configured_one_are_always_allowed(study, se
     from metrics.services import model_dir_check
 
     settings.EVALSTUDY_MODEL_DIRS = []
-    study.encoder_path = default_model_path()
+    study.encoder_path = encoder_resolve()
     study.save(update_fields=["encoder_path"])
     run = metric_run_start(study=study, metrics=["semantic_distance"], enqueue=False)
     assert run.model_path == study.encoder_path
@@ -220,7 +218,7 @@ def test_a_learned_proxy_reading_an_encoder_outside_fails_on_the_worker(study, r
     def refuse(*args, **kwargs):
         raise AssertionError("the artefact was loaded")
 
-    monkeypatch.setattr("metrics.learned.load_artifact", refuse)
+    monkeypatch.setattr("proxies.learned.load_artifact", refuse)
     run = run_here(run)
     assert run.status == ProxyRun.Status.FAILED
     assert f"the learned proxy's model_path: model directory {roots['outside']!r}" in run.error
@@ -232,7 +230,7 @@ def test_the_admin_form_shows_the_refusal(roots, client):
     study.owner = owner
     study.save(update_fields=["owner"])
     client.force_login(owner)
-    response = client.post(reverse("admin:metrics_learnedproxy_add"), {
+    response = client.post(reverse("admin:proxies_learnedproxy_add"), {
         "study": study.pk, "criterion_key": "usable", "kind": "embedding_lr", "name": "admin-dirs",
         "params_config": json.dumps({"model_path": "/"})})
     assert response.status_code == 200

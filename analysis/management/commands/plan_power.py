@@ -143,7 +143,7 @@ class Command(BaseCommand):
 
         from analysis.selectors import judgments_tidy
         from analysis.stats.models import fit_binomial_glmm, fit_clmm
-        from analysis.stats.pipeline import binary_label
+        from evalstudy.criteria import binary_label
         from evalstudy.management.base import get_study
 
         study = get_study(slug)

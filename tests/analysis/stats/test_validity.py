@@ -23,16 +23,13 @@ from scipy import stats
 
 from analysis.stats.validity import (
     auc_by_slice,
-    auc_with_ci,
     bland_altman,
     correlations,
     delong_test,
-    delong_variance,
     deployment_table,
-    latte_score,
-    threshold_for_precision,
     williams_test,
 )
+from proxies.quality import auc_with_ci, delong_variance, latte_score, threshold_for_precision
 
 # --------------------------------------------------------------------------------------------
 # AUC

@@ -22,7 +22,8 @@ import pandas as pd
 import pytest
 
 from analysis.stats import validity
-from analysis.stats.pipeline import _williams, proxy_validity, to_jsonable
+from analysis.stats.pipeline import _williams, proxy_validity
+from kit.jsonable import to_jsonable
 from tests.analysis.stats.test_validity import ASAH_POOR, ASAH_S100B
 
 # --------------------------------------------------------------------------------------------

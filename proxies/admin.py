@@ -1,0 +1,196 @@
+"""Admin for proxy judges: start a proxy run or a training (checked by the same services as
+the command line and the API), follow and resume runs, read learned proxies' reports."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.utils.html import format_html
+
+from evalstudy import permissions as perms
+from evalstudy.admin import ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
+
+from .models import LearnedProxy, ProxyRun
+
+
+def _json_field(label: str, help_text: str) -> forms.JSONField:
+    return forms.JSONField(label=label, required=False, initial=dict, help_text=help_text)
+
+
+def _only_editable_studies(form, user) -> None:
+    """Starting a run or a training needs the editor role on the study (viewers only read)."""
+    form.base_fields["study"].queryset = perms.studies_with_role(user, perms.EDITOR)
+
+
+class ProxyRunStartForm(forms.ModelForm):
+    """Starting a proxy run from the admin: the request is checked by the same service as the
+    command line and the API, and its errors are shown on the form."""
+
+    criteria_keys = forms.CharField(
+        label="Criteria", required=False,
+        help_text="Criterion keys separated by spaces (blank: every criterion the method "
+                  "answers).")
+    backend_config = _json_field(
+        "Backend", 'Blank: the EVALSTUDY_JUDGE_* settings. E.g. {"base_url": '
+        '"http://gpu-host:8000/v1", "model": "llama-3-8b", "api_key_env": "VLLM_KEY"} or '
+        '{"backend": "hf", "model_path": "/models/flan-t5-xl"}. Never paste a key here.')
+    params_config = _json_field("Parameters",
+                                'E.g. {"threshold": 0.85} or {"dynamic_roles": 4}.')
+
+    class Meta:
+        model = ProxyRun
+        fields = ("study", "method", "template", "learned_proxy")
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        from .services import proxy_run_prepare
+
+        try:
+            self.prepared = proxy_run_prepare(
+                study=data["study"], method=data["method"],
+                criteria=data.get("criteria_keys", "").split() or None,
+                backend=data.get("backend_config") or None, template=data.get("template", ""),
+                params=data.get("params_config") or {}, learned_proxy=data.get("learned_proxy"))
+        except ValidationError as error:
+            raise forms.ValidationError(error.messages) from None
+        return data
+
+
+@admin.register(ProxyRun)
+class ProxyRunAdmin(StudyScopedAdmin):
+    list_display = ("pk", "study", "method", "rater", "status", "progress", "failed",
+                    "created_at", "finished_at")
+    list_filter = ("status", "method", ("study", ONLY_VISIBLE))
+    readonly_fields = ("study", "rater", "method", "criteria", "backend", "template", "params",
+                       "learned_proxy", "signature", "queue", "status", "total", "done",
+                       "failed", "usage", "error", "created_by", "created_at", "started_at",
+                       "heartbeat_at", "finished_at")
+    actions = ["resume_runs"]
+
+    @admin.display(description="progress")
+    def progress(self, run):
+        return format_html('<progress max="{}" value="{}"></progress> {} / {}', run.total,
+                           run.done, run.done, run.total)
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = ProxyRunStartForm
+        form = super().get_form(request, obj, **kwargs)
+        if obj is None:
+            _only_editable_studies(form, request.user)
+            form.base_fields["learned_proxy"].queryset = LearnedProxy.objects.filter(
+                status=LearnedProxy.Status.DONE,
+                study__in=perms.studies_visible_to(request.user))
+        return form
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ("study", "method", "criteria_keys", "backend_config", "template",
+                    "params_config", "learned_proxy")
+        return self.readonly_fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj else ()
+
+    def save_model(self, request, obj, form, change):
+        from .services import proxy_run_start
+
+        run = proxy_run_start(user=request.user, **{
+            "study": form.cleaned_data["study"], "method": form.cleaned_data["method"],
+            "criteria": form.prepared["criteria"], "backend": form.prepared["backend"] or None,
+            "template": form.cleaned_data.get("template", ""),
+            "params": form.prepared["params"],
+            "learned_proxy": form.cleaned_data.get("learned_proxy")})
+        obj.pk = run.pk
+        obj.__dict__.update({k: v for k, v in run.__dict__.items() if not k.startswith("_")})
+        messages.info(request, f"Proxy run {run.pk} started on the {run.queue} queue as rater "
+                               f"{run.rater.external_id}.")
+
+    def has_change_permission(self, request, obj=None):
+        return obj is None and super().has_change_permission(request, obj)
+
+    @admin.action(description="Resume: judge what is still missing")
+    def resume_runs(self, request, queryset):
+        """Only runs of studies the user may change (editor or above); others are reported."""
+        from .services import proxy_run_resume
+
+        resumed = 0
+        for run in rows_with_role(request, queryset, perms.EDITOR,
+                                  label=lambda run: f"proxy run {run.pk}"):
+            try:
+                proxy_run_resume(run)
+            except ValidationError as error:
+                messages.error(request, " ".join(error.messages))
+            else:
+                resumed += 1
+        messages.info(request, f"{resumed} run(s) sent to the workers again.")
+
+
+class LearnedProxyStartForm(forms.ModelForm):
+    params_config = _json_field("Parameters", 'E.g. {"epochs": 3, "target_precision": 0.9}.')
+
+    class Meta:
+        model = LearnedProxy
+        fields = ("study", "criterion_key", "kind", "name")
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        from .learned_services import learned_examples, learned_proxy_check
+
+        try:
+            learned_proxy_check(study=data["study"], params=data.get("params_config") or {})
+            learned_examples(data["study"], data["criterion_key"])
+        except ValidationError as error:
+            raise forms.ValidationError(error.messages) from None
+        return data
+
+
+@admin.register(LearnedProxy)
+class LearnedProxyAdmin(StudyScopedAdmin):
+    list_display = ("pk", "name", "version", "kind", "study", "criterion_key", "status",
+                    "test_auc", "created_at")
+    list_filter = ("status", "kind", ("study", ONLY_VISIBLE))
+    readonly_fields = ("name", "kind", "study", "criterion_key", "params", "version",
+                       "artifact_path", "report", "status", "total", "done", "error",
+                       "created_by", "created_at", "started_at", "finished_at")
+
+    @admin.display(description="test AUC")
+    def test_auc(self, proxy):
+        auc = (proxy.report.get("metrics") or {}).get("test_auc")
+        return round(auc, 3) if isinstance(auc, float) else auc
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = LearnedProxyStartForm
+        form = super().get_form(request, obj, **kwargs)
+        if obj is None:
+            _only_editable_studies(form, request.user)
+        return form
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ("study", "criterion_key", "kind", "name", "params_config")
+        return self.readonly_fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj else ()
+
+    def save_model(self, request, obj, form, change):
+        from .learned_services import learned_proxy_start
+
+        try:
+            proxy = learned_proxy_start(
+                study=form.cleaned_data["study"], criterion_key=form.cleaned_data["criterion_key"],
+                kind=form.cleaned_data["kind"], name=form.cleaned_data.get("name") or "",
+                params=form.cleaned_data.get("params_config") or {}, user=request.user)
+        except ValidationError as error:
+            messages.error(request, "; ".join(error.messages))
+            raise
+        obj.pk = proxy.pk
+        obj.__dict__.update({k: v for k, v in proxy.__dict__.items() if not k.startswith("_")})
+
+    def has_change_permission(self, request, obj=None):
+        return obj is None and super().has_change_permission(request, obj)

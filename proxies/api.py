@@ -1,0 +1,243 @@
+"""REST endpoints for proxy judges (under /api/v1/): start a proxy run (202 + status URL),
+follow it, resume it, choose its threshold, read its answers and LATTEScores; train learned
+proxies. Viewers of a study read; editors start and change. Object checks are
+evalstudy.permissions'; a refused request (the services' ValidationError) is answered with 400 in
+the common error shape by the API's exception handler (evalstudy.rest)."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from evalstudy.criteria import BINARY_KINDS
+from evalstudy.permissions import EDITOR, VIEWER, check_study, studies_visible_to, study_for
+from evalstudy.rest import accepted
+
+from .learned_services import learned_proxy_start
+from .models import LearnedProxy, ProxyRun
+from .services import proxy_judgments, proxy_run_resume, proxy_run_start
+from .thresholds import latte_scores, proxy_threshold_choose
+
+
+class ProxyRunSerializer(serializers.ModelSerializer):
+    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    rater = serializers.CharField(source="rater.external_id", read_only=True)
+    rater_kind = serializers.CharField(source="rater.kind", read_only=True)
+    status_url = serializers.SerializerMethodField()
+    results_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ProxyRun
+        fields = ("id", "study", "method", "rater", "rater_kind", "criteria", "backend",
+                  "template", "params", "learned_proxy", "signature", "queue", "status",
+                  "total", "done", "failed", "usage", "error", "created_at", "started_at",
+                  "heartbeat_at", "finished_at", "status_url", "results_url")
+
+    def _absolute(self, name: str, *args) -> str:
+        return self.context["request"].build_absolute_uri(reverse(name, args=args))
+
+    def get_status_url(self, run) -> str:
+        return self._absolute("api-proxy-run", run.pk)
+
+    def get_results_url(self, run) -> str:
+        return self._absolute("api-proxy-run-results", run.pk)
+
+
+class StartProxyRunSerializer(serializers.Serializer):
+    method = serializers.ChoiceField(choices=ProxyRun.Method.choices)
+    criteria = serializers.ListField(child=serializers.CharField(), required=False)
+    backend = serializers.DictField(required=False, help_text=(
+        'E.g. {"base_url": "http://host:8000/v1", "model": "m", "api_key_env": "KEY_VAR"} '
+        'or {"backend": "hf", "model_path": "/models/x"}; keys are never accepted here. A key '
+        "variable is sent only to the origin EVALSTUDY_JUDGE_KEY_ENVS binds it to; a model_path "
+        "must lie inside EVALSTUDY_MODEL_DIRS; numbers have upper bounds (README)."))
+    template = serializers.CharField(required=False, allow_blank=True, default="")
+    params = serializers.DictField(required=False)
+    learned_proxy = serializers.IntegerField(required=False, allow_null=True)
+
+
+def _learned_for(user, pk: int | None) -> LearnedProxy | None:
+    if pk is None:
+        return None
+    proxy = LearnedProxy.objects.filter(pk=pk, study__in=studies_visible_to(user)).first()
+    if proxy is None and getattr(user, "is_superuser", False):
+        proxy = LearnedProxy.objects.filter(pk=pk).first()
+    if proxy is None:
+        raise ValidationError({"learned_proxy": [f"no learned proxy {pk} you can see"]})
+    return proxy
+
+
+class StudyProxyRuns(APIView):
+    @extend_schema(responses=ProxyRunSerializer(many=True))
+    def get(self, request, slug):
+        study = study_for(request.user, slug, VIEWER)
+        runs = ProxyRun.objects.filter(study=study).select_related("study", "rater")[:50]
+        return Response(ProxyRunSerializer(runs, many=True, context={"request": request}).data)
+
+    @extend_schema(request=StartProxyRunSerializer, responses={202: ProxyRunSerializer})
+    def post(self, request, slug):
+        study = study_for(request.user, slug, EDITOR)
+        body = StartProxyRunSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        run = proxy_run_start(
+            study=study, method=data["method"], criteria=data.get("criteria"),
+            backend=data.get("backend"), template=data.get("template", ""),
+            params=data.get("params"),
+            learned_proxy=_learned_for(request.user, data.get("learned_proxy")),
+            user=request.user)
+        serialized = ProxyRunSerializer(run, context={"request": request}).data
+        return accepted(serialized, serialized["status_url"])
+
+
+def _run_for(request, pk: int, minimum: str) -> ProxyRun:
+    run = get_object_or_404(ProxyRun.objects.select_related("study", "rater"), pk=pk)
+    check_study(request.user, run.study, minimum)
+    return run
+
+
+class ProxyRunDetail(APIView):
+    @extend_schema(responses=ProxyRunSerializer)
+    def get(self, request, pk):
+        run = _run_for(request, pk, VIEWER)
+        return Response(ProxyRunSerializer(run, context={"request": request}).data)
+
+
+class ProxyRunResume(APIView):
+    @extend_schema(request=None, responses={202: ProxyRunSerializer})
+    def post(self, request, pk):
+        run = proxy_run_resume(_run_for(request, pk, EDITOR))
+        data = ProxyRunSerializer(run, context={"request": request}).data
+        return accepted(data, data["status_url"])
+
+
+class ThresholdSerializer(serializers.Serializer):
+    criterion = serializers.CharField()
+    target_precision = serializers.FloatField(min_value=0.01, max_value=1.0, default=0.9)
+    dev_fraction = serializers.FloatField(min_value=0.1, max_value=0.9, default=0.5)
+    seed = serializers.IntegerField(default=0)
+
+
+class ProxyRunThreshold(APIView):
+    """Choose the decision threshold on a dev split of the human labels for a target
+    precision, report dev and test precision/recall, and start a run of the same judge at that
+    threshold (202; `Location` and `run_url` name it). Its answers come from the stored scores
+    and the judge cache: no model call."""
+
+    @extend_schema(request=ThresholdSerializer, responses={202: dict})
+    def post(self, request, pk):
+        run = _run_for(request, pk, EDITOR)
+        body = ThresholdSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        report = proxy_threshold_choose(
+            run, criterion_key=data["criterion"], target_precision=data["target_precision"],
+            dev_fraction=data["dev_fraction"], seed=data["seed"], user=request.user)
+        report["run_url"] = request.build_absolute_uri(
+            reverse("api-proxy-run", args=[report["run"]]))
+        return accepted(report, report["run_url"])
+
+
+class ProxyAnswerSerializer(serializers.Serializer):
+    item = serializers.CharField()
+    system = serializers.CharField()
+    system_b = serializers.CharField(allow_null=True)
+    criterion = serializers.CharField()
+    value = serializers.CharField()
+    score = serializers.FloatField(allow_null=True)
+
+
+class ProxyRunResults(APIView):
+    pagination_class = PageNumberPagination
+
+    @extend_schema(responses=ProxyAnswerSerializer(many=True))
+    def get(self, request, pk):
+        run = _run_for(request, pk, VIEWER)
+        rows = (proxy_judgments(run).order_by("slot__position", "criterion__order")
+                .values_list("slot__output__item__external_id", "slot__output__system__name",
+                             "slot__output_b__system__name", "criterion__key", "value",
+                             "numeric_value"))
+        paginator = PageNumberPagination()
+        paginator.page_size = 200
+        page = paginator.paginate_queryset(rows, request, view=self)
+        answers = [{"item": item, "system": system, "system_b": system_b, "criterion": key,
+                    "value": value, "score": score}
+                   for item, system, system_b, key, value, score in page]
+        return paginator.get_paginated_response(answers)
+
+
+class ProxyRunLatteScores(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("criterion", str,
+                                     description="default: the run's first binary or "
+                                                 "severity criterion"),
+                    OpenApiParameter("by", str, description="system, item or a metadata field")],
+        responses={200: dict})
+    def get(self, request, pk):
+        run = _run_for(request, pk, VIEWER)
+        decided = list(run.study.criteria.filter(key__in=run.criteria,
+                                                 kind__in=BINARY_KINDS)
+                       .values_list("key", flat=True))
+        key = request.query_params.get("criterion") or (decided[0] if decided else "")
+        if key not in decided:
+            raise ValidationError({"criterion": [f"one of {decided}"]})
+        by = request.query_params.get("by", "system")
+        return Response({"criterion": key, "by": by,
+                         "groups": latte_scores(run, criterion_key=key, by=by)})
+
+
+class LearnedProxySerializer(serializers.ModelSerializer):
+    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    status_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = LearnedProxy
+        fields = ("id", "name", "kind", "study", "criterion_key", "params", "version",
+                  "artifact_path", "report", "status", "total", "done", "error", "created_at",
+                  "started_at", "finished_at", "status_url")
+
+    def get_status_url(self, proxy) -> str:
+        return self.context["request"].build_absolute_uri(
+            reverse("api-learned-proxy", args=[proxy.pk]))
+
+
+class TrainSerializer(serializers.Serializer):
+    criterion = serializers.CharField()
+    kind = serializers.ChoiceField(choices=LearnedProxy.Kind.choices)
+    name = serializers.SlugField(required=False, allow_blank=True, default="")
+    params = serializers.DictField(required=False)
+
+
+class StudyLearnedProxies(APIView):
+    @extend_schema(responses=LearnedProxySerializer(many=True))
+    def get(self, request, slug):
+        study = study_for(request.user, slug, VIEWER)
+        proxies = LearnedProxy.objects.filter(study=study).select_related("study")[:50]
+        return Response(LearnedProxySerializer(proxies, many=True,
+                                               context={"request": request}).data)
+
+    @extend_schema(request=TrainSerializer, responses={202: LearnedProxySerializer})
+    def post(self, request, slug):
+        study = study_for(request.user, slug, EDITOR)
+        body = TrainSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        proxy = learned_proxy_start(study=study, criterion_key=data["criterion"],
+                                    kind=data["kind"], name=data.get("name", ""),
+                                    params=data.get("params"), user=request.user)
+        serialized = LearnedProxySerializer(proxy, context={"request": request}).data
+        return accepted(serialized, serialized["status_url"])
+
+
+class LearnedProxyDetail(APIView):
+    @extend_schema(responses=LearnedProxySerializer)
+    def get(self, request, pk):
+        proxy = get_object_or_404(LearnedProxy.objects.select_related("study"), pk=pk)
+        check_study(request.user, proxy.study, VIEWER)
+        return Response(LearnedProxySerializer(proxy, context={"request": request}).data)

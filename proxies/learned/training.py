@@ -1,0 +1,194 @@
+"""Train a learned proxy end to end: split, fit, pick the threshold on dev, report on test.
+
+`train_proxy(kind, examples)` follows LATTE's protocol: train/dev/test with no reference shared
+between splits, hyper-parameters and the checkpoint chosen on dev, the decision threshold chosen
+on dev for a target precision ("we chose a threshold of 0.85 which yields a very high precision
+of 90% ... on the dev set"), AUC-ROC reported on test. No Django here: the caller turns a
+study's human judgments into `Example`s and stores what comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from proxies.learned.base import Proxy, TrainingReport
+from proxies.learned.cross_encoder import CrossEncoderProxy
+from proxies.learned.data import Example, Splits, check_labels, split_examples
+from proxies.learned.regression import EmbeddingProxy, WerBertScoreProxy
+
+# Proxy kind -> class. The names are stored in artefact manifests: never rename one.
+PROXY_KINDS: dict[str, type[Proxy]] = {
+    cls.kind: cls for cls in (WerBertScoreProxy, EmbeddingProxy, CrossEncoderProxy)
+}
+
+# Used when no dev threshold reaches the target precision (recorded in `threshold_rule`).
+FALLBACK_THRESHOLD = 0.5
+
+
+def proxy_class(kind: str) -> type[Proxy]:
+    try:
+        return PROXY_KINDS[kind]
+    except KeyError:
+        raise ValueError(
+            f"unknown proxy kind {kind!r}; known: {', '.join(sorted(PROXY_KINDS))}"
+        ) from None
+
+
+def build_proxy(kind: str, params: Mapping[str, Any] | None = None) -> Proxy:
+    """An untrained proxy of `kind` (ValueError for an unknown kind or parameter)."""
+    return proxy_class(kind)(**dict(params or {}))
+
+
+@dataclass
+class TrainedProxy:
+    """A fitted proxy with its decision threshold and the evidence for it.
+
+    `metrics`: "auc" -> {"train"|"dev"|"test": {value, ci_low, ci_high, n, n_pos, n_neg,
+    method}} (DeLong 95 % CIs); "dev" and "test" -> {threshold, precision, recall,
+    n_predicted_positive, n_positive} at `threshold` (precision None when nothing is
+    predicted positive); "threshold_achieved" (bool). `split_sizes`: split -> {examples,
+    groups, positive, negative}. `split_keys`: split -> the `Example.key`s it held (output ids
+    when the examples come from a study): an analysis may then score the proxy only on
+    outputs it never saw in training or threshold choice. `version`, `path` and `created` are
+    set once saved or loaded.
+    """
+
+    kind: str
+    proxy: Proxy
+    threshold: float
+    threshold_rule: str
+    target_precision: float
+    metrics: dict[str, Any]
+    split_sizes: dict[str, dict[str, int]]
+    params: dict[str, Any]
+    seed: int
+    training_seconds: float
+    report: TrainingReport
+    version: int | None = None
+    path: Path | None = None
+    created: str | None = None
+    name: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    split_keys: dict[str, list[Any]] = field(default_factory=dict)
+
+    def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
+        """P(label = 1) per example (labels ignored)."""
+        return self.proxy.predict_proba(examples)
+
+    def predict(self, examples: Sequence[Example]) -> np.ndarray:
+        """1 where P(label = 1) >= threshold, else 0."""
+        return (self.predict_proba(examples) >= self.threshold).astype(int)
+
+    def feature_names(self) -> list[str]:
+        return self.proxy.feature_names()
+
+    def signature(self) -> dict[str, Any]:
+        """The proxy's signature plus the threshold and, once saved, the artefact's identity:
+        what a stored proxy Judgment should record about who answered."""
+        sig = self.proxy.signature()
+        sig["threshold"] = self.threshold
+        sig["target_precision"] = self.target_precision
+        if self.version is not None:
+            sig["artifact"] = {"name": self.name, "version": self.version,
+                               "created": self.created}
+        return sig
+
+
+def _auc(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:
+    from proxies.quality import auc_with_ci
+
+    result = auc_with_ci(scores.tolist(), labels.tolist())
+    est = result.auc
+    return {"value": est.value, "ci_low": est.ci_low, "ci_high": est.ci_high, "n": est.n,
+            "n_pos": result.n_pos, "n_neg": result.n_neg, "method": est.method}
+
+
+def _at_threshold(scores: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, Any]:
+    predicted = scores >= threshold
+    true_pos = int((predicted & (labels == 1)).sum())
+    n_pred, n_pos = int(predicted.sum()), int((labels == 1).sum())
+    return {
+        "threshold": threshold,
+        "precision": true_pos / n_pred if n_pred else None,
+        "recall": true_pos / n_pos if n_pos else None,
+        "n_predicted_positive": n_pred,
+        "n_positive": n_pos,
+    }
+
+
+def _split_sizes(splits: Splits) -> dict[str, dict[str, int]]:
+    counts = splits.class_counts()
+    return {
+        name: {"examples": len(part), "groups": splits.groups.get(name, 0), **counts[name]}
+        for name, part in splits.items()
+    }
+
+
+def train_proxy(
+    kind: str,
+    examples: Sequence[Example],
+    *,
+    params: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    target_precision: float = 0.9,
+    dev: float = 0.15,
+    test: float = 0.15,
+) -> TrainedProxy:
+    """Split `examples` (all labelled), fit a `kind` proxy, choose its threshold, evaluate.
+
+    - Splits: `split_examples(examples, dev=dev, test=test, seed=seed)` (no group shared).
+    - `seed` also seeds training where the kind has a `seed` parameter (the cross-encoder),
+      unless `params` gives one.
+    - Threshold: `proxies.quality.threshold_for_precision` on the dev probabilities
+      (the most permissive threshold whose dev precision reaches `target_precision`). When
+      none does, the threshold is FALLBACK_THRESHOLD (0.5) and `threshold_rule` says so.
+    - Reported: train/dev/test AUC with DeLong CIs, precision and recall at the threshold on
+      dev and test, split sizes, each split's example keys (`split_keys`), the fit's seconds
+      (`training_seconds`: fitting only, feature extraction of train/dev included; scoring
+      the three splits afterwards is not).
+
+    Raises ValueError for an unknown kind or parameter, an unlabelled example, too few groups
+    or a split with a single class (see `split_examples`).
+    """
+    from proxies.quality import threshold_for_precision
+
+    if not 0 < target_precision <= 1:
+        raise ValueError(f"target_precision must lie in (0, 1], not {target_precision!r}")
+    cls = proxy_class(kind)
+    params = dict(params or {})
+    if "seed" in cls.defaults:
+        params.setdefault("seed", seed)
+    proxy = cls(**params)  # bad params fail before any splitting or encoding
+    splits = split_examples(examples, dev=dev, test=test, seed=seed)
+    report = proxy.fit(splits.train, splits.dev)
+
+    scores = {name: proxy.predict_proba(part) for name, part in splits.items()}
+    labels = {name: check_labels(part) for name, part in splits.items()}
+    choice = threshold_for_precision(scores["dev"].tolist(), labels["dev"].tolist(),
+                                     target_precision)
+    if choice.achieved and choice.threshold is not None:
+        threshold = float(choice.threshold)
+        rule = (f"lowest dev threshold with precision >= {target_precision:g} "
+                f"(dev precision {choice.precision:.3f}, recall {choice.recall:.3f})")
+    else:
+        threshold = FALLBACK_THRESHOLD
+        rule = (f"{FALLBACK_THRESHOLD:g}: no dev threshold reaches precision "
+                f"{target_precision:g}")
+    metrics: dict[str, Any] = {
+        "auc": {name: _auc(scores[name], labels[name]) for name in scores},
+        "dev": _at_threshold(scores["dev"], labels["dev"], threshold),
+        "test": _at_threshold(scores["test"], labels["test"], threshold),
+        "threshold_achieved": bool(choice.achieved),
+    }
+    return TrainedProxy(
+        kind=kind, proxy=proxy, threshold=threshold, threshold_rule=rule,
+        target_precision=target_precision, metrics=metrics, split_sizes=_split_sizes(splits),
+        params=proxy.public_params(), seed=seed, training_seconds=report.seconds,
+        report=report,
+        split_keys={name: [example.key for example in part] for name, part in splits.items()},
+    )

@@ -1,0 +1,108 @@
+"""Proxy judges' rows: runs of a proxy over a study, trained learned proxies, and the judge
+answer cache.
+
+These models lived in the `metrics` app until the proxies got their own app; their tables kept
+their names (`metrics_proxyrun`, `metrics_learnedproxy`, `metrics_judgeresponse`), so moving
+them copied no row (migrations `metrics.0004_move_proxies_out`, `proxies.0001_initial`).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from evalstudy.models import Study
+from evalstudy.runs import BackgroundRun
+
+
+class ProxyRun(BackgroundRun):
+    """A proxy judge (an LLM or a learned model) answering a study's criteria on its units.
+
+    Its answers are Judgments of `rater` (kind llm or metric) on the slots of one proxy seat,
+    so every analysis compares humans and proxies through the same code. `signature` is
+    everything the answers depend on (method, model, prompt, version); the proxy rater is
+    identified by it, so a changed prompt or model is a different rater, never a silent mix.
+    """
+
+    class Method(models.TextChoices):
+        LATTE = "latte", "LATTE yes/no meaning preservation (P(yes))"
+        RUBRIC = "rubric", "Rubric / G-Eval scoring over the criterion's scale"
+        DRPE = "drpe", "DRPE role-player pairwise vote"
+        LEARNED = "learned", "Learned proxy trained on human judgments"
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="proxy_runs")
+    rater = models.ForeignKey("evalstudy.Rater", on_delete=models.PROTECT,
+                              related_name="proxy_runs")
+    method = models.CharField(max_length=10, choices=Method.choices)
+    criteria = models.JSONField(default=list, help_text="Criterion keys, in request order.")
+    backend = models.JSONField(default=dict, blank=True,
+                               help_text="Judge backend settings (never the API key itself).")
+    template = models.TextField(blank=True, help_text="Prompt template (blank: the default).")
+    params = models.JSONField(default=dict, blank=True)
+    learned_proxy = models.ForeignKey("LearnedProxy", null=True, blank=True,
+                                      on_delete=models.PROTECT, related_name="runs")
+    signature = models.JSONField(default=dict, blank=True)
+    queue = models.CharField(max_length=10, default="llm")
+    failed = models.PositiveIntegerField(default=0, help_text="Answers that could not be read.")
+    unreadable = models.JSONField(default=dict, blank=True,
+                                  help_text="slot:criterion -> why no answer could be read.")
+    usage = models.JSONField(default=dict, blank=True,
+                             help_text="Requests, cache hits, retries, tokens, seconds.")
+
+    class Meta(BackgroundRun.Meta):
+        db_table = "metrics_proxyrun"
+
+    def __str__(self) -> str:
+        return f"proxy run {self.pk} ({self.method}) on {self.study}"
+
+
+class LearnedProxy(BackgroundRun):
+    """One trained version of a learned proxy: trained on a study's human judgments of one
+    criterion, saved as a versioned artefact directory, usable as a proxy on other studies."""
+
+    class Kind(models.TextChoices):
+        WER_BERTSCORE = "wer_bertscore", "Logistic regression: WER rates + BERTScore"
+        EMBEDDING_LR = "embedding_lr", "Logistic regression: embedding cosine + lengths"
+        CROSS_ENCODER = "cross_encoder", "Fine-tuned cross-encoder classifier"
+
+    name = models.SlugField(max_length=100)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="learned_proxies", help_text="Trained on.")
+    criterion_key = models.CharField(max_length=50)
+    params = models.JSONField(default=dict, blank=True)
+    artifact_path = models.CharField(max_length=500, blank=True)
+    version = models.PositiveIntegerField(null=True, blank=True)
+    report = models.JSONField(default=dict, blank=True,
+                              help_text="Split sizes, threshold, train/dev/test AUC.")
+
+    class Meta(BackgroundRun.Meta):
+        db_table = "metrics_learnedproxy"
+        verbose_name_plural = "learned proxies"
+
+    def __str__(self) -> str:
+        version = f" v{self.version}" if self.version else ""
+        return f"{self.name}{version} ({self.kind})"
+
+
+class JudgeResponse(models.Model):
+    """A cached judge answer of one study, keyed by `proxies.judges.backends.base.cache_key`
+    (endpoint, model, mode, prompt, parameters): re-running a judge on the study costs nothing,
+    and every worker host shares the cache through the database.
+
+    Per study, not per installation: another study's run must neither finish from these answers
+    (a run against a dead URL would complete from a stranger's judgments) nor learn what was
+    asked (the prompts hold this study's items)."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="judge_responses")
+    key = models.CharField(max_length=64)
+    value = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "metrics_judgeresponse"
+        constraints = [
+            models.UniqueConstraint(fields=["study", "key"], name="judge_response_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key[:12]

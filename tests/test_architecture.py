@@ -23,6 +23,7 @@ LAYERS = ("kit", "evalstudy", "annotation", "metrics", "proxies", "analysis", "c
 # import no Django (nor DRF, nor Celery) and no module of an app outside the cores.
 CORES = (
     "kit.jsonable",
+    "kit.estimate",
     "evalstudy.design",
     "evalstudy.criteria",
     "evalstudy.spec",

@@ -15,12 +15,6 @@ is rated: an output or slot key), `rater` and `value` (numeric or category), opt
 (the source item a unit belongs to, the cluster for item-level bootstraps) and other columns.
 Proxies (metrics, LLM judges) are raters like humans, so the same code compares both.
 
-Results are plain dataclasses (`Estimate` and friends) so that callers can render or serialise
-them without knowing how they were computed. Nothing here imports Django.
+Results are plain dataclasses (`kit.estimate.Estimate` and friends) so that callers can render
+or serialise them without knowing how they were computed. Nothing here imports Django.
 """
-
-from __future__ import annotations
-
-from kit.estimate import Estimate
-
-__all__ = ["Estimate"]

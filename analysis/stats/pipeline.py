@@ -28,6 +28,7 @@ from scipy import sparse
 
 from evalstudy.criteria import SEVERITY_DEFAULT_LABELS, binary_label
 from kit.jsonable import to_jsonable
+from proxies.quality import auc_with_ci
 
 from . import agreement, descriptives, models, validity
 from .formula import Formula, FormulaError, is_formula_name, parse_formula
@@ -567,12 +568,12 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
                              else "the human labels have a single class: AUC undefined")
             out["proxies"].append(entry)
             continue
-        _section(entry, "auc", warnings, lambda u=usable, n=name, h=higher: validity.auc_with_ci(
+        _section(entry, "auc", warnings, lambda u=usable, n=name, h=higher: auc_with_ci(
             u[n].to_numpy(), u["majority"].to_numpy(), higher_is_positive=h))
         ratings = per_rating.dropna(subset=[name])
         if ratings["label"].nunique() == 2:
             _section(entry, "auc_per_rating", warnings,
-                     lambda r=ratings, n=name, h=higher: validity.auc_with_ci(
+                     lambda r=ratings, n=name, h=higher: auc_with_ci(
                          r[n].to_numpy(), r["label"].to_numpy(), higher_is_positive=h))
         by_slice: dict[str, Any] = {}
         for column in slice_columns:

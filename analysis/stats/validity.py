@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.stats import Estimate
+from kit.estimate import Estimate
 from proxies.quality import auc_with_ci, delong_components, latte_score, scores_and_labels
 
 # Decisions compare percentages with thresholds; 100 - 100 * 0.2 is 79.99999999999999 in

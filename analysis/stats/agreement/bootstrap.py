@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from analysis.stats import Estimate
 from analysis.stats.agreement.base import _BLOCK_FLOATS, CONFLEV, N_BOOT, Agreement, Cluster
+from kit.estimate import Estimate
 
 
 def _percentile(replicates: np.ndarray, conflev: float) -> tuple[float | None, float | None, int]:

@@ -22,7 +22,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.stats import Estimate
 from analysis.stats.agreement import (
     bootstrap_ci,
     category_order,
@@ -36,6 +35,7 @@ from analysis.stats.agreement import (
     percent_agreement,
     ratings_frame,
 )
+from kit.estimate import Estimate
 
 # --------------------------------------------------------------------------------------------
 # Data

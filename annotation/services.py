@@ -22,7 +22,8 @@ from evalstudy.models import (
     Study,
 )
 from evalstudy.services import NotEnrolled, enrollment_of, lease_renew
-from evalstudy.spec import JudgmentRow, SpecError, SpecInvalid
+from evalstudy.spec.errors import SpecError, SpecInvalid
+from evalstudy.spec.files import JudgmentRow
 
 from .flow import after_attention_check
 from .models import Judgment, JudgmentRevision

@@ -4,9 +4,11 @@ from django.core.exceptions import ValidationError
 from django.utils.html import format_html
 
 from evalstudy import permissions as perms
-from evalstudy.admin import ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
+from evalstudy.admin.scoping import ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
+from evalstudy.models import AuditEvent
 
 from .models import LearnedProxy, MetricConfig, MetricResult, MetricRun, ProxyRun
+from .services import metric_run_start
 from .templatetags.metric_tags import alignment
 
 
@@ -263,3 +265,13 @@ class LearnedProxyAdmin(StudyScopedAdmin):
 
     def has_change_permission(self, request, obj=None):
         return obj is None and super().has_change_permission(request, obj)
+
+
+# On the study list (attached by MetricsConfig.ready).
+@admin.action(description="Compute the default automatic metrics (on the workers)")
+def compute_metrics(study_admin, request, queryset):
+    def start(*, study):
+        return metric_run_start(study=study, user=request.user)
+
+    study_admin.each_study(request, queryset, start, "metric run started (see its Metrics page)",
+                           AuditEvent.Action.START)

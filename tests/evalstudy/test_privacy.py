@@ -335,7 +335,7 @@ def test_django_log_lines_never_carry_an_entry_token(db, client, caplog):
     """A bad entry link is logged as "Not Found: /enter/<token>/", never with the secret."""
     import logging
 
-    from evalstudy.logs import MaskSecretPaths
+    from kit.logs import MaskSecretPaths
 
     configured = [f for h in logging.getLogger().handlers for f in h.filters]
     assert any(isinstance(f, MaskSecretPaths) for f in configured)  # LOGGING applies it

@@ -314,7 +314,7 @@ LOGGING = {
 
 # --- Limits on specs, uploads and designs ---------------------------------------------------
 # Every file, request body and study is bounded, so that no upload can take the web process's
-# memory or time, or reach Python's recursion limit (evalstudy.spec.SpecLimits; README,
+# memory or time, or reach Python's recursion limit (evalstudy.spec.limits.SpecLimits; README,
 # "Limits"). Each refusal names the setting to raise.
 # A spec's size, refused before it is parsed: about 2 s and 140 MB to read 5 MiB. Large item
 # sets belong in CSV/JSONL item files (import_items, the items endpoint).

@@ -19,17 +19,9 @@ from kit.admin import AuditedAdmin
 from .. import permissions as perms
 from .. import services
 from ..audit import audit_record
-from ..models import (
-    AuditEvent,
-    Enrollment,
-    Rater,
-)
+from ..models import AuditEvent, Enrollment, Rater
 from ..privacy import NotAPerson, OutsideYourStudies, rater_data_erase, rater_data_export
-from .scoping import (
-    ADMIN,
-    ONLY_VISIBLE,
-    StudyScopedAdmin,
-)
+from .scoping import ADMIN, ONLY_VISIBLE, StudyScopedAdmin
 
 
 class RaterInviteForm(forms.ModelForm):

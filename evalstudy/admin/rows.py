@@ -24,12 +24,7 @@ from ..models import (
 )
 from ..permissions import studies_visible_to
 from ..spec.study import show_if_problems
-from .scoping import (
-    ONLY_VISIBLE,
-    StudyRowChoices,
-    StudyRowForm,
-    StudyScopedAdmin,
-)
+from .scoping import ONLY_VISIBLE, StudyRowChoices, StudyRowForm, StudyScopedAdmin
 
 
 @admin.register(System)

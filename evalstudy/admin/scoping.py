@@ -14,17 +14,14 @@ from django.db import models
 from kit.admin import AuditedAdmin
 
 from .. import permissions as perms
-from ..models import (
-    AuditEvent,
-    Rater,
-    Study,
-)
+from ..models import AuditEvent, Rater, Study
 from ..permissions import studies_visible_to
 
 # Filter choices drawn from the rows the user may see: a plain related filter would list every
 # study's (and system's) name to every researcher.
 ONLY_VISIBLE = admin.RelatedOnlyFieldListFilter
 ADMIN = AuditEvent.Source.ADMIN
+
 
 # --- rows of other studies -------------------------------------------------------------------
 @functools.cache

@@ -49,11 +49,7 @@ from ..spec.files import parse_items_file
 from ..spec.limits import study_setting_problems
 from ..spec.load import decode
 from ..spec.study import parse_study_spec, show_if_problems
-from .scoping import (
-    ADMIN,
-    StudyRowChoices,
-    rows_with_role,
-)
+from .scoping import ADMIN, StudyRowChoices, rows_with_role
 
 
 class SystemInline(admin.TabularInline):
@@ -65,7 +61,7 @@ class SystemInline(admin.TabularInline):
 class CriterionInlineFormSet(forms.BaseInlineFormSet):
     """The study's criteria as a whole: at most EVALSTUDY_MAX_CRITERIA of them, and every
     show_if on a criterion that comes earlier in the (order, id) order raters answer in (see
-    spec.show_if_problems). Errors of the formset, not of one form: they are about how the
+    spec.study.show_if_problems). Errors of the formset, not of one form: they are about how the
     forms relate, and the fix may be in either."""
 
     def clean(self):

@@ -9,10 +9,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    extend_schema,
-    inline_serializer,
-)
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.exceptions import PermissionDenied, Throttled
 from rest_framework.exceptions import ValidationError as ApiValidationError
@@ -30,11 +27,7 @@ from ..permissions import EDITOR, OWNER, VIEWER
 from ..privacy import NotAPerson, OutsideYourStudies, rater_data_erase, rater_data_export
 from ..services import rater_invite
 from ..tokens import api_token_create
-from .base import (
-    StudyScopedView,
-    absolute_url,
-    audit,
-)
+from .base import StudyScopedView, absolute_url, audit
 
 
 # --- raters ---------------------------------------------------------------------------------

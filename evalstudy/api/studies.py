@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import (
-    OpenApiParameter,
-    extend_schema,
-    inline_serializer,
-)
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import parsers, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -20,10 +16,7 @@ from kit.rest import PageNumberPagination
 
 from .. import criteria as rules
 from .. import permissions as perms
-from ..importers import (
-    spec_limits,
-    study_import_spec,
-)
+from ..importers import spec_limits, study_import_spec
 from ..models import Criterion, Study, System
 from ..permissions import EDITOR, VIEWER, IsResearcher, check_study
 from ..services import study_close, study_open
@@ -291,7 +284,7 @@ class CriterionSerializer(serializers.ModelSerializer):
                 raise serializers.ValidationError(
                     {"show_if_criterion": [f"no criterion {parent_key!r} in this study"]})
             # Raters answer in (order, id) order and the new row gets the highest id, so the
-            # parent comes first unless its order is higher (see spec.show_if_problems).
+            # parent comes first unless its order is higher (see spec.study.show_if_problems).
             order = data.get("order", 0)
             if parent.order > order:
                 raise serializers.ValidationError({"show_if_criterion": [

@@ -103,7 +103,7 @@ def _parse_items_csv(text: str, source: str, limits: SpecLimits) -> list[ItemSpe
             name.removeprefix("meta."): value for name, value in row.items()
             if name not in ITEM_CSV_REQUIRED + ITEM_CSV_OPTIONAL and value != ""
         }
-        fields = {
+        fields: dict[str, Any] = {
             "reference": row.get("reference") or "", "context": row.get("context") or "",
             "metadata": meta,
         }

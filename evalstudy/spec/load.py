@@ -23,12 +23,12 @@ _NON_PRINTABLE = re.compile(
 _MAX_REPORTED = 20
 
 
-class _Map(dict):  # type: ignore[type-arg]
+class _Map(dict[Any, Any]):
     line: int = 0
     key_lines: dict[Any, int]
 
 
-class _Seq(list):  # type: ignore[type-arg]
+class _Seq(list[Any]):
     line: int = 0
     item_lines: list[int]
 
@@ -194,7 +194,8 @@ class _PyLoader(_CheckedComposer, yaml.reader.Reader, yaml.scanner.Scanner, yaml
         yaml.resolver.Resolver.__init__(self)
 
 
-_CParser = getattr(getattr(yaml, "cyaml", None), "CParser", None)
+# None when PyYAML was built without libyaml; a class (typed loosely: its stubs are optional).
+_CParser: Any = getattr(getattr(yaml, "cyaml", None), "CParser", None)
 if _CParser is not None:
     # The composer comes first: its Python methods (with the counting) win over the ones
     # libyaml's parser also offers, which compose in C with unbounded recursion.

@@ -75,6 +75,15 @@ def test_export_contains_what_crowd_entry_stored(participant, study):
     assert data["user"] is None
 
 
+def test_export_keeps_its_shape_with_the_other_apps_parts_in_place(participant):
+    """The annotation app contributes its judgments through the privacy registry; the document
+    keeps its keys and their order (a downloaded export is compared across versions)."""
+    rater, _ = participant
+    assert list(rater_data_export(rater)) == [
+        "scope", "rater", "account", "user", "enrollments", "assignments",
+        "judgments_per_study", "judgment_revisions", "exported_at"]
+
+
 def test_export_of_an_account_holder_includes_the_account(db):
     user = UserFactory(username="slp.jones", email="jones@clinic.example", first_name="Pat")
     rater = RaterFactory(kind=Rater.Kind.SLP, user=user, external_id="", display_name="Pat J")

@@ -2,9 +2,11 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from evalstudy.admin import ONLY_VISIBLE, StudyScopedAdmin
+from evalstudy.admin.scoping import ONLY_VISIBLE, StudyScopedAdmin
+from evalstudy.models import AuditEvent
 
 from .models import AnalysisRun
+from .services import analysis_run_start
 
 
 @admin.register(AnalysisRun)
@@ -32,3 +34,13 @@ class AnalysisRunAdmin(StudyScopedAdmin):
 
     def has_add_permission(self, request):
         return False
+
+
+# On the study list (attached by AnalysisConfig.ready).
+@admin.action(description="Run the analysis (on the workers)")
+def run_analysis(study_admin, request, queryset):
+    def start(*, study):
+        return analysis_run_start(study=study, user=request.user)
+
+    study_admin.each_study(request, queryset, start, "analysis started (see its Analysis page)",
+                           AuditEvent.Action.START)

@@ -16,10 +16,11 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evalstudy.api import READ_ERRORS, WRITE_ERRORS, StudyScopedView, audit, errors
-from evalstudy.csvsafe import SafeDictWriter, plain_cell
+from evalstudy.api.base import StudyScopedView, audit
 from evalstudy.permissions import EDITOR, VIEWER, studies_visible_to
-from evalstudy.rest import accepted
+from kit.csvsafe import SafeDictWriter, plain_cell
+from kit.openapi import READ_ERRORS, WRITE_ERRORS, errors
+from kit.rest import accepted
 
 from .models import AnalysisRun
 from .selectors import JudgmentFilter, judgments_tidy

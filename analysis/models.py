@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.db import models
 
 from evalstudy.models import Study
-from evalstudy.runs import BackgroundRun
+from kit.runs import BackgroundRun
 
 
 class AnalysisRun(BackgroundRun):

@@ -1,8 +1,13 @@
 from django.contrib import admin
 
-from evalstudy.admin import ONLY_VISIBLE, StudyScopedAdmin
+from evalstudy.admin.scoping import ADMIN, ONLY_VISIBLE, StudyScopedAdmin
+from evalstudy.audit import audit_record
+from evalstudy.forms import JudgmentsUploadForm
+from evalstudy.models import AuditEvent
+from evalstudy.spec.files import parse_judgments_csv
 
 from .models import Judgment, JudgmentRevision
+from .services import judgments_import
 
 
 class RevisionInline(admin.TabularInline):
@@ -45,3 +50,26 @@ class JudgmentRevisionAdmin(StudyScopedAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+# A page of the study admin (attached by AnnotationConfig.ready as
+# "admin:evalstudy_study_import_judgments").
+def import_judgments_view(study_admin, request, pk):
+    study = study_admin.study_or_404(request, pk, change=True)
+
+    def run(text, name, data):
+        counts = judgments_import(study=study, rows=parse_judgments_csv(text, name),
+                                  source=name, default_rater_kind=data["rater_kind"])
+        audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.IMPORT,
+                     target=study, changes={
+                         "what": "judgments", "file": name, "created": counts.created,
+                         "revised": counts.revised, "unchanged": counts.unchanged})
+        return study, (f"{counts.created} judgments created, {counts.revised} revised, "
+                       f"{counts.unchanged} unchanged")
+
+    return study_admin.upload(
+        request, JudgmentsUploadForm, title=f"Import judgments into {study.slug}",
+        study=study, run=run,
+        help_text="Tidy CSV: rater,item,system,criterion,value (optional rater_kind; "
+                  "system_b for pairwise criteria).",
+    )

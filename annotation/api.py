@@ -1,8 +1,9 @@
-"""Rater-side REST endpoints (under /api/v1/rater/): my slots, my next slot, submit answers.
+"""Rater-side REST endpoints (under /api/v1/rater/): my slots, my next slot, submit answers;
+and, for researchers, a study's progress (the monitor page as JSON).
 
 A rater is identified by `Authorization: Rater <entry token>`, by an account with a rater
 profile (token or session), or by the browser session their entry link opened
-(`evalstudy.permissions.rater_for_request`). Requests identified by the browser session
+(`annotation.auth.rater_for_request`). Requests identified by the browser session
 (entry link or signed-in account) must carry the CSRF token; token requests need none. Every
 slot is looked up among the rater's own slots, so another rater's slot is a 404 whatever its
 id. System names and ids never appear.
@@ -20,10 +21,8 @@ from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evalstudy.api import errors
+from evalstudy.api.base import StudyScopedView
 from evalstudy.models import Assignment, AssignmentSlot, Study
-from evalstudy.permissions import IsRater
-from evalstudy.rest import RaterThrottle, enforce_csrf
 from evalstudy.services import (
     AssignmentExpired,
     NotEnrolled,
@@ -32,8 +31,11 @@ from evalstudy.services import (
     assignment_next,
     enrollment_of,
 )
+from kit.openapi import READ_ERRORS, errors
+from kit.rest import enforce_csrf
 
 from . import flow
+from .auth import IsRater, RaterThrottle
 from .idempotency import (
     MAX_KEY_LENGTH,
     IdempotencyKeyReused,
@@ -41,6 +43,7 @@ from .idempotency import (
     request_fingerprint,
 )
 from .models import Judgment
+from .monitoring import study_monitor
 from .selectors import slot_texts
 from .services import SubmissionInvalid, SubmissionRefused, judgment_submit
 
@@ -256,3 +259,47 @@ class SubmitJudgments(RaterView):
             raise KeyReused(str(error)) from None
         headers = {"Idempotent-Replayed": "true"} if stored.replayed else {}
         return Response(stored.body, status=stored.status, headers=headers)
+
+
+# --- researchers ----------------------------------------------------------------------------
+class ProgressSerializer(serializers.Serializer):
+    status = serializers.CharField()
+    seats_filled = serializers.IntegerField()
+    seats_total = serializers.IntegerField()
+    outputs_total = serializers.IntegerField()
+    outputs_complete = serializers.IntegerField()
+    ratings_target = serializers.IntegerField()
+    coverage = serializers.DictField(child=serializers.IntegerField(),
+                                     help_text="completed ratings -> number of outputs")
+    median_seconds = serializers.FloatField(allow_null=True)
+    raters = serializers.ListField(child=inline_serializer("RaterProgress", fields={
+        "rater_id": serializers.IntegerField(), "rater": serializers.CharField(),
+        "kind": serializers.CharField(), "state": serializers.CharField(),
+        "done": serializers.IntegerField(), "total": serializers.IntegerField(),
+        "median_seconds": serializers.FloatField(allow_null=True),
+        "attention_failed": serializers.IntegerField(),
+        "calibration_accuracy": serializers.FloatField(allow_null=True),
+        "stopped": serializers.CharField(),
+    }))
+
+
+class StudyProgress(StudyScopedView):
+    """Seats, coverage of outputs and each rater's progress (the monitor page as JSON)."""
+
+    @extend_schema(responses={200: ProgressSerializer, **READ_ERRORS})
+    def get(self, request, slug):
+        study = self.get_study()
+        monitor = study_monitor(study)
+        return Response({
+            "status": study.status, "seats_filled": monitor.seats_filled,
+            "seats_total": monitor.seats_total, "outputs_total": monitor.outputs_total,
+            "outputs_complete": monitor.outputs_complete, "ratings_target": monitor.target,
+            "coverage": {str(k): v for k, v in sorted(monitor.coverage.items())},
+            "median_seconds": monitor.median_seconds,
+            "raters": [{
+                "rater_id": row.rater_id, "rater": row.rater, "kind": row.kind,
+                "state": row.state, "done": row.done, "total": row.total,
+                "median_seconds": row.median_seconds, "attention_failed": row.attention_failed,
+                "calibration_accuracy": row.calibration_accuracy, "stopped": row.stopped,
+            } for row in monitor.raters],
+        })

@@ -7,8 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from evalstudy.audit import audit_record
-from evalstudy.csvsafe import SafeDictWriter
 from evalstudy.permissions import study_for
+from kit.csvsafe import SafeDictWriter
 
 from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
 

@@ -22,7 +22,8 @@ from evalstudy.models import (
     Study,
 )
 from evalstudy.services import NotEnrolled, enrollment_of, lease_renew
-from evalstudy.spec import JudgmentRow, SpecError, SpecInvalid
+from evalstudy.spec.errors import SpecError, SpecInvalid
+from evalstudy.spec.files import JudgmentRow
 
 from .flow import after_attention_check
 from .models import Judgment, JudgmentRevision
@@ -96,7 +97,7 @@ def clean_answers(
         if parent is not None and parent.key not in earlier:
             # A condition on a later criterion (or a cycle) is never met, so the question is
             # never shown; were all hidden, an empty post would complete the slot. study_open
-            # refuses such studies (evalstudy.spec.show_if_problems), but rows can change
+            # refuses such studies (evalstudy.spec.study.show_if_problems), but rows can change
             # after: fail closed.
             raise SubmissionRefused(
                 "This study's questions are misconfigured (a question depends on a later one); "

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     from django.test.utils import setup_test_environment
 
     from evalstudy.models import Item, Output, Study, System
-    from evalstudy.rest import api_token_create
+    from evalstudy.tokens import api_token_create
     from tests.factories import UserFactory
 
     setup_test_environment()  # the test client's host name

@@ -12,7 +12,9 @@ from rest_framework.permissions import AllowAny
 
 from analysis import api as analysis_api
 from annotation import api as rater_api
-from evalstudy import api
+from evalstudy.api import content as content_api
+from evalstudy.api import people as people_api
+from evalstudy.api import studies as studies_api
 from metrics import api as metrics_api
 from proxies import api as proxy_api
 
@@ -29,27 +31,27 @@ urlpatterns = [
     path("docs/", DOCS_CSP(SpectacularSwaggerSplitView.as_view(
         url_name="api-schema", permission_classes=[AllowAny], authentication_classes=[])),
         name="api-docs"),
-    path("auth/token/", api.TokenObtain.as_view(), name="api-token"),
+    path("auth/token/", people_api.TokenObtain.as_view(), name="api-token"),
     # Studies
-    path("studies/", api.StudyList.as_view(), name="api-studies"),
-    path("studies/import/", api.StudyImport.as_view(), name="api-study-import"),
-    path(STUDY, api.StudyDetail.as_view(), name="api-study"),
-    path(STUDY + "open/", api.StudyOpen.as_view(), name="api-study-open"),
-    path(STUDY + "close/", api.StudyClose.as_view(), name="api-study-close"),
-    path(STUDY + "progress/", api.StudyProgress.as_view(), name="api-study-progress"),
-    path(STUDY + "systems/", api.SystemList.as_view(), name="api-study-systems"),
-    path(STUDY + "items/", api.ItemList.as_view(), name="api-study-items"),
-    path(STUDY + "outputs/", api.OutputList.as_view(), name="api-study-outputs"),
-    path(STUDY + "criteria/", api.CriterionList.as_view(), name="api-study-criteria"),
-    path(STUDY + "design.csv", api.DesignCsv.as_view(), name="api-study-design"),
-    path(STUDY + "collaborators/", api.CollaboratorList.as_view(),
+    path("studies/", studies_api.StudyList.as_view(), name="api-studies"),
+    path("studies/import/", studies_api.StudyImport.as_view(), name="api-study-import"),
+    path(STUDY, studies_api.StudyDetail.as_view(), name="api-study"),
+    path(STUDY + "open/", studies_api.StudyOpen.as_view(), name="api-study-open"),
+    path(STUDY + "close/", studies_api.StudyClose.as_view(), name="api-study-close"),
+    path(STUDY + "progress/", rater_api.StudyProgress.as_view(), name="api-study-progress"),
+    path(STUDY + "systems/", studies_api.SystemList.as_view(), name="api-study-systems"),
+    path(STUDY + "items/", content_api.ItemList.as_view(), name="api-study-items"),
+    path(STUDY + "outputs/", content_api.OutputList.as_view(), name="api-study-outputs"),
+    path(STUDY + "criteria/", studies_api.CriterionList.as_view(), name="api-study-criteria"),
+    path(STUDY + "design.csv", content_api.DesignCsv.as_view(), name="api-study-design"),
+    path(STUDY + "collaborators/", people_api.CollaboratorList.as_view(),
          name="api-study-collaborators"),
-    path(STUDY + "collaborators/<str:username>/", api.CollaboratorDetail.as_view(),
+    path(STUDY + "collaborators/<str:username>/", people_api.CollaboratorDetail.as_view(),
          name="api-study-collaborator"),
-    path(STUDY + "raters/", api.RaterList.as_view(), name="api-study-raters"),
-    path(STUDY + "raters/<int:pk>/personal-data/", api.RaterPersonalData.as_view(),
+    path(STUDY + "raters/", people_api.RaterList.as_view(), name="api-study-raters"),
+    path(STUDY + "raters/<int:pk>/personal-data/", people_api.RaterPersonalData.as_view(),
          name="api-study-rater-personal-data"),
-    path(STUDY + "raters/<int:pk>/erase/", api.RaterErase.as_view(),
+    path(STUDY + "raters/<int:pk>/erase/", people_api.RaterErase.as_view(),
          name="api-study-rater-erase"),
     # Exports
     path(STUDY + "judgments.csv", analysis_api.JudgmentsExport.as_view(fmt="csv"),

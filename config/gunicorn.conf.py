@@ -10,7 +10,7 @@ import os
 
 from gunicorn.glogging import Logger
 
-from evalstudy.logs import mask_secret_path  # pure Python: no Django set-up needed
+from kit.logs import mask_secret_path  # pure Python: no Django set-up needed
 
 
 def _int(name: str, default: int) -> int:

@@ -1,8 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from evalstudy.health import healthz
-from evalstudy.login_throttle import ThrottledAdminAuthenticationForm, ThrottledLoginView
+from kit.health import healthz
+from kit.login_throttle import ThrottledAdminAuthenticationForm, ThrottledLoginView
 
 admin.site.site_header = "evalstudy"
 admin.site.site_title = "evalstudy admin"
@@ -21,5 +21,5 @@ urlpatterns = [
 ]
 
 # JSON errors (the API's error shape) under /api/, Django's pages elsewhere.
-handler404 = "evalstudy.rest.handler404"
-handler500 = "evalstudy.rest.handler500"
+handler404 = "kit.rest.handler404"
+handler500 = "kit.rest.handler500"

@@ -105,11 +105,6 @@ class CriterionRule:
         return None
 
 
-def meaning_preserved(severity_value: str) -> bool:
-    """LATTE's binary mapping of the 3-point severity scale: levels 0 and 1 preserve meaning."""
-    return severity_value in {"0", "1"}
-
-
 def check_rule(
     kind: str,
     *,

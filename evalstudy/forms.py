@@ -39,7 +39,7 @@ class _UploadForm(forms.Form):
 
 class SpecUploadForm(_UploadForm):
     suffixes = ALLOWED_SPEC_SUFFIXES
-    # A spec is parsed in the request: its own, smaller limit (evalstudy.spec.SpecLimits).
+    # A spec is parsed in the request: its own, smaller limit (evalstudy.spec.limits.SpecLimits).
     size_limits = (
         ("EVALSTUDY_SPEC_MAX_BYTES", "spec",
          "keep the study, systems and criteria in the spec and import the items from a CSV or "

@@ -24,22 +24,17 @@ from .models import (
     Study,
     System,
 )
-from .spec import (
+from .spec.errors import SpecError, SpecInvalid
+from .spec.fields import STUDY_FIELDS
+from .spec.files import check_items_against_systems
+from .spec.limits import (
     DEFAULT_LIMITS,
     LIMIT_SETTINGS,
     MAX_DEPTH_CEILING,
-    STUDY_FIELDS,
-    ControlSpec,
-    CriterionSpec,
-    ItemSpec,
-    SpecError,
-    SpecInvalid,
     SpecLimits,
-    StudySpec,
-    SystemSpec,
-    check_items_against_systems,
     control_problem,
 )
+from .spec.study import ControlSpec, CriterionSpec, ItemSpec, StudySpec, SystemSpec
 
 BATCH_SIZE = 2000
 
@@ -381,7 +376,7 @@ def parse_outputs_json(data: Any, source: str, max_rows: int | None = None) -> l
 def parse_outputs_csv(text: str, source: str, max_rows: int | None = None) -> list[OutputRow]:
     """CSV with columns item, system, output (others are refused: this is not an item file),
     at most `max_rows` rows."""
-    from .spec import _csv_rows
+    from .spec.files import _csv_rows
 
     rows, errors = [], []
     for line, row in _csv_rows(text, source, OUTPUT_CSV_COLUMNS):

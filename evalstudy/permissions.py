@@ -63,10 +63,6 @@ def has_role(user: Any, study: Study, minimum: str) -> bool:
     return role is not None and ROLE_RANK[role] >= ROLE_RANK[minimum]
 
 
-def can_view_study(user: Any, study: Study) -> bool:
-    return study_access(user, study) is not None
-
-
 def can_edit_study(user: Any, study: Study) -> bool:
     """Change the study's configuration, items, outputs, raters; start runs."""
     return has_role(user, study, EDITOR)
@@ -191,28 +187,3 @@ def study_role_for(view: Any, method: str) -> str:
     if method not in view.study_roles:
         raise MethodNotAllowed(method)
     return view.study_roles[method]
-
-
-def rater_for_request(request: Any) -> Rater | None:
-    """The rater behind an API request: an `Authorization: Rater <token>` header, else the
-    signed-in user's rater, else the rater bound to this browser session (entry link)."""
-    if isinstance(getattr(request, "auth", None), Rater):
-        return request.auth
-    from annotation.rater import current_rater
-
-    return current_rater(request._request if hasattr(request, "_request") else request)
-
-
-class IsRater(drf_permissions.BasePermission):
-    """A rater (by entry token, account or session); what they reach is their own slots."""
-
-    message = "This endpoint is for raters; this account has no rater profile."
-
-    def has_permission(self, request, view) -> bool:
-        rater = rater_for_request(request)
-        if rater is None:
-            if not request.user.is_authenticated and request.auth is None:
-                return False  # 401: nobody signed in
-            raise PermissionDenied(self.message)
-        request.rater = rater
-        return True

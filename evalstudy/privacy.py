@@ -7,8 +7,12 @@ on erasure: the rater row (under a pseudonym), its kind, every enrollment timest
 evidence), every seat and every judgment, so each analysis gives the same numbers as before.
 
 Copies of the personal values made elsewhere are scrubbed too: audit events about the rater and
-its enrollments, and the stored analysis runs of the rater's studies (their results name raters
+its enrollments here, and whatever other apps copied (the analysis app's stored runs name raters
 by `str(rater)`); see `rater_data_erase`.
+
+What other apps hold about a rater reaches the export and the erasure through a
+`PrivacyContribution` each registers from its AppConfig.ready (`privacy_contribution_register`):
+the annotation app's judgments and rater sessions, the analysis app's stored runs.
 """
 
 from __future__ import annotations
@@ -16,12 +20,12 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
 from django.utils import timezone
 from django.utils.html import escape
 
@@ -34,8 +38,40 @@ ERASED = "<erased>"
 PERSONAL_RATER_FIELDS = ("external_id", "display_name", "metadata", "user")
 # Enrollment fields whose values are personal.
 PERSONAL_ENROLLMENT_FIELDS = ("platform_session_id",)
-# Shown on an analysis run whose PDF was dropped by an erasure (a PDF cannot be edited safely).
-PDF_DROPPED_STEP = "done; PDF removed by a personal-data erasure: start a new run for a PDF"
+
+# A function replacing erased names in a text (see `_scrubber`); None when there is none.
+Scrub = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class PrivacyContribution:
+    """What one app holds about raters, for their export and erasure. Every part is optional.
+
+    export(rater, studies): entries for the export document, within the requester's scope
+        (`studies`: None for the installation, else study ids); JSON-safe, in a fixed order.
+    studies_of(rater): ids of the studies the app's rows show the rater took part in (an owner
+        may erase only a rater whose participation lies entirely in studies they own).
+    session_bound(session data, rater): whether a browser session acts as the rater; such
+        sessions end on erasure (with the database session engine).
+    scrub(study ids, scrub): replace the erased names in the app's copies within these studies
+        (`scrub` is None when there is nothing to replace); returns entries for the erasure's
+        audit event (e.g. how many rows changed). Runs in the erasure's transaction.
+    """
+
+    export: Callable[[Rater, Collection[int] | None], dict[str, Any]] | None = None
+    studies_of: Callable[[Rater], Iterable[int]] | None = None
+    session_bound: Callable[[Mapping[str, Any], Rater], bool] | None = None
+    scrub: Callable[[set[int], Scrub | None], dict[str, Any]] | None = None
+
+
+_CONTRIBUTIONS: list[PrivacyContribution] = []
+
+
+def privacy_contribution_register(contribution: PrivacyContribution) -> None:
+    """Add an app's part to every export and erasure; call it once, from AppConfig.ready (the
+    apps' order in INSTALLED_APPS is the order of their entries in the export)."""
+    if contribution not in _CONTRIBUTIONS:  # ready() may run twice in tests
+        _CONTRIBUTIONS.append(contribution)
 
 
 class NotAPerson(ValueError):
@@ -58,25 +94,18 @@ def rater_data_export(rater: Rater, *, studies: Collection[int] | None = None
     `studies`: the requester's scope (`permissions.privacy_scope`): None for the whole
     installation (an admin, the shell); else only what concerns those studies (an owner), and
     the account's details (username, email, logins) are left out, since an account is
-    installation-wide."""
-    from annotation.models import Judgment, JudgmentRevision
-
+    installation-wide. The other apps' entries (`PrivacyContribution.export`) come after the
+    seats, before `exported_at`."""
     user = rater.user if studies is None else None
-    judgments = Judgment.objects.filter(rater=rater)
     enrollments = Enrollment.objects.filter(rater=rater)
     assignments = Assignment.objects.filter(rater=rater)
-    revisions = JudgmentRevision.objects.filter(judgment__rater=rater)
     if studies is not None:
-        judgments = judgments.filter(slot__assignment__study__in=studies)
         enrollments = enrollments.filter(study__in=studies)
         assignments = assignments.filter(study__in=studies)
-        revisions = revisions.filter(judgment__slot__assignment__study__in=studies)
-    judgments = (judgments.values("slot__assignment__study__slug")
-                 .annotate(n=Count("id")).order_by("slot__assignment__study__slug"))
     # An account's name and metadata are the installation's (an admin's to give out), not
     # one study owner's.
     account_scoped = studies is not None and rater.user_id is not None
-    return {
+    document = {
         "scope": "installation" if studies is None else "studies you own",
         "rater": {
             "id": rater.pk, "kind": rater.kind, "external_id": rater.external_id,
@@ -108,27 +137,28 @@ def rater_data_export(rater: Rater, *, studies: Collection[int] | None = None
              "completed_at": _iso(a.completed_at)}
             for a in assignments.select_related("study").order_by("id")
         ],
-        "judgments_per_study": {row["slot__assignment__study__slug"]: row["n"]
-                                for row in judgments},
-        "judgment_revisions": revisions.count(),
-        "exported_at": timezone.now().isoformat(),
     }
+    for contribution in _CONTRIBUTIONS:
+        if contribution.export is not None:
+            document.update(contribution.export(rater, studies))
+    document["exported_at"] = timezone.now().isoformat()
+    return document
 
 
 def _end_sessions(rater: Rater, user_id: int | None) -> int:
-    """Delete the database sessions bound to this rater (entry link) or its user account, so a
-    browser that was signed in as the participant no longer is. Only the database session
-    engine can be searched this way; other engines expire sessions on their own."""
+    """Delete the database sessions bound to this rater (an app's `session_bound`, e.g. an
+    entry link) or signed in as its user account, so a browser that was signed in as the
+    participant no longer is. Only the database session engine can be searched this way; other
+    engines expire sessions on their own."""
     if settings.SESSION_ENGINE != "django.contrib.sessions.backends.db":
         return 0
     from django.contrib.sessions.models import Session
 
-    from annotation.rater import SESSION_KEY
-
+    bound = [c.session_bound for c in _CONTRIBUTIONS if c.session_bound is not None]
     ended = []
     for session in Session.objects.filter(expire_date__gt=timezone.now()).iterator():
         data = session.get_decoded()
-        if data.get(SESSION_KEY) == rater.pk or (
+        if any(is_bound(data, rater) for is_bound in bound) or (
             user_id is not None and str(data.get("_auth_user_id")) == str(user_id)
         ):
             ended.append(session.pk)
@@ -157,7 +187,7 @@ def _names_held(rater: Rater) -> set[str]:
             and not name.startswith(PSEUDONYM_PREFIX) and not _TOO_SHORT.fullmatch(name)}
 
 
-def _scrubber(values: Iterable[str], pseudonym: str) -> Callable[[str], str] | None:
+def _scrubber(values: Iterable[str], pseudonym: str) -> Scrub | None:
     """A function that replaces each value by `pseudonym` wherever it stands as a whole token
     (not inside a longer word, so a short name does not eat into other text), as written,
     HTML-escaped (reports) or JSON-escaped (data embedded in pages). None: nothing to replace."""
@@ -175,61 +205,31 @@ def _scrubber(values: Iterable[str], pseudonym: str) -> Callable[[str], str] | N
     return lambda text: pattern.sub(pseudonym, text)
 
 
-def _scrub_json(value: Any, scrub: Callable[[str], str]) -> Any:
+def scrub_json(value: Any, scrub: Scrub) -> Any:
     """`value` (decoded JSON) with `scrub` applied to every string, dictionary keys included."""
     if isinstance(value, str):
         return scrub(value)
     if isinstance(value, list):
-        return [_scrub_json(item, scrub) for item in value]
+        return [scrub_json(item, scrub) for item in value]
     if isinstance(value, dict):
-        return {(scrub(key) if isinstance(key, str) else key): _scrub_json(item, scrub)
+        return {(scrub(key) if isinstance(key, str) else key): scrub_json(item, scrub)
                 for key, item in value.items()}
     return value
 
 
 def _studies_of(rater: Rater) -> set[int]:
-    """Ids of the studies the rater took part in (enrolled, held a seat or judged)."""
-    from annotation.models import Judgment
-
-    return (
-        set(Enrollment.objects.filter(rater=rater).values_list("study_id", flat=True))
-        | set(Assignment.objects.filter(rater=rater).values_list("study_id", flat=True))
-        | set(Judgment.objects.filter(rater=rater)
-              .values_list("slot__assignment__study_id", flat=True).distinct())
-    )
-
-
-def _scrub_analysis_runs(study_ids: set[int], scrub: Callable[[str], str] | None) -> int:
-    """Replace the erased names in the stored analysis runs of these studies; returns how many
-    runs changed. Result JSON, report HTML, options, step and error text are edited in place
-    (the numbers stay as they are: the analysis of the pseudonymised data gives the same ones).
-    A changed run's PDF is dropped, since a PDF's text cannot be edited reliably, and its step
-    says so; a new run renders one again."""
-    from analysis.models import AnalysisRun
-
-    if scrub is None or not study_ids:
-        return 0
-    changed = 0
-    runs = (AnalysisRun.objects.select_for_update().filter(study_id__in=study_ids)
-            .defer("report_pdf").order_by("pk"))
-    for run in runs:
-        before = (run.result, run.report_html, run.options, run.step, run.error)
-        after = (_scrub_json(run.result, scrub), scrub(run.report_html),
-                 _scrub_json(run.options, scrub), scrub(run.step), scrub(run.error))
-        if after == before:
-            continue
-        run.result, run.report_html, run.options, run.step, run.error = after
-        run.report_pdf = None
-        if run.status == AnalysisRun.Status.DONE:
-            run.step = PDF_DROPPED_STEP
-        run.save(update_fields=["result", "report_html", "options", "step", "error",
-                                "report_pdf"])
-        changed += 1
-    return changed
+    """Ids of the studies the rater took part in (enrolled, held a seat, or as the other apps'
+    rows show: judged)."""
+    studies = (set(Enrollment.objects.filter(rater=rater).values_list("study_id", flat=True))
+               | set(Assignment.objects.filter(rater=rater).values_list("study_id", flat=True)))
+    for contribution in _CONTRIBUTIONS:
+        if contribution.studies_of is not None:
+            studies |= set(contribution.studies_of(rater))
+    return studies
 
 
 def _scrub_events(events, pseudonym: str, personal: Iterable[str],
-                  scrub: Callable[[str], str] | None, repr_for) -> int:
+                  scrub: Scrub | None, repr_for) -> int:
     """Give each audit event a pseudonymous `target_repr`, mark the personal fields of its
     `changes` as erased and scrub the erased names from the other values."""
     personal = set(personal)
@@ -237,7 +237,7 @@ def _scrub_events(events, pseudonym: str, personal: Iterable[str],
     for event in events:
         changes = {key: [ERASED, ERASED] if key in personal else value
                    for key, value in (event.changes or {}).items()}
-        event.changes = _scrub_json(changes, scrub) if scrub else changes
+        event.changes = scrub_json(changes, scrub) if scrub else changes
         event.target_repr = repr_for(event)[:200]
         event.save(update_fields=["target_repr", "changes"])
         count += 1
@@ -272,10 +272,10 @@ def rater_data_erase(rater: Rater, *, actor: Any, source: str = "",
     - audit events about the rater and about its enrollments (their repr names the rater, their
       changes may hold its names and platform session ids) get the pseudonym and `<erased>`;
       events the linked account made keep only a pseudonymous actor name;
-    - stored analysis runs of the rater's studies: every name the rater went by (now and in
-      earlier admin edits) is replaced by the pseudonym in the result, the report HTML, the
-      options, step and error; such a run loses its PDF (regenerate it with a new run).
-      Names of one character or short numbers are not replaced (see `_TOO_SHORT`).
+    - the other apps' copies in the rater's studies (`PrivacyContribution.scrub`; the analysis
+      app's stored runs): every name the rater went by (now and in earlier admin edits) is
+      replaced by the pseudonym. Names of one character or short numbers are not replaced
+      (see `_TOO_SHORT`).
     The erasure itself is audited without any of the erased values. Not covered: files already
     downloaded, and an analysis that is running right now and read the judgments before the
     erasure (it stores the old name; erase again after it finishes).
@@ -322,11 +322,12 @@ def rater_data_erase(rater: Rater, *, actor: Any, source: str = "",
                   else pseudonym)
     if user_id is not None:
         AuditEvent.objects.filter(actor_id=user_id).update(actor_repr=f"{pseudonym}-user")
-    runs = _scrub_analysis_runs(_studies_of(rater), scrub)
-    audit_record(
-        actor=actor, action=AuditEvent.Action.ERASE, target=rater, source=source,
-        changes={"erased": list(PERSONAL_RATER_FIELDS) + ["platform_session_id", "access_token"],
-                 "user_account": "anonymised and deactivated" if user_id else "none",
-                 "sessions_ended": sessions, "repeated": already,
-                 "analysis_runs_scrubbed": runs},
-    )
+    changes = {"erased": list(PERSONAL_RATER_FIELDS) + ["platform_session_id", "access_token"],
+               "user_account": "anonymised and deactivated" if user_id else "none",
+               "sessions_ended": sessions, "repeated": already}
+    took_part = _studies_of(rater)
+    for contribution in _CONTRIBUTIONS:
+        if contribution.scrub is not None:
+            changes.update(contribution.scrub(took_part, scrub))
+    audit_record(actor=actor, action=AuditEvent.Action.ERASE, target=rater, source=source,
+                 changes=changes)

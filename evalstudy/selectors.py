@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
-if TYPE_CHECKING:
-    from django.db.models import QuerySet
+from kit.csvsafe import SafeDictWriter
 
-from .csvsafe import SafeDictWriter
 from .models import AssignmentSlot, Study
 
 DESIGN_COLUMNS = (
@@ -54,11 +52,3 @@ def design_write_csv(study: Study, stream: IO[str]) -> int:
         writer.writerow(row)
         count += 1
     return count
-
-
-def studies_visible_to(user) -> QuerySet[Study]:
-    """Studies the user has a role on; kept here for older callers, the rules live in
-    evalstudy.permissions."""
-    from .permissions import studies_visible_to as visible
-
-    return visible(user)

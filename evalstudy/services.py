@@ -33,15 +33,14 @@ from .models import (
     AssignmentSlot,
     AttentionCheck,
     CalibrationItem,
-    Criterion,
     Enrollment,
     Item,
     Output,
     Rater,
     Study,
-    System,
 )
-from .spec import SETTING_BOUNDS, SpecLimits, show_if_problems, study_setting_problems
+from .spec.limits import SETTING_BOUNDS, SpecLimits, study_setting_problems
+from .spec.study import show_if_problems
 
 SLOT_BATCH_SIZE = 5000
 BUILDERS = {
@@ -608,14 +607,6 @@ def invitation_answer(*, study: Study, rater: Rater, accept: bool) -> bool:
     return True
 
 
-def systems_by_name(study: Study) -> dict[str, System]:
-    return {system.name: system for system in study.systems.all()}
-
-
-def criteria_by_key(study: Study) -> dict[str, Criterion]:
-    return {c.key: c for c in study.criteria.select_related("show_if_criterion")}
-
-
 def assignment_withdraw(*, study: Study, rater: Rater, now: dt.datetime | None = None) -> bool:
     """Take a stopped rater's seat back now: their unjudged slots go to the next rater (as when
     a lease expires) and what they submitted stays. Returns whether a seat was handed on."""
@@ -647,7 +638,7 @@ def runs_fail_stale(*, minutes: int | None = None, now: dt.datetime | None = Non
     from django.conf import settings
     from django.db.models.functions import Coalesce
 
-    from .runs import BackgroundRun
+    from kit.runs import BackgroundRun
 
     minutes = settings.EVALSTUDY_STALE_RUN_MINUTES if minutes is None else minutes
     now = now or timezone.now()

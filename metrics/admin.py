@@ -2,9 +2,11 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from evalstudy import permissions as perms
-from evalstudy.admin import ONLY_VISIBLE, StudyScopedAdmin
+from evalstudy.admin.scoping import ONLY_VISIBLE, StudyScopedAdmin
+from evalstudy.models import AuditEvent
 
 from .models import MetricConfig, MetricResult, MetricRun
+from .services import metric_run_start
 from .templatetags.metric_tags import alignment
 
 
@@ -75,3 +77,13 @@ class MetricResultAdmin(StudyScopedAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+# On the study list (attached by MetricsConfig.ready).
+@admin.action(description="Compute the default automatic metrics (on the workers)")
+def compute_metrics(study_admin, request, queryset):
+    def start(*, study):
+        return metric_run_start(study=study, user=request.user)
+
+    study_admin.each_study(request, queryset, start, "metric run started (see its Metrics page)",
+                           AuditEvent.Action.START)

@@ -11,9 +11,10 @@ from rest_framework import permissions, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from evalstudy.api import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, StudyScopedView, paginated
+from evalstudy.api.base import StudyScopedView
 from evalstudy.permissions import EDITOR, VIEWER, studies_visible_to
-from evalstudy.rest import PageNumberPagination, accepted
+from kit.openapi import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, paginated
+from kit.rest import PageNumberPagination, accepted
 
 from .models import MetricRun
 from .selectors import result_rows, study_results

@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.db import models
 
 from evalstudy.models import Output, Study
-from evalstudy.runs import BackgroundRun
+from kit.runs import BackgroundRun
 
 
 class MetricConfig(models.Model):

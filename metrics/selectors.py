@@ -6,8 +6,8 @@ import json
 from collections.abc import Iterator
 from typing import IO
 
-from evalstudy.csvsafe import SafeDictWriter
 from evalstudy.models import Study
+from kit.csvsafe import SafeDictWriter
 
 from .models import MetricConfig, MetricResult
 

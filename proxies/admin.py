@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.utils.html import format_html
 
 from evalstudy import permissions as perms
-from evalstudy.admin import ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
+from evalstudy.admin.scoping import ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
 
 from .models import LearnedProxy, ProxyRun
 

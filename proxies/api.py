@@ -2,7 +2,7 @@
 follow it, resume it, choose its threshold, read its answers and LATTEScores; train learned
 proxies. Viewers of a study read; editors start and change. Object checks are
 evalstudy.permissions'; a refused request (the services' ValidationError) is answered with 400 in
-the common error shape by the API's exception handler (evalstudy.rest)."""
+the common error shape by the API's exception handler (kit.rest)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 
 from evalstudy.criteria import BINARY_KINDS
 from evalstudy.permissions import EDITOR, VIEWER, check_study, studies_visible_to, study_for
-from evalstudy.rest import accepted
+from kit.rest import accepted
 
 from .learned_services import learned_proxy_start
 from .models import LearnedProxy, ProxyRun

@@ -145,7 +145,7 @@ def token_client(user, *, name: str = "tests"):
     """A test client that authenticates every request with a fresh API token of `user`."""
     from django.test import Client
 
-    from evalstudy.rest import api_token_create
+    from evalstudy.tokens import api_token_create
 
     _, raw = api_token_create(user=user, name=name)
     return Client(HTTP_AUTHORIZATION=f"Token {raw}")

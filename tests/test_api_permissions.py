@@ -26,8 +26,8 @@ from analysis.models import AnalysisRun
 from evalstudy.importers import spec_to_document, study_to_spec
 from evalstudy.models import AssignmentSlot, Rater, Study, StudyCollaborator
 from evalstudy.permissions import ROLE_RANK
-from evalstudy.rest import api_token_create
 from evalstudy.services import assignment_next, study_open
+from evalstudy.tokens import api_token_create
 from metrics.models import MetricRun
 from proxies.models import LearnedProxy, ProxyRun
 from tests.factories import UserFactory, invite, make_study

@@ -13,7 +13,7 @@ from django.urls import reverse
 from annotation.services import judgments_import
 from evalstudy.models import Item, Study, System
 from evalstudy.services import assignment_next, study_open
-from evalstudy.spec import parse_judgments_csv
+from evalstudy.spec.files import parse_judgments_csv
 from metrics.models import MetricConfig, MetricResult, MetricRun
 from tests.factories import UserFactory, invite, make_study
 

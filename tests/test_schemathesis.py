@@ -28,8 +28,8 @@ from schemathesis.specs.openapi.checks import (
 
 from analysis.models import AnalysisRun
 from evalstudy.models import Rater, Study
-from evalstudy.rest import api_token_create
 from evalstudy.services import assignment_next
+from evalstudy.tokens import api_token_create
 from metrics.models import MetricRun
 from tests.factories import UserFactory, invite, make_study
 

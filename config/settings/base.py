@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "kit",
     "evalstudy",
     "annotation",
     "metrics",
@@ -139,7 +140,7 @@ CONTENT_SECURITY_POLICY = {
 }
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
-# Sign-in throttle (evalstudy.login_throttle): failures per username and client address, and
+# Sign-in throttle (kit.login_throttle): failures per username and client address, and
 # per address for any username (0: no per-address limit), within the lockout window.
 LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
 LOGIN_FAILURE_LIMIT_PER_ADDRESS = env.int("LOGIN_FAILURE_LIMIT_PER_ADDRESS", default=50)
@@ -256,19 +257,19 @@ REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header turns "not signed in" into 401 (session auth
     # alone would answer 403). Raters may also present their personal entry token.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "evalstudy.rest.ApiTokenAuthentication",
-        "evalstudy.rest.RaterTokenAuthentication",
+        "evalstudy.tokens.ApiTokenAuthentication",
+        "annotation.auth.RaterTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": [
-        "evalstudy.rest.SafeJSONParser",
+        "kit.rest.SafeJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_PAGINATION_CLASS": "evalstudy.rest.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "kit.rest.PageNumberPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "evalstudy.rest.exception_handler",
+    "EXCEPTION_HANDLER": "kit.rest.exception_handler",
     "DEFAULT_THROTTLE_RATES": {
         "rater": env.str("API_THROTTLE_RATER", default="600/min"),
         "token_obtain": env.str("API_THROTTLE_TOKEN_OBTAIN", default="10/min"),
@@ -287,11 +288,11 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "evalstudy.rest.document_error_responses",
+        "kit.openapi.document_error_responses",
     ],
     "ENUM_NAME_OVERRIDES": {
         "StudyStatusEnum": "evalstudy.models.Study.Status",
-        "RunStatusEnum": "evalstudy.runs.BackgroundRun.Status",
+        "RunStatusEnum": "kit.runs.BackgroundRun.Status",
         "LearnedProxyKindEnum": "proxies.models.LearnedProxy.Kind",
         "RaterKindEnum": "evalstudy.models.Rater.Kind",
         "CriterionKindEnum": "evalstudy.models.Criterion.Kind",
@@ -302,7 +303,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # Django logs "Not Found: <path>" for a bad entry link: the path is the rater's secret.
-    "filters": {"mask_secrets": {"()": "evalstudy.logs.MaskSecretPaths"}},
+    "filters": {"mask_secrets": {"()": "kit.logs.MaskSecretPaths"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["mask_secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     # Libraries that narrate their work at INFO ("Step 5 - Creating layout - Page 3", font
@@ -314,7 +315,7 @@ LOGGING = {
 
 # --- Limits on specs, uploads and designs ---------------------------------------------------
 # Every file, request body and study is bounded, so that no upload can take the web process's
-# memory or time, or reach Python's recursion limit (evalstudy.spec.SpecLimits; README,
+# memory or time, or reach Python's recursion limit (evalstudy.spec.limits.SpecLimits; README,
 # "Limits"). Each refusal names the setting to raise.
 # A spec's size, refused before it is parsed: about 2 s and 140 MB to read 5 MiB. Large item
 # sets belong in CSV/JSONL item files (import_items, the items endpoint).

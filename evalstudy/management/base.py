@@ -7,7 +7,8 @@ from pathlib import Path
 from django.core.management.base import CommandError
 
 from evalstudy.models import Study
-from evalstudy.spec import SpecInvalid, decode
+from evalstudy.spec.errors import SpecInvalid
+from evalstudy.spec.load import decode
 
 
 def read_text(path: str) -> str:

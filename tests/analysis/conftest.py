@@ -34,7 +34,7 @@ def wine_study(db):
     metadata, items speaker/severity metadata."""
     from annotation.services import judgments_import
     from evalstudy.models import Criterion, Output
-    from evalstudy.spec import JudgmentRow
+    from evalstudy.spec.files import JudgmentRow
     from tests.factories import CriterionFactory, ItemFactory, StudyFactory, SystemFactory
 
     study = StudyFactory(slug="wine")

@@ -17,7 +17,7 @@ from annotation.services import judgment_submit
 from evalstudy.importers import study_import_spec
 from evalstudy.models import AssignmentSlot, Study
 from evalstudy.services import assignment_next, study_open
-from evalstudy.spec import parse_study_spec
+from evalstudy.spec.study import parse_study_spec
 from tests.factories import invite
 
 DEMO = Path(__file__).resolve().parents[2] / "demo"

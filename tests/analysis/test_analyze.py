@@ -15,7 +15,8 @@ from django.core.management.base import CommandError
 from analysis.models import AnalysisRun
 from annotation.services import judgments_import
 from evalstudy.importers import study_import_spec
-from evalstudy.spec import JudgmentRow, parse_study_spec
+from evalstudy.spec.files import JudgmentRow
+from evalstudy.spec.study import parse_study_spec
 from metrics.services import metric_batch_score, metric_run_dispatch, metric_run_start
 
 DEMO = Path(__file__).resolve().parents[2] / "demo"

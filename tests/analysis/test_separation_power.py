@@ -29,7 +29,7 @@ def separated_study(db):
     A Likert criterion `quality` (1-5) on the same slots, for a Likert pilot."""
     from annotation.services import judgments_import
     from evalstudy.models import Criterion, Output
-    from evalstudy.spec import JudgmentRow
+    from evalstudy.spec.files import JudgmentRow
     from tests.factories import CriterionFactory, ItemFactory, StudyFactory, SystemFactory
 
     study = StudyFactory(slug="separated")

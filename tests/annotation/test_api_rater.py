@@ -9,9 +9,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from annotation.auth import RaterThrottle
 from annotation.models import IdempotencyKey, Judgment
 from evalstudy.models import Assignment, AssignmentSlot, Rater, Study
-from evalstudy.rest import RaterThrottle
 from tests.factories import invite, make_study
 
 ANSWERS = {"answers": {"severity": "0", "usable": "yes"}}

@@ -16,8 +16,9 @@ from django.urls import reverse
 
 from annotation.services import judgment_submit
 from evalstudy.models import ApiToken, Item, Output, Rater, Study
-from evalstudy.rest import TokenObtainThrottle, api_token_create
 from evalstudy.services import assignment_next, study_open
+from evalstudy.tokens import api_token_create
+from kit.throttles import TokenObtainThrottle
 from tests.factories import UserFactory, invite, make_study, token_client
 
 
@@ -301,7 +302,7 @@ def test_unhandled_error_is_500_in_the_shape_without_a_trace(api, draft, setting
     def explode(**kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr("evalstudy.api.study_close", explode)
+    monkeypatch.setattr("evalstudy.api.studies.study_close", explode)
     response = api.post(reverse("api-study-close", args=[draft.slug]))
     assert response.status_code == 500
     assert response.json() == {"code": "server_error",

@@ -14,8 +14,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from analysis.models import AnalysisRun
-from evalstudy.audit import audit_record, instance_changes, model_snapshot
+from evalstudy.audit import audit_record
 from evalstudy.models import AuditEvent, Criterion, Study, System
+from kit.audit import instance_changes, model_snapshot
 from tests.factories import UserFactory, make_study
 
 DEMO = Path(__file__).resolve().parents[2] / "demo"

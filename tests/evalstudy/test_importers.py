@@ -26,12 +26,9 @@ from evalstudy.models import (
     System,
 )
 from evalstudy.services import assignment_claim, study_build_assignments, study_open, study_validate
-from evalstudy.spec import (
-    SpecInvalid,
-    parse_items_file,
-    parse_judgments_csv,
-    parse_study_spec,
-)
+from evalstudy.spec.errors import SpecInvalid
+from evalstudy.spec.files import parse_items_file, parse_judgments_csv
+from evalstudy.spec.study import parse_study_spec
 from tests.factories import RaterFactory, UserFactory, invite, make_study
 
 DEMO = Path(__file__).resolve().parents[2] / "demo"

@@ -75,6 +75,15 @@ def test_export_contains_what_crowd_entry_stored(participant, study):
     assert data["user"] is None
 
 
+def test_export_keeps_its_shape_with_the_other_apps_parts_in_place(participant):
+    """The annotation app contributes its judgments through the privacy registry; the document
+    keeps its keys and their order (a downloaded export is compared across versions)."""
+    rater, _ = participant
+    assert list(rater_data_export(rater)) == [
+        "scope", "rater", "account", "user", "enrollments", "assignments",
+        "judgments_per_study", "judgment_revisions", "exported_at"]
+
+
 def test_export_of_an_account_holder_includes_the_account(db):
     user = UserFactory(username="slp.jones", email="jones@clinic.example", first_name="Pat")
     rater = RaterFactory(kind=Rater.Kind.SLP, user=user, external_id="", display_name="Pat J")
@@ -335,7 +344,7 @@ def test_django_log_lines_never_carry_an_entry_token(db, client, caplog):
     """A bad entry link is logged as "Not Found: /enter/<token>/", never with the secret."""
     import logging
 
-    from evalstudy.logs import MaskSecretPaths
+    from kit.logs import MaskSecretPaths
 
     configured = [f for h in logging.getLogger().handlers for f in h.filters]
     assert any(isinstance(f, MaskSecretPaths) for f in configured)  # LOGGING applies it

@@ -18,7 +18,8 @@ from django.urls import reverse
 
 from evalstudy.models import Assignment, AssignmentSlot, Criterion, Study
 from evalstudy.services import assignment_next, study_open, study_validate
-from evalstudy.spec import SpecInvalid, parse_study_spec
+from evalstudy.spec.errors import SpecInvalid
+from evalstudy.spec.study import parse_study_spec
 from tests.evalstudy.test_audit import change_form
 from tests.evalstudy.test_spec import BASE, edit, line_of
 from tests.factories import UserFactory, invite, make_study, token_client

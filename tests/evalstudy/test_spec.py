@@ -12,14 +12,10 @@ from pathlib import Path
 import pytest
 
 from evalstudy.importers import spec_to_document
-from evalstudy.spec import (
-    SpecError,
-    SpecInvalid,
-    decode,
-    parse_items_file,
-    parse_judgments_csv,
-    parse_study_spec,
-)
+from evalstudy.spec.errors import SpecError, SpecInvalid
+from evalstudy.spec.files import parse_items_file, parse_judgments_csv
+from evalstudy.spec.load import decode
+from evalstudy.spec.study import parse_study_spec
 
 DEMO = Path(__file__).resolve().parents[2] / "demo"
 

@@ -19,10 +19,14 @@ from django.core.management.base import CommandError
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from evalstudy import spec as spec_module
 from evalstudy.models import Assignment, AssignmentSlot, Criterion, Item, Output, Study
 from evalstudy.services import study_open, study_validate
-from evalstudy.spec import SpecInvalid, parse_items_file, parse_study_spec
+from evalstudy.spec import load as spec_load
+from evalstudy.spec import study as spec_study
+from evalstudy.spec.errors import SpecInvalid
+from evalstudy.spec.files import parse_items_file
+from evalstudy.spec.limits import SpecLimits
+from evalstudy.spec.study import parse_study_spec
 from tests.evalstudy.test_audit import change_form
 from tests.evalstudy.test_spec import BASE, edit, line_of
 from tests.factories import UserFactory, make_study, token_client
@@ -35,14 +39,14 @@ def loader(request, monkeypatch):
     """Every YAML test runs with libyaml's parser (when installed) and with PyYAML's own."""
     if request.param == "libyaml" and not __import__("yaml").__with_libyaml__:
         pytest.skip("PyYAML was built without libyaml")
-    monkeypatch.setattr(spec_module, "USE_LIBYAML", request.param == "libyaml")
+    monkeypatch.setattr(spec_load, "USE_LIBYAML", request.param == "libyaml")
     return request.param
 
 
 def errors(text: str, source: str = "spec.yaml", **limits) -> list[str]:
     kwargs = {}
     if limits:
-        kwargs["limits"] = spec_module.SpecLimits(**limits)
+        kwargs["limits"] = SpecLimits(**limits)
     with pytest.raises(SpecInvalid) as caught:
         parse_study_spec(text, source, **kwargs)
     return [str(error) for error in caught.value.errors]
@@ -111,7 +115,7 @@ def test_deep_nesting_is_refused_with_its_line_not_a_recursion_error(loader, bra
 
 
 def test_deep_json_nesting_is_refused_on_the_line_it_goes_too_deep(loader):
-    depth = spec_module.SpecLimits().max_depth
+    depth = SpecLimits().max_depth
     text = '{"items": [\n' + "[\n" * DEEP + "]\n" * DEEP + "]}\n"
     (error,) = errors(text, "spec.json")
     # Line 1 opens levels 1 and 2; line n opens level n + 1.
@@ -119,7 +123,7 @@ def test_deep_json_nesting_is_refused_on_the_line_it_goes_too_deep(loader):
 
 
 def test_nesting_up_to_the_limit_is_accepted(loader):
-    depth = spec_module.SpecLimits().max_depth
+    depth = SpecLimits().max_depth
     # study mapping (1) > items (2) > item (3) > metadata (4) > lists.
     fits = depth - 4
     text = with_metadata("{deep: " + "[" * fits + "x" + "]" * fits + "}")
@@ -186,7 +190,7 @@ def test_a_spec_over_the_byte_limit_is_refused_unparsed(monkeypatch):
     def no_parse(*args, **kwargs):
         raise AssertionError("parsed a spec that is over the limit")
 
-    monkeypatch.setattr(spec_module, "load_document", no_parse)
+    monkeypatch.setattr(spec_study, "load_document", no_parse)
     (error,) = errors(BASE + "# " + "\u00e9" * 300 + "\n", max_bytes=len(BASE) + 400)
     assert "EVALSTUDY_SPEC_MAX_BYTES" in error and f"{len(BASE) + 400:,}" in error
 
@@ -250,7 +254,7 @@ def test_item_files_with_more_items_than_the_limit_are_refused(fmt):
                        for n in range(5))
     with pytest.raises(SpecInvalid) as caught:
         parse_items_file(text, f"items.{fmt}", fmt,
-                         limits=spec_module.SpecLimits(max_items=3))
+                         limits=SpecLimits(max_items=3))
     (error,) = caught.value.errors
     assert error.line == (5 if fmt == "csv" else 4)
     assert "EVALSTUDY_MAX_ITEMS" in error.message
@@ -315,7 +319,7 @@ def test_specs_over_the_byte_limit_are_refused_before_parsing(staff, tmp_path, m
     def no_parse(*args, **kwargs):
         raise AssertionError("parsed a spec that is over the limit")
 
-    monkeypatch.setattr(spec_module, "load_document", no_parse)
+    monkeypatch.setattr(spec_study, "load_document", no_parse)
     response = staff.post(reverse("admin:evalstudy_study_import_spec"),
                           {"file": SimpleUploadedFile("big.yaml", BASE.encode())}, follow=True)
     assert "EVALSTUDY_SPEC_MAX_BYTES" in response.content.decode()

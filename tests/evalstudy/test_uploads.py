@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from annotation.models import Judgment
 from evalstudy.models import Item, Output, Study
-from evalstudy.spec import MAX_FIELD_CHARS
+from evalstudy.spec.limits import MAX_FIELD_CHARS
 from tests.factories import UserFactory, make_study
 
 HEADER = "item,system,output,reference\n"

@@ -8,8 +8,8 @@ from analysis.selectors import JudgmentFilter, judgments_tidy
 from analysis.services import analysis_run_execute, analysis_run_start
 from analysis.stats.flatten import COLUMNS, statistics_rows
 from evalstudy.audit import audit_record
-from evalstudy.csvsafe import SafeDictWriter
 from evalstudy.management.base import get_study
+from kit.csvsafe import SafeDictWriter
 
 
 class Command(BaseCommand):

@@ -4,7 +4,8 @@ from annotation.services import judgments_import
 from evalstudy.audit import audit_record
 from evalstudy.management.base import get_study, read_text, spec_errors
 from evalstudy.models import Rater
-from evalstudy.spec import SpecInvalid, parse_judgments_csv
+from evalstudy.spec.errors import SpecInvalid
+from evalstudy.spec.files import parse_judgments_csv
 
 
 class Command(BaseCommand):

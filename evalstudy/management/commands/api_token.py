@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from evalstudy.models import ApiToken
-from evalstudy.rest import api_token_create, api_token_revoke
+from evalstudy.tokens import api_token_create, api_token_revoke
 
 
 class Command(BaseCommand):

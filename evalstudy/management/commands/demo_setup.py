@@ -13,7 +13,8 @@ from evalstudy.importers import study_import_spec
 from evalstudy.management.base import read_text, spec_errors
 from evalstudy.models import Assignment, Rater
 from evalstudy.services import invitation_answer, rater_invite, study_open
-from evalstudy.spec import SpecInvalid, parse_study_spec
+from evalstudy.spec.errors import SpecInvalid
+from evalstudy.spec.study import parse_study_spec
 
 DEMO_DIR = Path(settings.BASE_DIR) / "demo"
 DEMO_SPECS = ("asr_meaning.yaml", "summary_preference.yaml")

@@ -5,7 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 from evalstudy.audit import audit_record
 from evalstudy.importers import items_import, spec_limits
 from evalstudy.management.base import get_study, read_text, spec_errors
-from evalstudy.spec import SpecInvalid, parse_items_file
+from evalstudy.spec.errors import SpecInvalid
+from evalstudy.spec.files import parse_items_file
 
 
 class Command(BaseCommand):

@@ -8,7 +8,9 @@ from evalstudy.audit import audit_record
 from evalstudy.importers import spec_limits, study_import_spec
 from evalstudy.management.base import read_text, spec_errors
 from evalstudy.services import study_open
-from evalstudy.spec import SpecInvalid, check_spec_size, parse_study_spec
+from evalstudy.spec.errors import SpecInvalid
+from evalstudy.spec.limits import check_spec_size
+from evalstudy.spec.study import parse_study_spec
 
 
 class Command(BaseCommand):

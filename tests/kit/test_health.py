@@ -12,7 +12,7 @@ import pytest
 from django.core.cache import cache
 from django.test import Client, override_settings
 
-from evalstudy.health import workers_cache_key
+from kit.health import workers_cache_key
 from tests.factories import UserFactory
 from tests.workers import ROOT, STARTUP_ENVIRONMENT, running_worker, wait_for
 

@@ -1,7 +1,7 @@
 import csv
 import io
 
-from evalstudy.csvsafe import SafeDictWriter, safe_cell
+from kit.csvsafe import SafeDictWriter, safe_cell
 
 
 def test_formula_triggers_are_quoted_and_numbers_are_not():

@@ -78,7 +78,7 @@ def _workers_cache_seconds() -> float:
 def _ask_workers() -> dict[str, Any]:
     """One broadcast: `{"replies": {worker: [queue names]}, "error": str}` (error "" when the
     broadcast went out; no reply is not an error here)."""
-    from config.celery import app
+    from celery import current_app as app
 
     try:
         with _broker_connection() as conn:
@@ -127,7 +127,7 @@ def check_workers() -> dict[str, Any]:
     """Which worker consumes which queue (`worker_replies`, cached) against the queues that
     `HEALTHZ_REQUIRED_QUEUES` names; `ok` is False when none answered or a required queue has
     no consumer, with the reason in `error`."""
-    from config.celery import QUEUES
+    from celery import current_app
 
     try:
         entry = worker_replies()
@@ -135,7 +135,9 @@ def check_workers() -> dict[str, Any]:
         entry = {"replies": None, "checked_at": None, "seconds": 0.0,
                  "error": f"cache unavailable: {type(error).__name__}: {error}"[:500]}
     replies = entry["replies"] or {}
-    queues: dict[str, list[str]] = {name: [] for name in QUEUES}
+    # The project's queues, as its Celery app declares them (config/celery.py).
+    queues: dict[str, list[str]] = {queue.name: []
+                                    for queue in current_app.conf.task_queues or ()}
     for worker, consumed in sorted(replies.items()):
         for queue in consumed:
             queues.setdefault(queue, []).append(worker)

@@ -1,0 +1,281 @@
+"""Checking the values of a parsed document, field by field: the checks of each field (they
+return the cleaned value or raise ValueError saying why) and a reader that records every
+problem with its line and path."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .. import criteria as rules
+from .errors import SpecError
+from .limits import MAX_FIELD_CHARS
+from .load import _Map, _Seq
+
+DESIGNS = ("latin_square", "crossed", "pairwise")
+SLUG_RE = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
+
+
+def _kind(value: Any) -> str:
+    """What a value is, in the words of the file (not the loader's class names)."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+# The study settings a spec may give: name -> (check, default). A check returns the cleaned
+# value or raises ValueError with the reason.
+def _str(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"expected text, got {_kind(value)}")
+    text = str(value)
+    if len(text) > MAX_FIELD_CHARS:
+        raise ValueError(f"longer than {MAX_FIELD_CHARS} characters")
+    return text
+
+
+def _int(minimum: int, nullable: bool = False) -> Callable[[Any], int | None]:
+    def check(value: Any) -> int | None:
+        if value is None and nullable:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected a whole number, got {value!r}")
+        if value < minimum:
+            raise ValueError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return check
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _slug(value: Any) -> str:
+    text = _str(value)
+    if not SLUG_RE.match(text) or len(text) > 80:
+        raise ValueError(f"{text!r} is not a slug (lowercase letters, digits, - and _)")
+    return text
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in options:
+            raise ValueError(f"{value!r} is not one of {', '.join(options)}")
+        return str(value)
+
+    return check
+
+
+def _url(value: Any) -> str:
+    text = _str(value)
+    if text and not re.match(r"^https?://[^\s]+$", text):
+        raise ValueError(f"{text!r} is not an http(s) URL")
+    if len(text) > 500:  # Study.completion_url's max_length
+        raise ValueError("longer than 500 characters")
+    return text
+
+
+def _short(limit: int) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        text = _str(value)
+        if len(text) > limit:
+            raise ValueError(f"longer than {limit} characters")
+        return text
+
+    return check
+
+
+_REQUIRED = object()
+STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
+    "slug": (_slug, _REQUIRED),
+    "title": (_short(200), _REQUIRED),
+    "instructions": (_str, ""),
+    "consent_text": (_str, ""),
+    "design": (_choice(DESIGNS), "latin_square"),
+    "ratings_per_output": (_int(1), 1),
+    "items_per_rater": (_int(1, nullable=True), None),
+    "randomise_order": (_bool, True),
+    "reference_shown": (_bool, True),
+    "completion_url": (_url, ""),
+    "completion_code": (_short(64), ""),
+    "screen_out_url": (_url, ""),
+    "screen_out_code": (_short(64), ""),
+    "lease_minutes": (_int(1), 60),
+    "attention_check_every": (_int(0), 0),
+    "attention_fail_limit": (_int(1, nullable=True), None),
+    "allow_revision": (_bool, True),
+    "encoder_path": (_short(500), ""),
+}
+
+
+# --- a small reader that records errors with their place -------------------------------------
+class _Reader:
+    def __init__(self, source: str):
+        self.source = source
+        self.errors: list[SpecError] = []
+
+    def error(self, line: int | None, path: str, message: str) -> None:
+        self.errors.append(SpecError(self.source, line, path, message))
+
+    @staticmethod
+    def line_of(container: Any, key: Any = None) -> int | None:
+        if isinstance(container, _Map):
+            return container.key_lines.get(key, container.line) if key is not None else (
+                container.line
+            )
+        if isinstance(container, _Seq) and isinstance(key, int):
+            return container.item_lines[key]
+        return getattr(container, "line", None)
+
+    def mapping(self, value: Any, path: str, line: int | None) -> dict[str, Any] | None:
+        if not isinstance(value, dict):
+            self.error(line, path, f"expected a mapping, got {_kind(value)}")
+            return None
+        return value
+
+    def sequence(self, value: Any, path: str, line: int | None) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.error(line, path, f"expected a list, got {_kind(value)}")
+            return []
+        return value
+
+    def fields(
+        self, mapping: dict[str, Any], path: str, known: dict[str, tuple[Callable[[Any], Any], Any]]
+    ) -> dict[str, Any]:
+        """Check `mapping` against `known` (name -> (check, default)); unknown keys are errors."""
+        cleaned: dict[str, Any] = {}
+        for key in mapping:
+            if key not in known:
+                self.error(self.line_of(mapping, key), f"{path}.{key}",
+                           f"unknown field; expected one of {', '.join(known)}")
+        for name, (check, default) in known.items():
+            if name not in mapping or (mapping[name] is None and default is not _REQUIRED):
+                if default is _REQUIRED:
+                    self.error(self.line_of(mapping), path, f"missing required field {name!r}")
+                else:
+                    cleaned[name] = default() if callable(default) else default
+                continue
+            try:
+                cleaned[name] = check(mapping[name])
+            except ValueError as error:
+                self.error(self.line_of(mapping, name), f"{path}.{name}", str(error))
+        return cleaned
+
+    def entries(self, document: dict[str, Any], key: str) -> Iterator[tuple[int, Any, str, int]]:
+        """(index, entry, path, line) for each entry of the list at document[key]."""
+        seq = self.sequence(document.get(key), key, self.line_of(document, key))
+        for index, entry in enumerate(seq):
+            yield index, entry, f"{key}[{index}]", self.line_of(seq, index) or 0
+
+
+def _key(value: Any, limit: int = 200) -> str:
+    text = _str(value).strip()
+    if not text:
+        raise ValueError("must not be empty")
+    if len(text) > limit:
+        raise ValueError(f"longer than {limit} characters")
+    return text
+
+
+def _key_of(limit: int) -> Callable[[Any], str]:
+    """A key at most `limit` characters long (the database column's max_length)."""
+    return lambda value: _key(value, limit)
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping, got {_kind(value)}")
+    return {str(key): _plain(val) for key, val in value.items()}
+
+
+def _plain(value: Any) -> Any:
+    """Loader containers back to plain dict/list (for JSON fields and comparisons).
+
+    YAML reads an unquoted 2024-01-31 as a date, which a JSON field cannot store: it is kept
+    as the ISO text it was written as.
+    """
+    if isinstance(value, dict):
+        return {str(key): _plain(val) for key, val in value.items()}
+    if isinstance(value, list | tuple):  # tuples: the pairs of a YAML !!omap
+        return [_plain(val) for val in value]
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    # What YAML can write but a JSON field cannot hold (the database would refuse the row).
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} is not a finite number; a JSON field cannot hold it")
+    if isinstance(value, set | frozenset):
+        raise ValueError("a set (!!set) cannot be stored; write a list")
+    if isinstance(value, bytes):
+        raise ValueError("binary data (bytes, !!binary) cannot be stored; write text")
+    return value
+
+
+def _str_list(value: Any) -> list[str]:
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list, got {_kind(value)}")
+    return [_str(v) for v in value]
+
+
+def _labels(value: Any) -> list[str] | dict[str, str]:
+    if isinstance(value, dict):
+        return {str(key): _str(val) for key, val in value.items()}
+    return _str_list(value)
+
+
+def _show_if(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict) or "criterion" not in value or (
+        ("in" in value) == ("equals" in value)
+    ):
+        raise ValueError("expected {criterion: KEY, in: [VALUES]} or {criterion: KEY, equals: V}")
+    values = value["in"] if "in" in value else [value["equals"]]
+    if not isinstance(values, list) or not values:
+        raise ValueError("'in' must be a non-empty list of values")
+    return {"criterion": _str(value["criterion"]), "values": list(values)}
+
+
+CRITERION_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
+    "key": (_key_of(60), _REQUIRED),
+    "kind": (_choice(rules.KINDS), _REQUIRED),
+    "prompt": (_str, _REQUIRED),
+    "description": (_str, ""),
+    "scale_points": (_int(1, nullable=True), None),
+    "labels": (_labels, list),
+    "options": (_str_list, list),
+    "allow_tie": (_bool, False),
+    "required": (_bool, True),
+    "show_if": (_show_if, None),
+}
+SYSTEM_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
+    "name": (_key_of(100), _REQUIRED),
+    "description": (_str, ""),
+    "metadata": (_metadata, dict),
+}
+ITEM_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
+    "id": (_key, _REQUIRED),
+    "reference": (_str, ""),
+    "context": (_str, ""),
+    "metadata": (_metadata, dict),
+    "outputs": (lambda v: {str(k): _str(t) for k, t in _metadata(v).items()}, dict),
+}
+CONTROL_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
+    "id": (_key_of(100), _REQUIRED),
+    "reference": (_str, ""),
+    "context": (_str, ""),
+    "output": (_str, None),
+    "output_a": (_str, None),
+    "output_b": (_str, None),
+    "expected": (_metadata, dict),
+    "feedback": (_str, ""),
+}

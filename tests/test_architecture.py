@@ -9,6 +9,7 @@ into a Django layer fails here with the file, line and the rule it breaks.
 from __future__ import annotations
 
 import ast
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,6 +142,13 @@ def test_every_layer_and_core_named_here_exists_and_is_described_in_the_docs():
         path = ROOT / name.replace(".", "/")
         assert path.is_dir() or path.with_suffix(".py").is_file(), name
         assert f"`{name}" in doc, f"docs/architecture.md does not name {name}"
+
+
+def test_mypy_checks_exactly_the_django_free_cores():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    files = config["tool"]["mypy"]["files"]
+    checked = {path.removesuffix(".py").replace("/", ".") for path in files}
+    assert checked == set(CORES)
 
 
 # --- the checker itself catches what it is there to catch -----------------------------------

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -31,17 +32,20 @@ from kit.jsonable import to_jsonable
 from proxies.quality import auc_with_ci
 
 from . import agreement, descriptives, models, validity
+from .agreement.base import Level
 from .formula import Formula, FormulaError, is_formula_name, parse_formula
 from .rbridge import r_available, r_unavailable_reason, r_versions
 
 ORDINAL_KINDS = ("likert", "severity")
+Weighting = Literal["linear", "quadratic"] | None
 NOMINAL_KINDS = ("binary", "categorical", "pairwise")
 # Metric values where lower means better (more likely meaning preserved).
 LOWER_IS_BETTER = {"wer", "cer", "mer", "wil", "sd", "heval", "nker", "sub_rate", "del_rate",
                    "ins_rate", "substitutions", "deletions", "insertions"}
 HEADLINE_SCORES = ("wer", "cer", "bleu", "chrf", "rouge1_f", "rougeL_f", "bertscore_f", "sd",
                    "cosine", "heval")
-Progress = Callable[[str], None]
+# Called with a step's label; an analysis run's callback also takes `advance` (power).
+Progress = Callable[..., None]
 
 
 def _section(result: dict, name: str, warnings: list[str], compute: Callable[[], Any]) -> None:
@@ -271,13 +275,14 @@ def _agreement(rows: pd.DataFrame, kind: str, labels: list | None) -> dict[str, 
     per_unit = frame.groupby("unit")["rater"].nunique()
     if per_unit.empty or per_unit.max() < 2:
         return {"note": "no output was rated by two or more humans"}
-    level = "ordinal" if kind in ORDINAL_KINDS else "nominal"
+    level: Level = "ordinal" if kind in ORDINAL_KINDS else "nominal"
     ordinal = kind in ORDINAL_KINDS
     frame, categories, source, excluded, notes = _on_scale(frame, kind, labels)
     if frame.empty or frame.groupby("unit")["rater"].nunique().max() < 2:
         return {"note": "no output was rated by two or more humans on the declared scale",
                 "excluded": excluded, "warnings": notes}
-    boot = {"n_boot": AGREEMENT_N_BOOT, "seed": AGREEMENT_SEED, "cluster": "item"}
+    boot: dict[str, Any] = {"n_boot": AGREEMENT_N_BOOT, "seed": AGREEMENT_SEED,
+                            "cluster": "item"}
     out: dict[str, Any] = {
         "level": level, "categories": categories, "categories_from": source,
         "n_units": int(frame["unit"].nunique()), "n_raters": int(frame["rater"].nunique()),
@@ -338,7 +343,7 @@ def _cohen_pairs(frame: pd.DataFrame, ordinal: bool, labels: list | None) -> dic
     shared = counts[first, second]
     eligible = np.flatnonzero(shared >= MIN_SHARED_UNITS)
     chosen = eligible[np.argsort(-shared[eligible], kind="stable")][:MAX_PAIRS_COMPUTED]
-    weightings = [None, "linear", "quadratic"] if ordinal else [None]
+    weightings: list[Weighting] = [None, "linear", "quadratic"] if ordinal else [None]
     names = [w or "unweighted" for w in weightings]
     pairs = [(raters[first[k]], raters[second[k]]) for k in chosen]
     excluded = {}
@@ -377,7 +382,7 @@ def _ceiling(rows: pd.DataFrame, kind: str, labels: list | None = None) -> Any:
     proxies = sorted(rows.loc[~rows["is_human"], "rater"].unique().tolist())
     if len(humans) < 2:
         return {"note": "fewer than two human raters"}
-    weights = "linear" if kind in ORDINAL_KINDS else None
+    weights: Weighting = "linear" if kind in ORDINAL_KINDS else None
     frame, categories, source, excluded, notes = _on_scale(frame, kind, labels)
     result = agreement.human_ceiling(
         frame, humans=humans, proxies=proxies, weights=weights, labels=categories,
@@ -449,7 +454,7 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
         for name, section in (("glmm", "contrasts"), ("glmm_penalised", "contrasts_penalised")):
             if frame["system"].nunique() > 2 and name in fits:
                 _section(result, section, warnings,
-                         lambda n=name: models.pairwise_contrasts(fits[n], "system"))
+                         partial(models.pairwise_contrasts, fits[name], "system"))
         if "glmm" in fits:
             failed = result.get("glmm_penalised")
             result["separation"] = to_jsonable(models.separation_report(
@@ -568,31 +573,33 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
                              else "the human labels have a single class: AUC undefined")
             out["proxies"].append(entry)
             continue
-        _section(entry, "auc", warnings, lambda u=usable, n=name, h=higher: auc_with_ci(
-            u[n].to_numpy(), u["majority"].to_numpy(), higher_is_positive=h))
+        _section(entry, "auc", warnings, partial(
+            auc_with_ci, usable[name].to_numpy(), usable["majority"].to_numpy(),
+            higher_is_positive=higher))
         ratings = per_rating.dropna(subset=[name])
         if ratings["label"].nunique() == 2:
             _section(entry, "auc_per_rating", warnings,
-                     lambda r=ratings, n=name, h=higher: auc_with_ci(
-                         r[n].to_numpy(), r["label"].to_numpy(), higher_is_positive=h))
+                     partial(auc_with_ci, ratings[name].to_numpy(),
+                             ratings["label"].to_numpy(), higher_is_positive=higher))
         by_slice: dict[str, Any] = {}
         for column in slice_columns:
             if 1 < usable[column].nunique() <= 30:
                 _section(by_slice, column, warnings,
-                         lambda u=usable, n=name, h=higher, c=column: validity.auc_by_slice(
-                             u, n, "majority", c, higher_is_positive=h, include_overall=False))
+                         partial(validity.auc_by_slice, usable, name, "majority", column,
+                                 higher_is_positive=higher, include_overall=False))
         by_slice.pop("_seconds", None)
         entry["by_slice"] = by_slice
         entry["by_slice_method"] = validity.SLICE_METHOD
         both = table.dropna(subset=[name, "share"])
         if len(both) >= 5:
-            _section(entry, "correlations", warnings, lambda b=both, n=name: validity.correlations(
-                b[n].to_numpy(), b["share"].to_numpy(), n_boot=500))
+            _section(entry, "correlations", warnings, partial(
+                validity.correlations, both[name].to_numpy(), both["share"].to_numpy(),
+                n_boot=500))
             if name.startswith("rater:"):
                 # A proxy's probability and the share of humans saying yes share a 0..1 scale,
                 # so their agreement (not just correlation) is meaningful.
-                _section(entry, "bland_altman", warnings, lambda b=both, n=name:
-                         validity.bland_altman(b[n].to_numpy(), b["share"].to_numpy()))
+                _section(entry, "bland_altman", warnings, partial(
+                    validity.bland_altman, both[name].to_numpy(), both["share"].to_numpy()))
         out["proxies"].append(entry)
     _section(out, "williams", warnings, lambda: _williams(table, orientation))
     if isinstance(out["williams"], list):
@@ -850,6 +857,10 @@ def _direction(higher_is_positive: bool) -> str:
             else "lower is better: negated before comparing")
 
 
+def _silent(step: str, **_: Any) -> None:
+    """The progress callback of a caller that wants none."""
+
+
 def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
             metrics: pd.DataFrame | None = None, options: dict[str, Any] | None = None,
             progress: Progress | None = None) -> dict[str, Any]:
@@ -861,7 +872,7 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
     resolved = check_formulas(options, criteria, judgments.columns)
     options = {**options, "formula": None,
                "formulas": {key: found.text for key, found in resolved.items()}}
-    progress = progress or (lambda step: None)
+    progress = progress or _silent
     warnings: list[str] = []
     started = time.perf_counter()
     humans = judgments[judgments["is_human"]] if not judgments.empty else judgments
@@ -890,8 +901,8 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
         if criterion["kind"] in ("binary", "severity"):
             progress(f"proxies vs humans on {criterion['key']}")
             entry: dict[str, Any] = {}
-            _section(entry, "result", warnings, lambda c=criterion: proxy_validity(
-                judgments, c, metrics, options, warnings))
+            _section(entry, "result", warnings, partial(
+                proxy_validity, judgments, criterion, metrics, options, warnings))
             result["validity"].append(entry["result"])
     if options.get("power"):
         progress("power analysis")

@@ -152,7 +152,8 @@ def auc_by_slice(
         plain = value.item() if isinstance(value, np.generic) else value
         rows.append(one(df[df[slice_col] == value], plain, False))
     tested = [row for row in rows if not row.is_overall and row.p_value is not None]
-    for row, adjusted in zip(tested, holm_adjust([r.p_value for r in tested]), strict=True):
+    p_values = [r.p_value for r in tested if r.p_value is not None]
+    for row, adjusted in zip(tested, holm_adjust(p_values), strict=True):
         row.p_adjusted = adjusted
     return rows
 

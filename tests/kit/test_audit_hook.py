@@ -6,6 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from kit import audit
 
+
 def test_the_audited_admin_refuses_to_run_without_a_recorder(monkeypatch):
     monkeypatch.setattr(audit, "_recorder", None)
     with pytest.raises(ImproperlyConfigured, match="recorder_register"):

@@ -3,7 +3,6 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from evalstudy.admin.scoping import ONLY_VISIBLE, StudyScopedAdmin
-from evalstudy.models import AuditEvent
 
 from .models import AnalysisRun
 from .services import analysis_run_start
@@ -39,8 +38,5 @@ class AnalysisRunAdmin(StudyScopedAdmin):
 # On the study list (attached by AnalysisConfig.ready).
 @admin.action(description="Run the analysis (on the workers)")
 def run_analysis(study_admin, request, queryset):
-    def start(*, study):
-        return analysis_run_start(study=study, user=request.user)
-
-    study_admin.each_study(request, queryset, start, "analysis started (see its Analysis page)",
-                           AuditEvent.Action.START)
+    study_admin.each_study(request, queryset, analysis_run_start,
+                           "analysis started (see its Analysis page)")

@@ -8,7 +8,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from evalstudy.models import Study
+from evalstudy.audit import SYSTEM, actor_user, audit_record
+from evalstudy.models import AuditEvent, Study
 
 from .models import AnalysisRun
 from .selectors import (
@@ -85,14 +86,17 @@ def _clean_options(options: dict[str, Any], study: Study) -> dict[str, Any]:
     return options
 
 
-def analysis_run_start(*, study: Study, options: dict[str, Any] | None = None, user: Any = None,
-                       enqueue: bool = True) -> AnalysisRun:
+def analysis_run_start(*, study: Study, options: dict[str, Any] | None = None,
+                       enqueue: bool = True, actor: Any = None,
+                       source: str = SYSTEM) -> AnalysisRun:
     """Validate `options` (formulas parsed against the study's columns and criteria) and
-    create the run; the worker is enqueued on commit."""
+    create the run; the worker is enqueued on commit. Audited as "start" with the options."""
     options = _clean_options(dict(options or {}), study)
     with transaction.atomic():
         run = AnalysisRun.objects.create(study=study, options=options,
-                                         created_by=user if user and user.pk else None)
+                                         created_by=actor_user(actor))
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.START, target=run,
+                     changes={"options": options})
         if enqueue:
             from .tasks import analysis_run_task
 

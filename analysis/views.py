@@ -6,13 +6,14 @@ from csp.decorators import csp_update
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from evalstudy.audit import audit_record
+from evalstudy.audit import WEB
 from evalstudy.permissions import EDITOR, VIEWER, studies_visible_to, study_for
 
+from .exports import NotExported, report_export
 from .models import AnalysisRun
 from .services import analysis_run_start
 
@@ -27,9 +28,12 @@ def _run(request, pk) -> AnalysisRun:
         AnalysisRun.objects.filter(study__in=studies_visible_to(request.user)), pk=pk)
 
 
-def _audit_download(request, run: AnalysisRun, fmt: str) -> None:
-    audit_record(actor=request.user, source="web", action="export", study=run.study,
-                 target=run, changes={"what": "analysis report", "format": fmt})
+def _download(request, run: AnalysisRun, fmt: str) -> bytes:
+    """The report as `fmt`, recorded as an export (404 when there is none)."""
+    try:
+        return report_export(run=run, fmt=fmt, actor=request.user, source=WEB)
+    except NotExported as error:
+        raise Http404(str(error)) from None
 
 
 @staff_member_required
@@ -68,7 +72,7 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
     if request.POST.get("formula", "").strip():
         options["formula"] = request.POST["formula"].strip()
     try:
-        run = analysis_run_start(study=study, options=options, user=request.user)
+        run = analysis_run_start(study=study, options=options, actor=request.user, source=WEB)
     except ValidationError as error:
         messages.error(request, "; ".join(error.messages))
     else:
@@ -81,20 +85,13 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
 # to PDF); it has no script, so only inline styles are allowed, and only here.
 @csp_update({"style-src": ["'unsafe-inline'"]})
 def report(request: HttpRequest, pk: int) -> HttpResponse:
-    run = _run(request, pk)
-    if run.status != AnalysisRun.Status.DONE:
-        raise Http404("This analysis has no report yet.")
-    _audit_download(request, run, "html")
-    return HttpResponse(run.report_html)
+    return HttpResponse(_download(request, _run(request, pk), "html"))
 
 
 @staff_member_required
 def report_pdf(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run(request, pk)
-    if not run.report_pdf:
-        raise Http404("This analysis has no PDF.")
-    _audit_download(request, run, "pdf")
-    response = HttpResponse(bytes(run.report_pdf), content_type="application/pdf")
+    response = HttpResponse(_download(request, run, "pdf"), content_type="application/pdf")
     response["Content-Disposition"] = f'attachment; filename="{run.study.slug}-analysis.pdf"'
     return response
 
@@ -102,8 +99,7 @@ def report_pdf(request: HttpRequest, pk: int) -> HttpResponse:
 @staff_member_required
 def report_json(request: HttpRequest, pk: int) -> HttpResponse:
     run = _run(request, pk)
-    _audit_download(request, run, "json")
-    response = JsonResponse(run.result, json_dumps_params={"indent": 1})
+    response = HttpResponse(_download(request, run, "json"), content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{run.study.slug}-analysis.json"'
     return response
 

@@ -1,9 +1,7 @@
 from django.contrib import admin
 
 from evalstudy.admin.scoping import ADMIN, ONLY_VISIBLE, StudyScopedAdmin
-from evalstudy.audit import audit_record
 from evalstudy.forms import JudgmentsUploadForm
-from evalstudy.models import AuditEvent
 from evalstudy.spec.files import parse_judgments_csv
 
 from .models import Judgment, JudgmentRevision
@@ -59,11 +57,8 @@ def import_judgments_view(study_admin, request, pk):
 
     def run(text, name, data):
         counts = judgments_import(study=study, rows=parse_judgments_csv(text, name),
-                                  source=name, default_rater_kind=data["rater_kind"])
-        audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.IMPORT,
-                     target=study, changes={
-                         "what": "judgments", "file": name, "created": counts.created,
-                         "revised": counts.revised, "unchanged": counts.unchanged})
+                                  file_name=name, default_rater_kind=data["rater_kind"],
+                                  actor=request.user, source=ADMIN)
         return study, (f"{counts.created} judgments created, {counts.revised} revised, "
                        f"{counts.unchanged} unchanged")
 

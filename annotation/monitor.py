@@ -6,11 +6,11 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from evalstudy.audit import audit_record
+from evalstudy.audit import WEB
 from evalstudy.permissions import study_for
-from kit.csvsafe import SafeDictWriter
 
-from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
+from .monitoring import study_monitor
+from .services import progress_export
 
 POLL_SECONDS = 5
 
@@ -38,12 +38,5 @@ def monitor_csv(request: HttpRequest, slug: str) -> HttpResponse:
     study = _visible_study(request, slug)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-progress.csv"'
-    writer = SafeDictWriter(response, fieldnames=PROGRESS_COLUMNS)
-    writer.writeheader()
-    rows = 0
-    for row in progress_rows(study_monitor(study)):
-        writer.writerow(row)
-        rows += 1
-    audit_record(actor=request.user, source="web", action="export", target=study,
-                 changes={"what": "progress", "format": "csv", "rows": rows})
+    progress_export(study=study, stream=response, actor=request.user, source=WEB)
     return response

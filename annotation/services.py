@@ -8,13 +8,16 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import IO, Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from evalstudy.audit import SYSTEM, audit_export, audit_record
 from evalstudy.models import (
     Assignment,
     AssignmentSlot,
+    AuditEvent,
     Criterion,
     Item,
     Output,
@@ -24,9 +27,11 @@ from evalstudy.models import (
 from evalstudy.services import NotEnrolled, enrollment_of, lease_renew
 from evalstudy.spec.errors import SpecError, SpecInvalid
 from evalstudy.spec.files import JudgmentRow
+from kit.csvsafe import SafeDictWriter
 
 from .flow import after_attention_check
 from .models import Judgment, JudgmentRevision
+from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
 
 
 class SubmissionRefused(Exception):
@@ -191,15 +196,16 @@ def judgment_submit(
 
 
 def judgments_import(
-    *, study: Study, rows: list[JudgmentRow], source: str, default_rater_kind: str = "expert",
-    now: dt.datetime | None = None,
+    *, study: Study, rows: list[JudgmentRow], file_name: str, default_rater_kind: str = "expert",
+    now: dt.datetime | None = None, actor: Any = None, source: str = SYSTEM,
 ) -> StoreCounts:
     """Load tidy judgments made elsewhere, for re-analysis. All rows valid or nothing stored.
 
     Each rater (a rater of this study, whatever raters elsewhere share its id) gets one
     `imported` seat in the study with a slot per output (or output pair,
     for pairwise criteria, where `system` is A and `system_b` is B). Re-importing the same file
-    changes nothing; a changed value is stored as a revision. Raises SpecInvalid.
+    changes nothing; a changed value is stored as a revision. Raises SpecInvalid. Audited as
+    "import" with the file and the counts.
     """
     now = now or timezone.now()
     errors: list[SpecError] = []
@@ -215,7 +221,7 @@ def judgments_import(
     plan: dict[tuple[str, str], dict[tuple[int, int | None], dict[str, tuple[str, int]]]] = {}
     for row in rows:
         def fail(where: str, message: str, row: JudgmentRow = row) -> None:
-            errors.append(SpecError(source, row.line, where, message))
+            errors.append(SpecError(file_name, row.line, where, message))
 
         kind = row.rater_kind or default_rater_kind
         if kind not in kinds:
@@ -276,7 +282,7 @@ def judgments_import(
             )
             if seat.source != Assignment.Source.IMPORTED:
                 raise SpecInvalid([SpecError(
-                    source, None, "rater", f"rater {external_id!r} already rates this study in "
+                    file_name, None, "rater", f"rater {external_id!r} already rates this study in "
                     "the browser; import their judgments under another rater id",
                 )])
             existing = {(s.output_id, s.output_b_id): s for s in seat.slots.all()}
@@ -292,4 +298,22 @@ def judgments_import(
                 for key, (value, _line) in answers.items():
                     _store_value(slot=slot, criterion=criteria[key], rater=rater, value=value,
                                  served_at=None, now=now, counts=counts)
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.IMPORT, target=study,
+                     changes={"what": "judgments", "file": file_name, "created": counts.created,
+                              "revised": counts.revised, "unchanged": counts.unchanged})
     return counts
+
+
+def progress_export(*, study: Study, stream: IO[str], file: str = "", actor: Any = None,
+                    source: str = SYSTEM) -> int:
+    """Write the monitor's per-rater progress as CSV to `stream` (formula-looking cells
+    neutralised); returns the rows. Audited as "export"."""
+    writer = SafeDictWriter(stream, fieldnames=PROGRESS_COLUMNS)
+    writer.writeheader()
+    rows = 0
+    for row in progress_rows(study_monitor(study)):
+        writer.writerow(row)
+        rows += 1
+    audit_export(actor=actor, source=source, what="progress", fmt="csv", target=study,
+                 file=file, rows=rows)
+    return rows

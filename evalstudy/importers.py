@@ -14,9 +14,11 @@ from typing import Any
 from django.db import transaction
 from django.db.models import ProtectedError
 
+from .audit import SYSTEM, audit_export, audit_record
 from .models import (
     Assignment,
     AttentionCheck,
+    AuditEvent,
     CalibrationItem,
     Criterion,
     Item,
@@ -151,20 +153,37 @@ def _started(study: Study) -> bool:
     ).exists()
 
 
-def study_import_spec(*, spec: StudySpec, source: str, owner: Any = None) -> tuple[Study, str]:
+def study_spec_export(*, study: Study, fmt: str, file: str = "", actor: Any = None,
+                      source: str = SYSTEM) -> dict[str, Any]:
+    """The study as a spec document (`spec_to_document`), for the caller to write as `fmt`
+    (yaml or json) to `file` (blank: a download or stdout). Audited as "export"."""
+    document = spec_to_document(study_to_spec(study))
+    audit_export(actor=actor, source=source, what="spec", fmt=fmt, target=study, file=file)
+    return document
+
+
+def study_import_spec(*, spec: StudySpec, file_name: str, owner: Any = None, actor: Any = None,
+                      source: str = SYSTEM) -> tuple[Study, str]:
     """Create or update the study a spec describes; returns (study, "created"|"updated"|
     "unchanged"). Raises SpecInvalid (nothing written) when the spec would change a study that
-    raters have started, or when the database refuses a change.
+    raters have started, or when the database refuses a change. Audited as "import" with the
+    file and the outcome (an unchanged re-import too: someone sent the file).
     """
     slug = spec.settings["slug"]
+
+    def record(study: Study, outcome: str) -> tuple[Study, str]:
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.IMPORT, target=study,
+                     changes={"what": "spec", "file": file_name, "outcome": outcome})
+        return study, outcome
+
     with transaction.atomic():
         study = Study.objects.select_for_update().filter(slug=slug).first()
         if study is not None:
             if _same_content(study_to_spec(study), spec):
-                return study, "unchanged"
+                return record(study, "unchanged")
             if _started(study):
                 raise SpecInvalid([SpecError(
-                    source, None, "study.slug",
+                    file_name, None, "study.slug",
                     f"study {slug!r} is {study.status} and has raters; a changed spec cannot be "
                     "imported over it (import it under a new slug, or re-import the same spec)",
                 )])
@@ -182,9 +201,9 @@ def study_import_spec(*, spec: StudySpec, source: str, owner: Any = None) -> tup
             _sync(study, spec)
         except ProtectedError as error:
             raise SpecInvalid([SpecError(
-                source, None, "", f"cannot remove rows that judgments refer to: {error.args[0]}"
+                file_name, None, "", f"cannot remove rows that judgments refer to: {error.args[0]}"
             )]) from None
-    return study, outcome
+        return record(study, outcome)
 
 
 def _same_content(a: StudySpec, b: StudySpec) -> bool:
@@ -286,37 +305,42 @@ def _write_items(
 
 
 def items_import(
-    *, study: Study, items: list[ItemSpec], source: str, limits: SpecLimits | None = None
+    *, study: Study, items: list[ItemSpec], file_name: str, limits: SpecLimits | None = None,
+    actor: Any = None, source: str = SYSTEM,
 ) -> tuple[int, int]:
     """Add or update items and outputs of a draft study from a parsed CSV/JSONL file.
 
     Every item must give an output for each of the study's systems, and the study may not end
     up with more than `limits.max_items` items (default: the settings). Atomic; returns
-    (items written, outputs written). Raises SpecInvalid naming the file and line.
+    (items written, outputs written). Raises SpecInvalid naming the file and line. Audited as
+    "import" with the file and the counts.
     """
     limits = limits or spec_limits()
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
         if _started(study):
             raise SpecInvalid([SpecError(
-                source, None, "", f"study {study.slug!r} is {study.status} and has raters; "
+                file_name, None, "", f"study {study.slug!r} is {study.status} and has raters; "
                 "items can only be added to a draft study",
             )])
         ids = {item.external_id for item in items}
         total = study.items.count() + len(ids) - study.items.filter(external_id__in=ids).count()
         if total > limits.max_items:
             raise SpecInvalid([SpecError(
-                source, None, "", f"study {study.slug!r} would have {total:,} items, over the "
+                file_name, None, "", f"study {study.slug!r} would have {total:,} items, over the "
                 f"limit of {limits.max_items:,} (EVALSTUDY_MAX_ITEMS)",
             )])
         systems = {s.name: s for s in study.systems.all()}
         if not systems:
-            raise SpecInvalid([SpecError(source, None, "", f"study {study.slug!r} has no "
+            raise SpecInvalid([SpecError(file_name, None, "", f"study {study.slug!r} has no "
                                          "systems yet: define them before importing outputs")])
-        check_items_against_systems(items, set(systems), source)
-        written = _write_items(study, items, systems, delete_missing=False)
+        check_items_against_systems(items, set(systems), file_name)
+        n_items, n_outputs = _write_items(study, items, systems, delete_missing=False)
         study.assignments.filter(source=Assignment.Source.DESIGN, rater__isnull=True).delete()
-        return written
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.IMPORT, target=study,
+                     changes={"what": "items", "file": file_name, "items": n_items,
+                              "outputs": n_outputs})
+        return n_items, n_outputs
 
 
 # --- outputs on their own (API bulk create) -------------------------------------------------
@@ -397,9 +421,11 @@ def parse_outputs_csv(text: str, source: str, max_rows: int | None = None) -> li
     return rows
 
 
-def outputs_import(*, study: Study, rows: list[OutputRow], source: str) -> int:
+def outputs_import(*, study: Study, rows: list[OutputRow], file_name: str, actor: Any = None,
+                   source: str = SYSTEM) -> int:
     """Create or update outputs of existing items and systems of a draft study; returns how
     many were written. All rows valid or nothing written (SpecInvalid names row and field).
+    Audited as "import" with the file and the count.
 
     Only the items the rows name are read, so importing in batches costs the same per batch
     whatever the study's size.
@@ -408,7 +434,7 @@ def outputs_import(*, study: Study, rows: list[OutputRow], source: str) -> int:
         study = Study.objects.select_for_update().get(pk=study.pk)
         if _started(study):
             raise SpecInvalid([SpecError(
-                source, None, "", f"study {study.slug!r} is {study.status} and has raters; "
+                file_name, None, "", f"study {study.slug!r} is {study.status} and has raters; "
                 "outputs can only be added to a draft study",
             )])
         systems = dict(study.systems.values_list("name", "id"))
@@ -420,14 +446,14 @@ def outputs_import(*, study: Study, rows: list[OutputRow], source: str) -> int:
         first: dict[tuple[str, str], int] = {}
         for row in rows:
             if row.item not in items:
-                errors.append(SpecError(source, row.row, "item",
+                errors.append(SpecError(file_name, row.row, "item",
                                         f"no item {row.item!r} in study {study.slug!r}"))
             if row.system not in systems:
-                errors.append(SpecError(source, row.row, "system",
+                errors.append(SpecError(file_name, row.row, "system",
                                         f"no system {row.system!r} in study {study.slug!r}"))
             key = (row.item, row.system)
             if key in first:
-                errors.append(SpecError(source, row.row, "system", f"second output for "
+                errors.append(SpecError(file_name, row.row, "system", f"second output for "
                                         f"{row.item!r}/{row.system!r} (first at row {first[key]})"))
             first.setdefault(key, row.row)
         if errors:
@@ -450,4 +476,7 @@ def outputs_import(*, study: Study, rows: list[OutputRow], source: str) -> int:
         if new:
             # Seats built before these outputs existed would leave them unrated.
             study.assignments.filter(source=Assignment.Source.DESIGN, rater__isnull=True).delete()
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.IMPORT, target=study,
+                     changes={"what": "outputs", "file": file_name,
+                              "outputs": len(new) + len(changed)})
         return len(new) + len(changed)

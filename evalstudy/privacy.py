@@ -29,8 +29,8 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.html import escape
 
-from .audit import audit_record
-from .models import Assignment, AuditEvent, Enrollment, Rater, _new_token
+from .audit import SYSTEM, audit_export, audit_record
+from .models import Assignment, AuditEvent, Enrollment, Rater, Study, _new_token
 
 PSEUDONYM_PREFIX = "erased-"
 ERASED = "<erased>"
@@ -87,15 +87,22 @@ def _iso(value) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def rater_data_export(rater: Rater, *, studies: Collection[int] | None = None
-                      ) -> dict[str, Any]:
+@transaction.atomic
+def rater_data_export(rater: Rater, *, studies: Collection[int] | None = None,
+                      study: Study | None = None, file: str = "", actor: Any = None,
+                      source: str = SYSTEM) -> dict[str, Any]:
     """Everything personal held about `rater`, as a JSON-safe dict (never the entry token).
 
     `studies`: the requester's scope (`permissions.privacy_scope`): None for the whole
     installation (an admin, the shell); else only what concerns those studies (an owner), and
     the account's details (username, email, logins) are left out, since an account is
     installation-wide. The other apps' entries (`PrivacyContribution.export`) come after the
-    seats, before `exported_at`."""
+    seats, before `exported_at`.
+
+    Audited as "export" of the rater by id (never by name), under `study` when the request
+    came through one, with `file` when written to one."""
+    audit_export(actor=actor, source=source, what="personal data", fmt="json", study=study,
+                 target=("evalstudy.rater", rater.pk, f"rater {rater.pk}"), file=file)
     user = rater.user if studies is None else None
     enrollments = Enrollment.objects.filter(rater=rater)
     assignments = Assignment.objects.filter(rater=rater)
@@ -255,7 +262,7 @@ def _enrollment_events(rater: Rater):
 
 
 @transaction.atomic
-def rater_data_erase(rater: Rater, *, actor: Any, source: str = "",
+def rater_data_erase(rater: Rater, *, actor: Any = None, source: str = SYSTEM,
                      studies: Collection[int] | None = None) -> None:
     """Replace the rater's personal data with a pseudonym; keep the rater and its judgments.
 

@@ -11,14 +11,17 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import IO, Any, TypeVar
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
+from kit.audit import instance_changes, model_snapshot
+
 from . import criteria as rules
+from .audit import SYSTEM, audit_export, audit_record
 from .design import (
     DesignError,
     crossed,
@@ -32,17 +35,23 @@ from .models import (
     Assignment,
     AssignmentSlot,
     AttentionCheck,
+    AuditEvent,
     CalibrationItem,
+    Criterion,
     Enrollment,
     Item,
     Output,
     Rater,
     Study,
+    StudyCollaborator,
+    System,
 )
+from .selectors import design_write_csv
 from .spec.limits import SETTING_BOUNDS, SpecLimits, study_setting_problems
 from .spec.study import show_if_problems
 
 SLOT_BATCH_SIZE = 5000
+Row = TypeVar("Row", System, Criterion)
 BUILDERS = {
     Study.Design.LATIN_SQUARE: latin_square,
     Study.Design.CROSSED: crossed,
@@ -235,12 +244,21 @@ def _raise_if_invalid(study: Study) -> None:
 
 
 @transaction.atomic
-def study_build_assignments(*, study: Study) -> int:
+def study_build_assignments(*, study: Study, actor: Any = None, source: str = SYSTEM) -> int:
     """(Re)build every seat and slot of `study` from its design; returns the number of seats.
 
     Refused once any seat has a rater: rebuilding would reshuffle what people already rated.
+    Audited as "build" (`actor`, `source`: see evalstudy.audit).
     """
     study = Study.objects.select_for_update().get(pk=study.pk)
+    seats = _assignments_build(study)
+    audit_record(actor=actor, source=source, action=AuditEvent.Action.BUILD, target=study,
+                 changes={"seats": seats})
+    return seats
+
+
+def _assignments_build(study: Study) -> int:
+    """`study_build_assignments` without its event; the caller holds the study's row lock."""
     if study.assignments.filter(rater__isnull=False, source=Assignment.Source.DESIGN).exists():
         raise ValidationError(
             "Seats of this study already have raters; its design can no longer be rebuilt."
@@ -307,27 +325,148 @@ def study_build_assignments(*, study: Study) -> int:
     return len(seats)
 
 
+def _status_change(study: Study, status: str, actor: Any, source: str, action: str) -> None:
+    """Set the locked `study`'s status and record the change (nothing when it had it)."""
+    before = study.status
+    if before == status:
+        return
+    study.status = status
+    study.save(update_fields=["status", "updated_at"])
+    audit_record(actor=actor, source=source, action=action, target=study,
+                 changes={"status": [before, status]})
+
+
 @transaction.atomic
-def study_open(*, study: Study) -> Study:
-    """Validate, build the design if it has no seats yet, and let raters in."""
+def study_open(*, study: Study, actor: Any = None, source: str = SYSTEM) -> Study:
+    """Validate, build the design if it has no seats yet, and let raters in. Audited as "open"
+    with the status change; opening an open study changes and records nothing."""
     study = Study.objects.select_for_update().get(pk=study.pk)
     if study.status == Study.Status.OPEN:
         return study
     _raise_if_invalid(study)
     if not study.assignments.filter(source=Assignment.Source.DESIGN).exists():
-        study_build_assignments(study=study)
-    study.status = Study.Status.OPEN
-    study.save(update_fields=["status", "updated_at"])
+        _assignments_build(study)
+    _status_change(study, Study.Status.OPEN, actor, source, AuditEvent.Action.OPEN)
     return study
 
 
 @transaction.atomic
-def study_close(*, study: Study) -> Study:
-    """Stop handing out seats; raters with a seat can no longer be served new slots."""
+def study_close(*, study: Study, actor: Any = None, source: str = SYSTEM) -> Study:
+    """Stop handing out seats; raters with a seat can no longer be served new slots. Audited
+    as "close" with the status change."""
     study = Study.objects.select_for_update().get(pk=study.pk)
-    study.status = Study.Status.CLOSED
-    study.save(update_fields=["status", "updated_at"])
+    _status_change(study, Study.Status.CLOSED, actor, source, AuditEvent.Action.CLOSE)
     return study
+
+
+def design_export(*, study: Study, stream: IO[str], file: str = "", actor: Any = None,
+                  source: str = SYSTEM) -> int:
+    """Write every seat's slots as CSV to `stream` (`design_write_csv`); returns the rows.
+    Audited as "export" with the row count and `file` (blank: a download or stdout)."""
+    rows = design_write_csv(study, stream)
+    audit_export(actor=actor, source=source, what="design", fmt="csv", target=study, file=file,
+                 rows=rows)
+    return rows
+
+
+# --- study configuration ----------------------------------------------------------------------
+class StudyNotDraft(ValidationError):
+    """The study has left the draft state: its settings, systems and criteria are fixed."""
+
+
+def _locked_draft(study: Study) -> Study:
+    locked = Study.objects.select_for_update().get(pk=study.pk)
+    if locked.status != Study.Status.DRAFT:
+        raise StudyNotDraft(f"Study {locked.slug!r} is {locked.status}; only a draft study "
+                            "can change.")
+    return locked
+
+
+@transaction.atomic
+def study_create(*, owner: Any, fields: dict[str, Any], actor: Any = None,
+                 source: str = SYSTEM) -> Study:
+    """A new draft study owned by `owner`, from already validated `fields`. Audited as
+    "create"."""
+    study = Study.objects.create(owner=owner, **fields)
+    audit_record(actor=actor, source=source, action=AuditEvent.Action.CREATE, target=study)
+    return study
+
+
+@transaction.atomic
+def study_update(*, study: Study, fields: dict[str, Any], actor: Any = None,
+                 source: str = SYSTEM) -> Study:
+    """Change a draft study's settings (already validated `fields`); raises StudyNotDraft once
+    it is open or closed. Audited as "update" with each changed field (nothing when none did).
+    """
+    study = _locked_draft(study)
+    before = model_snapshot(study)
+    for name, value in fields.items():
+        setattr(study, name, value)
+    study.save()
+    changes = instance_changes(before, study)
+    if changes:
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.UPDATE, target=study,
+                     changes=changes)
+    return study
+
+
+def _draft_row_create(model: type[Row], study: Study, fields: dict[str, Any], actor: Any,
+                      source: str) -> Row:
+    study = _locked_draft(study)
+    row = model.objects.create(study=study, **fields)
+    audit_record(actor=actor, source=source, action=AuditEvent.Action.CREATE, study=study,
+                 target=row, changes=instance_changes(None, row))
+    return row
+
+
+@transaction.atomic
+def system_create(*, study: Study, fields: dict[str, Any], actor: Any = None,
+                  source: str = SYSTEM) -> System:
+    """Add a system to a draft study (StudyNotDraft otherwise). Audited as "create"."""
+    return _draft_row_create(System, study, fields, actor, source)
+
+
+@transaction.atomic
+def criterion_create(*, study: Study, fields: dict[str, Any], actor: Any = None,
+                     source: str = SYSTEM) -> Criterion:
+    """Add a criterion (already checked against the study's rules) to a draft study
+    (StudyNotDraft otherwise). Audited as "create"."""
+    return _draft_row_create(Criterion, study, fields, actor, source)
+
+
+@transaction.atomic
+def collaborator_set(*, study: Study, user: Any, role: str, actor: Any = None,
+                     source: str = SYSTEM) -> StudyCollaborator:
+    """Give `user` the `role` (editor or viewer) on `study`, or change it. The owner is no
+    collaborator (ValidationError). Audited as "update" with the role before and after."""
+    if user.pk == study.owner_id:
+        raise ValidationError({"username": ["this user owns the study"]})
+    row = StudyCollaborator.objects.select_for_update().filter(study=study, user=user).first()
+    before = row.role if row is not None else None
+    if row is None:
+        row = StudyCollaborator.objects.create(study=study, user=user, role=role)
+    elif row.role != role:
+        row.role = role
+        row.save(update_fields=["role"])
+    if before != role:
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.UPDATE, study=study,
+                     target=row, changes={"collaborator": [
+                         None if before is None else f"{user.get_username()}:{before}",
+                         f"{user.get_username()}:{role}"]})
+    return row
+
+
+@transaction.atomic
+def collaborator_remove(*, study: Study, username: str, actor: Any = None,
+                        source: str = SYSTEM) -> bool:
+    """Take `username`'s role on `study` away; returns whether they had one. Audited as
+    "delete"."""
+    deleted, _ = StudyCollaborator.objects.filter(study=study,
+                                                  user__username=username).delete()
+    if deleted:
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.DELETE, study=study,
+                     changes={"collaborator": [username, None]})
+    return bool(deleted)
 
 
 def _lease_end(study: Study, now: dt.datetime) -> dt.datetime:
@@ -555,7 +694,8 @@ def enrollment_admit(*, study: Study, rater: Rater) -> tuple[Enrollment, bool]:
 @transaction.atomic
 def rater_invite(
     *, study: Study, kind: str, display_name: str = "", external_id: str = "",
-    metadata: dict | None = None, user: Any = None,
+    metadata: dict | None = None, user: Any = None, username: str = "", actor: Any = None,
+    source: str = SYSTEM,
 ) -> Rater | None:
     """Invite a person to `study`.
 
@@ -563,16 +703,23 @@ def rater_invite(
     study only; returned. Raises ValidationError (a duplicate external id in the study, a
     proxy kind).
 
-    With `user` (an account holder): an invitation they accept or decline on their page; until
+    With `user` (an account holder, the active account `username` names, or None when none
+    does, so that the answer is the same): an invitation they accept or decline on their page; until
     they accept, the study does not exist for them and they are not among its raters. Returns
     None whether or not such an active account exists (no way to test usernames, nothing of
     the account shown to the inviter). The account's rater is created on its first invitation
     as an SLP (an account's kind is the installation's business, not one inviter's).
+
+    Audited as "create": the new rater, or for an account the invitation by the name the
+    inviter typed (`username`; the same event whether or not the account exists).
     """
     if kind not in Rater.HUMAN_KINDS:
         raise ValidationError(f"Invitations are for people: {', '.join(Rater.HUMAN_KINDS)}.")
-    if user is not None:
-        if not getattr(user, "is_active", False):
+    if user is not None or username:
+        named = username or user.get_username()
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.CREATE, study=study,
+                     changes={"invitation": [None, f"account {named!r}"]})
+        if user is None or not getattr(user, "is_active", False):
             return None
         rater, _ = Rater.objects.get_or_create(
             user=user, defaults={"kind": Rater.Kind.SLP, "origin": Rater.Origin.ACCOUNT,
@@ -587,6 +734,8 @@ def rater_invite(
                                  display_name=display_name, metadata=metadata or {},
                                  origin=Rater.Origin.INVITED)
     enrollment_admit(study=study, rater=rater)
+    audit_record(actor=actor, source=source, action=AuditEvent.Action.CREATE, study=study,
+                 target=rater, changes={"invited": [None, study.slug]})
     return rater
 
 

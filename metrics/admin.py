@@ -3,7 +3,6 @@ from django.utils.html import format_html
 
 from evalstudy import permissions as perms
 from evalstudy.admin.scoping import ONLY_VISIBLE, StudyScopedAdmin
-from evalstudy.models import AuditEvent
 
 from .models import MetricConfig, MetricResult, MetricRun
 from .services import metric_run_start
@@ -82,8 +81,5 @@ class MetricResultAdmin(StudyScopedAdmin):
 # On the study list (attached by MetricsConfig.ready).
 @admin.action(description="Compute the default automatic metrics (on the workers)")
 def compute_metrics(study_admin, request, queryset):
-    def start(*, study):
-        return metric_run_start(study=study, user=request.user)
-
-    study_admin.each_study(request, queryset, start, "metric run started (see its Metrics page)",
-                           AuditEvent.Action.START)
+    study_admin.each_study(request, queryset, metric_run_start,
+                           "metric run started (see its Metrics page)")

@@ -4,28 +4,18 @@ progress, and page through the tidy results. Viewers of a study read; editors st
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import permissions, serializers
-from rest_framework.response import Response
-from rest_framework.views import APIView
+from rest_framework import serializers
 
 from evalstudy.api.base import StudyScopedView
-from evalstudy.permissions import EDITOR, VIEWER, studies_visible_to
-from kit.openapi import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, paginated
-from kit.rest import PageNumberPagination, accepted
+from evalstudy.api.runs import RunDetail, StudyRunList
+from kit.openapi import PAGE_PARAMETERS, READ_ERRORS, paginated
+from kit.rest import PageNumberPagination
 
 from .models import MetricRun
 from .selectors import result_rows, study_results
 from .services import metric_run_start
-
-
-class IsStaff(permissions.BasePermission):
-    """Kept for callers outside the API; API views check roles per study instead."""
-
-    def has_permission(self, request, view):
-        return bool(request.user and request.user.is_authenticated and request.user.is_staff)
 
 
 class MetricRunSerializer(serializers.ModelSerializer):
@@ -58,43 +48,24 @@ class StartRunSerializer(serializers.Serializer):
                   "inside a directory of the EVALSTUDY_MODEL_DIRS setting.")
 
 
-class StudyMetricRuns(StudyScopedView):
-    """The study's latest 50 metric runs; start one (editors): 202 + status URL."""
+class StudyMetricRuns(StudyRunList):
+    """The study's latest metric runs; start one (editors): 202 + status URL."""
 
-    study_roles = {"GET": VIEWER, "POST": EDITOR}
+    run_model = MetricRun
+    serializer_class = MetricRunSerializer
+    start_serializer_class = StartRunSerializer
 
-    @extend_schema(responses={200: MetricRunSerializer(many=True), **READ_ERRORS})
-    def get(self, request, slug):
-        study = self.get_study()
-        runs = MetricRun.objects.filter(study=study).select_related("study")[:50]
-        return Response(MetricRunSerializer(runs, many=True, context={"request": request}).data)
-
-    @extend_schema(request=StartRunSerializer,
-                   responses={202: MetricRunSerializer, **WRITE_ERRORS})
-    def post(self, request, slug):
-        study = self.get_study()
-        body = StartRunSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        # A refused request (unknown metric, bad parameters) is a Django ValidationError: the
-        # API's exception handler answers it with 400 in the common error shape.
-        run = metric_run_start(study=study, metrics=body.validated_data.get("metrics"),
-                               params=body.validated_data.get("params"),
-                               model_path=body.validated_data["model_path"],
-                               user=request.user)
-        data = MetricRunSerializer(run, context={"request": request}).data
-        return accepted(data, data["status_url"])
+    def start(self, study, data, *, actor, source):
+        return metric_run_start(study=study, metrics=data.get("metrics"),
+                                params=data.get("params"), model_path=data["model_path"],
+                                actor=actor, source=source)
 
 
-class MetricRunDetail(APIView):
+class MetricRunDetail(RunDetail):
     """One metric run's status and progress (viewers of its study)."""
 
-    @extend_schema(responses={200: MetricRunSerializer, **READ_ERRORS})
-    def get(self, request, pk):
-        run = get_object_or_404(
-            MetricRun.objects.select_related("study")
-            .filter(study__in=studies_visible_to(request.user)), pk=pk,
-        )
-        return Response(MetricRunSerializer(run, context={"request": request}).data)
+    run_model = MetricRun
+    serializer_class = MetricRunSerializer
 
 
 class MetricResultRowSerializer(serializers.Serializer):

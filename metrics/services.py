@@ -12,7 +12,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -20,11 +20,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from evalstudy.models import Output, Study
+from evalstudy.audit import SYSTEM, actor_user, audit_export, audit_record
+from evalstudy.models import AuditEvent, Output, Study
 
 from .models import MetricConfig, MetricResult, MetricRun
 from .scorers.base import Pair, Scorer
 from .scorers.encoder import encoder_resolve
+from .selectors import metrics_write_csv
 
 DEFAULT_METRICS = ("wer", "cer", "bleu", "chrf", "rouge", "semantic_distance",
                    "embedding_cosine", "bertscore", "heval")
@@ -146,10 +148,11 @@ def config_for(scorer: Scorer) -> MetricConfig:
 
 def metric_run_start(
     *, study: Study, metrics: Sequence[str] | None = None,
-    params: dict[str, dict[str, Any]] | None = None, model_path: str = "", user: Any = None,
-    enqueue: bool = True,
+    params: dict[str, dict[str, Any]] | None = None, model_path: str = "", enqueue: bool = True,
+    actor: Any = None, source: str = SYSTEM,
 ) -> MetricRun:
-    """Validate the request, record the run, and (after commit) hand it to the workers."""
+    """Validate the request, record the run, and (after commit) hand it to the workers.
+    Audited as "start" (the run, its metrics and encoder)."""
     metrics = list(metrics or DEFAULT_METRICS)
     params = params or {}
     if len(set(metrics)) != len(metrics):
@@ -169,14 +172,26 @@ def metric_run_start(
         run = MetricRun.objects.create(
             study=study, metrics=metrics, params=params,
             model_path=model_path or study.encoder_path,
-            total=n_outputs * len(metrics), created_by=user if user and user.pk else None,
+            total=n_outputs * len(metrics), created_by=actor_user(actor),
         )
         run.configs.set([config_for(scorer) for scorer in scorers])
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.START, target=run,
+                     changes={"metrics": metrics, "params": params, "model_path": model})
         if enqueue:
             from .tasks import metric_run_dispatch_task
 
             transaction.on_commit(lambda: metric_run_dispatch_task.delay(run.pk))
     return run
+
+
+def metrics_export(*, study: Study, stream: IO[str], metrics: list[str] | None = None,
+                   file: str = "", actor: Any = None, source: str = SYSTEM) -> int:
+    """Write the study's metric results as tidy CSV to `stream` (`metrics_write_csv`); returns
+    the rows. Audited as "export" with the metrics asked for and `file`."""
+    rows = metrics_write_csv(study, stream, metrics=metrics)
+    audit_export(actor=actor, source=source, what="metric results", fmt="csv", target=study,
+                 file=file, rows=rows, **({"metrics": metrics} if metrics else {}))
+    return rows
 
 
 def _scorers_for(run: MetricRun, names: Sequence[str]) -> list[tuple[Scorer, MetricConfig]]:

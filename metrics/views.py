@@ -12,12 +12,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from evalstudy.audit import audit_record
+from evalstudy.audit import WEB
 from evalstudy.permissions import EDITOR, VIEWER, study_for
 
 from .models import MetricRun
-from .selectors import metrics_write_csv, output_results_page
-from .services import DEFAULT_METRICS, metric_run_start
+from .selectors import output_results_page
+from .services import DEFAULT_METRICS, metric_run_start, metrics_export
 
 
 def _study(request: HttpRequest, slug: str, minimum: str = VIEWER):
@@ -59,7 +59,8 @@ def start_run(request: HttpRequest, slug: str) -> HttpResponse:
         params = json.loads(request.POST.get("params") or "{}")
         run = metric_run_start(
             study=study, metrics=request.POST.getlist("metrics") or None, params=params,
-            model_path=request.POST.get("model_path", "").strip(), user=request.user,
+            model_path=request.POST.get("model_path", "").strip(), actor=request.user,
+            source=WEB,
         )
     except json.JSONDecodeError as error:
         messages.error(request, f"Parameters are not valid JSON: {error}")
@@ -74,9 +75,7 @@ def start_run(request: HttpRequest, slug: str) -> HttpResponse:
 def results_csv(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug)
     buffer = io.StringIO()
-    rows = metrics_write_csv(study, buffer)
-    audit_record(actor=request.user, source="web", action="export", target=study,
-                 changes={"what": "metric results", "format": "csv", "rows": rows})
+    metrics_export(study=study, stream=buffer, actor=request.user, source=WEB)
     response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-metrics.csv"'
     return response

@@ -8,6 +8,7 @@ from django.utils.html import format_html
 
 from evalstudy import permissions as perms
 from evalstudy.admin.scoping import ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
+from evalstudy.audit import ADMIN
 
 from .models import LearnedProxy, ProxyRun
 
@@ -96,7 +97,7 @@ class ProxyRunAdmin(StudyScopedAdmin):
     def save_model(self, request, obj, form, change):
         from .services import proxy_run_start
 
-        run = proxy_run_start(user=request.user, **{
+        run = proxy_run_start(actor=request.user, source=ADMIN, **{
             "study": form.cleaned_data["study"], "method": form.cleaned_data["method"],
             "criteria": form.prepared["criteria"], "backend": form.prepared["backend"] or None,
             "template": form.cleaned_data.get("template", ""),
@@ -119,7 +120,7 @@ class ProxyRunAdmin(StudyScopedAdmin):
         for run in rows_with_role(request, queryset, perms.EDITOR,
                                   label=lambda run: f"proxy run {run.pk}"):
             try:
-                proxy_run_resume(run)
+                proxy_run_resume(run, actor=request.user, source=ADMIN)
             except ValidationError as error:
                 messages.error(request, " ".join(error.messages))
             else:
@@ -185,7 +186,8 @@ class LearnedProxyAdmin(StudyScopedAdmin):
             proxy = learned_proxy_start(
                 study=form.cleaned_data["study"], criterion_key=form.cleaned_data["criterion_key"],
                 kind=form.cleaned_data["kind"], name=form.cleaned_data.get("name") or "",
-                params=form.cleaned_data.get("params_config") or {}, user=request.user)
+                params=form.cleaned_data.get("params_config") or {}, actor=request.user,
+                source=ADMIN)
         except ValidationError as error:
             messages.error(request, "; ".join(error.messages))
             raise

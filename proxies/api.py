@@ -15,8 +15,10 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from evalstudy.api.runs import RunDetail, StudyRunList
+from evalstudy.audit import API
 from evalstudy.criteria import BINARY_KINDS
-from evalstudy.permissions import EDITOR, VIEWER, check_study, studies_visible_to, study_for
+from evalstudy.permissions import EDITOR, VIEWER, check_study, studies_visible_to
 from kit.rest import accepted
 
 from .learned_services import learned_proxy_start
@@ -73,46 +75,41 @@ def _learned_for(user, pk: int | None) -> LearnedProxy | None:
     return proxy
 
 
-class StudyProxyRuns(APIView):
-    @extend_schema(responses=ProxyRunSerializer(many=True))
-    def get(self, request, slug):
-        study = study_for(request.user, slug, VIEWER)
-        runs = ProxyRun.objects.filter(study=study).select_related("study", "rater")[:50]
-        return Response(ProxyRunSerializer(runs, many=True, context={"request": request}).data)
+class StudyProxyRuns(StudyRunList):
+    """The study's latest proxy runs; start one (editors): 202 + status URL."""
 
-    @extend_schema(request=StartProxyRunSerializer, responses={202: ProxyRunSerializer})
-    def post(self, request, slug):
-        study = study_for(request.user, slug, EDITOR)
-        body = StartProxyRunSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
-        run = proxy_run_start(
+    run_model = ProxyRun
+    serializer_class = ProxyRunSerializer
+    start_serializer_class = StartProxyRunSerializer
+    related = ("study", "rater")
+
+    def start(self, study, data, *, actor, source):
+        return proxy_run_start(
             study=study, method=data["method"], criteria=data.get("criteria"),
             backend=data.get("backend"), template=data.get("template", ""),
             params=data.get("params"),
-            learned_proxy=_learned_for(request.user, data.get("learned_proxy")),
-            user=request.user)
-        serialized = ProxyRunSerializer(run, context={"request": request}).data
-        return accepted(serialized, serialized["status_url"])
+            learned_proxy=_learned_for(actor, data.get("learned_proxy")),
+            actor=actor, source=source)
+
+
+class ProxyRunDetail(RunDetail):
+    """One proxy run's status, progress and usage (viewers of its study)."""
+
+    run_model = ProxyRun
+    serializer_class = ProxyRunSerializer
+    related = ("study", "rater")
 
 
 def _run_for(request, pk: int, minimum: str) -> ProxyRun:
-    run = get_object_or_404(ProxyRun.objects.select_related("study", "rater"), pk=pk)
+    run = get_object_or_404(ProxyRunDetail.runs(), pk=pk)
     check_study(request.user, run.study, minimum)
     return run
-
-
-class ProxyRunDetail(APIView):
-    @extend_schema(responses=ProxyRunSerializer)
-    def get(self, request, pk):
-        run = _run_for(request, pk, VIEWER)
-        return Response(ProxyRunSerializer(run, context={"request": request}).data)
 
 
 class ProxyRunResume(APIView):
     @extend_schema(request=None, responses={202: ProxyRunSerializer})
     def post(self, request, pk):
-        run = proxy_run_resume(_run_for(request, pk, EDITOR))
+        run = proxy_run_resume(_run_for(request, pk, EDITOR), actor=request.user, source=API)
         data = ProxyRunSerializer(run, context={"request": request}).data
         return accepted(data, data["status_url"])
 
@@ -138,7 +135,8 @@ class ProxyRunThreshold(APIView):
         data = body.validated_data
         report = proxy_threshold_choose(
             run, criterion_key=data["criterion"], target_precision=data["target_precision"],
-            dev_fraction=data["dev_fraction"], seed=data["seed"], user=request.user)
+            dev_fraction=data["dev_fraction"], seed=data["seed"], actor=request.user,
+            source=API)
         report["run_url"] = request.build_absolute_uri(
             reverse("api-proxy-run", args=[report["run"]]))
         return accepted(report, report["run_url"])
@@ -214,30 +212,21 @@ class TrainSerializer(serializers.Serializer):
     params = serializers.DictField(required=False)
 
 
-class StudyLearnedProxies(APIView):
-    @extend_schema(responses=LearnedProxySerializer(many=True))
-    def get(self, request, slug):
-        study = study_for(request.user, slug, VIEWER)
-        proxies = LearnedProxy.objects.filter(study=study).select_related("study")[:50]
-        return Response(LearnedProxySerializer(proxies, many=True,
-                                               context={"request": request}).data)
+class StudyLearnedProxies(StudyRunList):
+    """The study's latest learned proxies; train one (editors): 202 + status URL."""
 
-    @extend_schema(request=TrainSerializer, responses={202: LearnedProxySerializer})
-    def post(self, request, slug):
-        study = study_for(request.user, slug, EDITOR)
-        body = TrainSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
-        proxy = learned_proxy_start(study=study, criterion_key=data["criterion"],
-                                    kind=data["kind"], name=data.get("name", ""),
-                                    params=data.get("params"), user=request.user)
-        serialized = LearnedProxySerializer(proxy, context={"request": request}).data
-        return accepted(serialized, serialized["status_url"])
+    run_model = LearnedProxy
+    serializer_class = LearnedProxySerializer
+    start_serializer_class = TrainSerializer
+
+    def start(self, study, data, *, actor, source):
+        return learned_proxy_start(study=study, criterion_key=data["criterion"],
+                                   kind=data["kind"], name=data.get("name", ""),
+                                   params=data.get("params"), actor=actor, source=source)
 
 
-class LearnedProxyDetail(APIView):
-    @extend_schema(responses=LearnedProxySerializer)
-    def get(self, request, pk):
-        proxy = get_object_or_404(LearnedProxy.objects.select_related("study"), pk=pk)
-        check_study(request.user, proxy.study, VIEWER)
-        return Response(LearnedProxySerializer(proxy, context={"request": request}).data)
+class LearnedProxyDetail(RunDetail):
+    """One learned proxy's training status and report (viewers of its study)."""
+
+    run_model = LearnedProxy
+    serializer_class = LearnedProxySerializer

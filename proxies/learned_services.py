@@ -18,8 +18,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.models import Judgment
+from evalstudy.audit import SYSTEM, actor_user, audit_record
 from evalstudy.criteria import BINARY_KINDS, binary_label
-from evalstudy.models import Criterion, Rater, Study
+from evalstudy.models import AuditEvent, Criterion, Rater, Study
 from kit.jsonable import to_jsonable
 from metrics.scorers.encoder import encoder_resolve
 from metrics.services import model_dir_check
@@ -69,10 +70,11 @@ def learned_examples(study: Study, criterion_key: str) -> list:
 
 
 def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: str = "",
-                        params: dict[str, Any] | None = None, user: Any = None,
-                        enqueue: bool = True) -> LearnedProxy:
+                        params: dict[str, Any] | None = None, enqueue: bool = True,
+                        actor: Any = None, source: str = SYSTEM) -> LearnedProxy:
     """Record a training request (checked now: criterion, kind, enough labelled outputs) and
-    hand it to a worker (`gpu` queue for the cross-encoder, `cpu` otherwise)."""
+    hand it to a worker (`gpu` queue for the cross-encoder, `cpu` otherwise). Audited as
+    "start"."""
     if kind not in LearnedProxy.Kind.values:
         raise ValidationError(f"kind: {kind!r} is not one of {LearnedProxy.Kind.values}")
     learned_proxy_check(study=study, params=params or {})
@@ -85,8 +87,11 @@ def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: st
         proxy = LearnedProxy.objects.create(
             name=name, kind=kind, study=study, criterion_key=criterion_key,
             params=params or {}, total=len(examples),
-            created_by=user if user and user.pk else None,
+            created_by=actor_user(actor),
         )
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.START, target=proxy,
+                     changes={"kind": kind, "criterion": criterion_key, "name": name,
+                              "examples": len(examples)})
         if enqueue:
             from .tasks import learned_proxy_train_cpu_task, learned_proxy_train_gpu_task
 

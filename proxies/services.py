@@ -37,8 +37,17 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.models import Judgment
+from evalstudy.audit import SYSTEM, actor_user, audit_record
 from evalstudy.criteria import BINARY_KINDS
-from evalstudy.models import Assignment, AssignmentSlot, Criterion, Output, Rater, Study
+from evalstudy.models import (
+    Assignment,
+    AssignmentSlot,
+    AuditEvent,
+    Criterion,
+    Output,
+    Rater,
+    Study,
+)
 from metrics.services import model_dir_check
 
 from .answers import ANSWERERS, unit_texts
@@ -206,15 +215,20 @@ def proxy_run_prepare(
     }
 
 
-def proxy_run_start(*, user: Any = None, enqueue: bool = True, **request: Any) -> ProxyRun:
+def proxy_run_start(*, enqueue: bool = True, actor: Any = None, source: str = SYSTEM,
+                    **request: Any) -> ProxyRun:
     """Validate the request (`proxy_run_prepare`'s arguments), record the run under its proxy
-    rater, and (after commit) hand it to the workers."""
+    rater, and (after commit) hand it to the workers. Audited as "start" (method, criteria,
+    queue and the judge's signature; never a key, which no request carries)."""
     fields = proxy_run_prepare(**request)
     with transaction.atomic():
         rater = proxy_rater_for(study=fields["study"], method=fields["method"],
                                 signature=fields["signature"])
-        run = ProxyRun.objects.create(
-            rater=rater, created_by=user if user and user.pk else None, **fields)
+        run = ProxyRun.objects.create(rater=rater, created_by=actor_user(actor), **fields)
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.START, target=run,
+                     changes={"method": run.method, "criteria": run.criteria,
+                              "queue": run.queue, "rater": rater.external_id,
+                              "signature": run.signature})
         if enqueue:
             from .tasks import proxy_run_dispatch_task
 
@@ -455,16 +469,22 @@ def proxy_run_refresh(run: ProxyRun) -> ProxyRun:
     return run
 
 
-def proxy_run_resume(run: ProxyRun) -> ProxyRun:
-    """Send what is still missing (after a failure, a stop, or unreadable answers)."""
+@transaction.atomic
+def proxy_run_resume(run: ProxyRun, *, actor: Any = None, source: str = SYSTEM) -> ProxyRun:
+    """Send what is still missing (after a failure, a stop, or unreadable answers). Audited as
+    "start" (a resumption, with the status it resumed from)."""
     from .tasks import proxy_run_dispatch_task
 
+    run = ProxyRun.objects.select_for_update().get(pk=run.pk)
     if run.status == ProxyRun.Status.RUNNING:
         raise ValidationError(f"proxy run {run.pk} is still running; resume it once it is done "
                               "or failed (a stalled run is failed by the beat scheduler)")
-    ProxyRun.objects.filter(pk=run.pk).update(status=ProxyRun.Status.PENDING)
+    before = run.status
+    run.status = ProxyRun.Status.PENDING
+    run.save(update_fields=["status"])
+    audit_record(actor=actor, source=source, action=AuditEvent.Action.START, target=run,
+                 changes={"resumed": True, "status": [before, run.status]})
     transaction.on_commit(lambda: proxy_run_dispatch_task.delay(run.pk))
-    run.refresh_from_db()
     return run
 
 

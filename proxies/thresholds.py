@@ -15,8 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from annotation.models import Judgment
+from evalstudy.audit import SYSTEM, audit_record
 from evalstudy.criteria import BINARY_KINDS, binary_label
-from evalstudy.models import Rater
+from evalstudy.models import AuditEvent, Rater
 
 from .models import ProxyRun
 from .quality import latte_score, threshold_for_precision
@@ -46,7 +47,8 @@ def proxy_scores_with_labels(run: ProxyRun, criterion_key: str):
 
 def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precision: float = 0.9,
                            dev_fraction: float = 0.5, seed: int = 0, apply: bool = True,
-                           enqueue: bool = True, user: Any = None) -> dict[str, Any]:
+                           enqueue: bool = True, actor: Any = None,
+                           source: str = SYSTEM) -> dict[str, Any]:
     """Pick the decision threshold on a dev split (no reference shared with the test split)
     for `target_precision` and report precision/recall on the held-out test split (LATTE: 0.85
     gave 90 % precision).
@@ -57,7 +59,11 @@ def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precisio
 
     The choice is recorded (`threshold_choice_record`) on the new run's rater, or without
     `apply` on this run's: the dev outputs took part in choosing the threshold, so the
-    analysis leaves them out of every decision-based figure of a rater deciding at it."""
+    analysis leaves them out of every decision-based figure of a rater deciding at it.
+
+    Audited as "update" of this run (the threshold chosen, on which criterion, for which
+    precision, and the run started at it, itself audited as "start"), in one transaction with
+    the new run and the recorded choice."""
     import numpy as np
 
     if criterion_key not in run.criteria:
@@ -110,15 +116,20 @@ def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precisio
         "identity": decision_identity(decided_signature),
     }
     rater_id = run.rater_id
-    if apply:
-        decided = proxy_run_start(
-            study=run.study, method=run.method, criteria=[criterion_key],
-            backend=run.backend or None, template=run.template,
-            params={**run.params, "threshold": threshold}, learned_proxy=run.learned_proxy,
-            user=user, enqueue=enqueue)
-        report["run"] = decided.pk
-        rater_id = decided.rater_id
-    threshold_choice_record(rater_id=rater_id, record=record)
+    with transaction.atomic():
+        if apply:
+            decided = proxy_run_start(
+                study=run.study, method=run.method, criteria=[criterion_key],
+                backend=run.backend or None, template=run.template,
+                params={**run.params, "threshold": threshold}, learned_proxy=run.learned_proxy,
+                enqueue=enqueue, actor=actor, source=source)
+            report["run"] = decided.pk
+            rater_id = decided.rater_id
+        threshold_choice_record(rater_id=rater_id, record=record)
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.UPDATE, target=run,
+                     changes={"threshold": [None, threshold], "criterion": criterion_key,
+                              "target_precision": target_precision,
+                              "decided_run": report.get("run")})
     return report
 
 

@@ -189,3 +189,109 @@ def test_the_checker_lets_downward_and_core_to_core_imports_pass(tmp_path):
         "evalstudy/design/builders.py": "from ..criteria import binary_label\n",
     })
     assert violations(root) == []
+
+
+# --- the audit trail: services record it, interfaces only call them ---------------------------
+# A module that answers requests or runs a command (by what it imports) is an interface.
+INTERFACE_IMPORTS = ("django.http", "django.shortcuts", "rest_framework.views",
+                     "rest_framework.response", "django.contrib.admin",
+                     "django.core.management.base")
+# Writers of the trail an interface must not call itself.
+TRAIL_WRITERS = ("evalstudy.audit.audit_record", "kit.audit.record")
+# The audited admin base records the admin's generic row edits (no service stands behind a
+# ModelAdmin form): the one place outside the services that writes the trail.
+TRAIL_WRITER_EXCEPTIONS = ("kit.admin",)
+
+
+def _is_interface(path: Path, root: Path) -> bool:
+    if _module_name(path, root).split(".")[0] == "kit":
+        return False
+    return any(_within(imp.target, name) for imp in imports_of(path, root)
+               for name in INTERFACE_IMPORTS)
+
+
+def _is_command(path: Path) -> bool:
+    return "commands" in path.parts and "management" in path.parts
+
+
+def audited_services(root: Path) -> set[str]:
+    """Functions outside the interfaces that take keyword-only `actor` and `source`: the
+    services that record their own audit event."""
+    names = set()
+    for path in source_files(root):
+        if _is_interface(path, root):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                keywords = {arg.arg for arg in node.args.kwonlyargs}
+                if {"actor", "source"} <= keywords:
+                    names.add(node.name)
+    return names
+
+
+def audit_violations(root: Path) -> list[str]:
+    """Interfaces that write the trail themselves, or call an audited service without saying
+    who acts (`actor`; a command has no user) and through which interface (`source`)."""
+    services = audited_services(root)
+    found = []
+    for path in source_files(root):
+        module = _module_name(path, root)
+        if not _is_interface(path, root) or module in TRAIL_WRITER_EXCEPTIONS:
+            continue
+        rel = path.relative_to(root)
+        for imp in imports_of(path, root):
+            if imp.target in TRAIL_WRITERS:
+                found.append(f"{rel}:{imp.line}: imports {imp.target} (an interface writes the "
+                             "trail itself; call an audited service)")
+        needed = {"source"} if _is_command(path) else {"actor", "source"}
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "attr", getattr(node.func, "id", None))
+            if name in services:
+                given = {keyword.arg for keyword in node.keywords}
+                if None in given:  # **kwargs: cannot tell
+                    continue
+                missing = sorted(needed - given)
+                if missing:
+                    found.append(f"{rel}:{node.lineno}: calls {name} without "
+                                 f"{', '.join(missing)}")
+    return sorted(found)
+
+
+def test_interfaces_leave_the_audit_trail_to_the_services():
+    assert audit_violations(ROOT) == []
+
+
+def test_the_services_that_start_runs_change_studies_import_and_export_are_audited():
+    # A new write service without `actor` and `source` would leave interfaces nothing to pass.
+    expected = {
+        "study_create", "study_update", "study_open", "study_close", "study_build_assignments",
+        "system_create", "criterion_create", "collaborator_set", "collaborator_remove",
+        "rater_invite", "rater_data_export", "rater_data_erase", "study_import_spec",
+        "study_spec_export", "items_import", "outputs_import", "design_export",
+        "judgments_import", "progress_export", "metric_run_start", "metrics_export",
+        "proxy_run_start", "proxy_run_resume", "proxy_threshold_choose", "learned_proxy_start",
+        "analysis_run_start", "report_export", "judgments_export",
+    }
+    assert expected <= audited_services(ROOT), sorted(expected - audited_services(ROOT))
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"metrics/api.py": "from rest_framework.views import APIView\n"
+                        "from evalstudy.audit import audit_record\n"},
+     "metrics/api.py:2: imports evalstudy.audit.audit_record"),
+    ({"metrics/services.py": "def metric_run_start(*, study, actor=None, source=''): ...\n",
+      "metrics/views.py": "from django.http import HttpResponse\n"
+                          "def start(request):\n"
+                          "    metric_run_start(study=1, source='web')\n"},
+     "metrics/views.py:3: calls metric_run_start without actor"),
+    ({"metrics/services.py": "def metric_run_start(*, study, actor=None, source=''): ...\n",
+      "metrics/management/commands/go.py": "from django.core.management.base import BaseCommand\n"
+                                           "metric_run_start(study=1)\n"},
+     "metrics/management/commands/go.py:2: calls metric_run_start without source"),
+])
+def test_the_audit_checker_names_an_interface_that_bypasses_the_services(tmp_path, files,
+                                                                         expected):
+    found = audit_violations(_tree(tmp_path, files))
+    assert any(line.startswith(expected) for line in found), found

@@ -47,7 +47,7 @@ def hostile_study(db):
     buffer = io.StringIO()
     csv.writer(buffer).writerows(rows)
     judgments_import(study=study, rows=parse_judgments_csv(buffer.getvalue(), "j.csv"),
-                     source="j.csv", default_rater_kind="expert")
+                     file_name="j.csv", default_rater_kind="expert")
     config = MetricConfig.objects.create(metric="wer", version="1", config_hash="c" * 64,
                                          signature={"note": "=not a formula here"})
     run = MetricRun.objects.create(study=study, status="done", metrics=["wer"])
@@ -117,7 +117,7 @@ def test_exports_never_write_nan_or_nat(db, tmp_path):
     rows = parse_judgments_csv("rater,item,system,criterion,value\n"
                                "r1,item-000,sys-0,usable,yes\n"
                                "r1,item-001,sys-1,usable,no\n", "j.csv")
-    judgments_import(study=study, rows=rows, source="j.csv")
+    judgments_import(study=study, rows=rows, file_name="j.csv")
     target = tmp_path / "judgments.csv"
     call_command("analyze", "--study", study.slug, "--engine", "statsmodels",
                  "--judgments-csv", str(target), "--stats-csv", str(tmp_path / "stats.csv"))

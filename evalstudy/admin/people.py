@@ -18,8 +18,7 @@ from kit.admin import AuditedAdmin
 
 from .. import permissions as perms
 from .. import services
-from ..audit import audit_record
-from ..models import AuditEvent, Enrollment, Rater
+from ..models import Enrollment, Rater
 from ..privacy import NotAPerson, OutsideYourStudies, rater_data_erase, rater_data_export
 from .scoping import ADMIN, ONLY_VISIBLE, StudyScopedAdmin
 
@@ -108,23 +107,18 @@ class RaterAdmin(AuditedAdmin):
         if form.cleaned_data.get("username") != "":
             # An account holder: an invitation they accept on their page. The same message
             # whether or not the account exists.
-            account = form.cleaned_data.get("username")
-            if account is not None:
-                services.rater_invite(study=obj.study, kind=obj.kind, user=account)
-            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.CREATE,
-                         study=obj.study, changes={"invitation": [
-                             None, f"account {form.data.get('username', '')!r}"]})
+            services.rater_invite(study=obj.study, kind=obj.kind,
+                                  user=form.cleaned_data.get("username"),
+                                  username=form.data.get("username", ""), actor=request.user,
+                                  source=ADMIN)
             request._account_invited = True
             return None
         invited = services.rater_invite(
             study=obj.study, kind=obj.kind, display_name=obj.display_name,
-            external_id=obj.external_id, metadata=obj.metadata)
+            external_id=obj.external_id, metadata=obj.metadata, actor=request.user, source=ADMIN)
         # The admin goes on with `obj` (its log entry, the redirect): make it the invited row.
         obj.__dict__.update({k: v for k, v in invited.__dict__.items() if k != "_state"})
         obj._state = invited._state
-        audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.CREATE,
-                     study=obj.study if obj.study_id else form.cleaned_data["study"],
-                     target=obj, changes={"invited": [None, form.cleaned_data["study"].slug]})
         return None
 
     def log_addition(self, request, obj, message):
@@ -194,10 +188,8 @@ class RaterAdmin(AuditedAdmin):
         exported = []
         scope = perms.privacy_scope(request.user)
         for rater in self._managed(request, queryset):
-            exported.append(rater_data_export(rater, studies=scope))
-            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.EXPORT,
-                         target=("evalstudy.rater", rater.pk, f"rater {rater.pk}"),
-                         changes={"what": "personal data", "format": "json"})
+            exported.append(rater_data_export(rater, studies=scope, actor=request.user,
+                                              source=ADMIN))
         if not exported:
             return None
         document = exported[0] if len(exported) == 1 else exported

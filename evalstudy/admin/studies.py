@@ -16,7 +16,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Count, Q
-from django.http import HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
 
@@ -24,18 +24,15 @@ from kit.admin import AuditedAdmin
 
 from .. import permissions as perms
 from .. import services
-from ..audit import audit_record
 from ..forms import ItemsUploadForm, SpecUploadForm
 from ..importers import (
     items_import,
     spec_limits,
-    spec_to_document,
     study_import_spec,
-    study_to_spec,
+    study_spec_export,
 )
 from ..models import (
     AttentionCheck,
-    AuditEvent,
     CalibrationItem,
     Criterion,
     Study,
@@ -43,7 +40,6 @@ from ..models import (
     System,
 )
 from ..permissions import studies_visible_to
-from ..selectors import design_write_csv
 from ..spec.errors import SpecInvalid
 from ..spec.files import parse_items_file
 from ..spec.limits import study_setting_problems
@@ -240,46 +236,35 @@ class StudyAdmin(AuditedAdmin):
         return study.seats_
 
     # --- actions ------------------------------------------------------------------------
-    def each_study(self, request, queryset, service, done: str, action: str) -> None:
-        """Run `service(study=)` on each selected study the user may change (editor or above);
-        the others (a viewer's) are skipped and reported. Each success is audited as `action`
-        (with the run it started, when `service` returns a row). For actions of other apps too."""
+    def each_study(self, request, queryset, service, done: str) -> None:
+        """Run `service(study=, actor=, source=)` on each selected study the user may change
+        (editor or above); the others (a viewer's) are skipped and reported. The service
+        records its audit event. For actions of other apps too."""
         for study in rows_with_role(request, queryset, perms.EDITOR, label=lambda s: s.slug):
-            status = study.status
             try:
-                outcome = service(study=study)
+                service(study=study, actor=request.user, source=ADMIN)
             except ValidationError as error:
                 messages.error(request, f"{study.slug}: " + " ".join(error.messages))
             else:
-                study.refresh_from_db(fields=["status"])
-                changes = {"status": [status, study.status]} if status != study.status else {}
-                if isinstance(outcome, models.Model) and not isinstance(outcome, Study):
-                    changes["run"] = [None, f"{outcome._meta.label_lower} {outcome.pk}"]
-                audit_record(actor=request.user, source=ADMIN, action=action, study=study,
-                             target=study, changes=changes)
                 messages.success(request, f"{study.slug}: {done}")
 
     @admin.action(description="Open selected studies for raters")
     def open_studies(self, request, queryset):
-        self.each_study(request, queryset, services.study_open, "opened", AuditEvent.Action.OPEN)
+        self.each_study(request, queryset, services.study_open, "opened")
 
     @admin.action(description="Close selected studies")
     def close_studies(self, request, queryset):
-        self.each_study(request, queryset, services.study_close, "closed", AuditEvent.Action.CLOSE)
+        self.each_study(request, queryset, services.study_close, "closed")
 
     @admin.action(description="Build (or rebuild) the rater lists of selected studies")
     def build_assignments(self, request, queryset):
-        self.each_study(request, queryset, services.study_build_assignments, "lists built",
-                   AuditEvent.Action.BUILD)
+        self.each_study(request, queryset, services.study_build_assignments, "lists built")
 
     @admin.action(description="Export selected studies as spec (YAML)")
     def export_specs(self, request, queryset):
         # Reading: every study the user sees (viewers too), as the spec download on the page.
-        documents = []
-        for study in queryset:
-            documents.append(spec_to_document(study_to_spec(study)))
-            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.EXPORT,
-                         target=study, changes={"what": "spec", "format": "yaml"})
+        documents = [study_spec_export(study=study, fmt="yaml", actor=request.user,
+                                       source=ADMIN) for study in queryset]
         text = yaml.safe_dump_all(documents, sort_keys=False, allow_unicode=True, width=100)
         name = queryset.first().slug if len(documents) == 1 else "studies"
         response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
@@ -345,12 +330,10 @@ class StudyAdmin(AuditedAdmin):
 
         def run(text, name, data):
             spec = parse_study_spec(text, name, spec_limits())
-            study, outcome = study_import_spec(spec=spec, source=name, owner=request.user)
-            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.IMPORT,
-                         target=study, changes={"what": "spec", "file": name, "outcome": outcome})
+            study, outcome = study_import_spec(spec=spec, file_name=name, owner=request.user,
+                                               actor=request.user, source=ADMIN)
             if data["open_after_import"]:
-                self.each_study(request, [study], services.study_open, "opened",
-                           AuditEvent.Action.OPEN)
+                self.each_study(request, [study], services.study_open, "opened")
             return study, f"{outcome} study {study.slug}"
 
         return self.upload(
@@ -366,11 +349,8 @@ class StudyAdmin(AuditedAdmin):
             fmt = "jsonl" if name.lower().endswith(".jsonl") else "csv"
             limits = spec_limits()
             items = parse_items_file(text, name, fmt, limits)
-            n_items, n_outputs = items_import(study=study, items=items, source=name,
-                                              limits=limits)
-            audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.IMPORT,
-                         target=study, changes={"what": "items", "file": name,
-                                                "items": n_items, "outputs": n_outputs})
+            n_items, n_outputs = items_import(study=study, items=items, file_name=name,
+                                              limits=limits, actor=request.user, source=ADMIN)
             return study, f"wrote {n_items} items and {n_outputs} outputs"
 
         return self.upload(
@@ -383,23 +363,21 @@ class StudyAdmin(AuditedAdmin):
     def design_csv_view(self, request, pk):
         study = self.study_or_404(request, pk, change=False)
         buffer = io.StringIO()
-        rows = design_write_csv(study, buffer)
-        audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.EXPORT,
-                     target=study, changes={"what": "design", "format": "csv", "rows": rows})
+        services.design_export(study=study, stream=buffer, actor=request.user, source=ADMIN)
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{study.slug}-design.csv"'
         return response
 
     def spec_view(self, request, pk, fmt):
         study = self.study_or_404(request, pk, change=False)
-        document = spec_to_document(study_to_spec(study))
+        if fmt not in ("json", "yaml"):
+            raise Http404(f"no spec format {fmt!r}: json or yaml")
+        document = study_spec_export(study=study, fmt=fmt, actor=request.user, source=ADMIN)
         if fmt == "json":
             text, content_type = json.dumps(document, indent=2, ensure_ascii=False), "json"
         else:
             text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=100)
             content_type = "yaml"
-        audit_record(actor=request.user, source=ADMIN, action=AuditEvent.Action.EXPORT,
-                     target=study, changes={"what": "spec", "format": fmt})
         response = HttpResponse(text, content_type=f"application/{content_type}; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{study.slug}.{fmt}"'
         return response
@@ -413,8 +391,8 @@ _STUDY_PAGES: list[tuple[str, Callable[..., HttpResponse], str]] = []
 def study_admin_action_register(action: Callable[..., HttpResponse | None]) -> None:
     """Offer `action` on the study list, after the study app's own: an admin action function
     `(study_admin, request, queryset)` (decorated with `admin.action`), named by its function
-    name. For other apps, from their AppConfig.ready; `StudyAdmin.each_study` runs a service on
-    each selected study the user may change, with the audit event."""
+    name. For other apps, from their AppConfig.ready; `StudyAdmin.each_study` runs an audited
+    service on each selected study the user may change."""
     if action not in StudyAdmin.actions:  # ready() may run twice in tests
         StudyAdmin.actions = (*StudyAdmin.actions, action)
 

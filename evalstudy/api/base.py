@@ -1,9 +1,8 @@
 """What the study API's views share: the study they work on and the role it needs, the upload
-parsers and size limits, the 409 of a study that is no longer a draft, the audit call."""
+parsers and size limits, the 409 of a study that is no longer a draft. (The services they call
+record the audit trail: evalstudy.audit.)"""
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.conf import settings
 from django.urls import reverse
@@ -14,7 +13,6 @@ from rest_framework.views import APIView
 from kit.rest import PageNumberPagination, SafeJSONParser
 
 from .. import permissions as perms
-from ..audit import audit_record
 from ..models import Study
 from ..permissions import VIEWER, StudyRole, check_study
 from ..spec.errors import SpecError, SpecInvalid
@@ -125,10 +123,3 @@ def absolute_url(request, name: str, *args) -> str:
 
 class UploadSerializer(serializers.Serializer):
     file = serializers.FileField()
-
-
-def audit(request, action: str, study: Study | None, *, target: Any = None,
-          changes: dict | None = None) -> None:
-    """Record an API change or export in the audit trail (evalstudy.audit)."""
-    audit_record(actor=request.user if request.user.is_authenticated else None, action=action,
-                 study=study, target=target, changes=changes, source="api")

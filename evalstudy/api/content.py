@@ -16,6 +16,7 @@ from rest_framework.response import Response
 
 from kit.openapi import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, paginated
 
+from ..audit import API
 from ..importers import (
     items_import,
     outputs_import,
@@ -25,14 +26,13 @@ from ..importers import (
 )
 from ..models import Item, Output
 from ..permissions import EDITOR, VIEWER
-from ..selectors import design_write_csv
+from ..services import design_export
 from ..spec.errors import SpecError, SpecInvalid
 from ..spec.files import json_value_problem, parse_items_file
 from .base import (
     UPLOAD_PARSERS,
     StudyScopedView,
     UploadSerializer,
-    audit,
     no_content_type_error,
     uploaded_text,
 )
@@ -141,9 +141,8 @@ class ItemList(StudyScopedView):
             fmt = "jsonl" if (name.endswith(".jsonl") or request.content_type.startswith(
                 "application/x-ndjson")) else "csv"
         items = parse_items_file(text, name, fmt, limits)
-        n_items, n_outputs = items_import(study=study, items=items, source=name, limits=limits)
-        audit(request, "import", study, changes={"what": "items", "file": name,
-                                                 "items": n_items, "outputs": n_outputs})
+        n_items, n_outputs = items_import(study=study, items=items, file_name=name,
+                                          limits=limits, actor=request.user, source=API)
         return Response({"items_written": n_items, "outputs_written": n_outputs},
                         status=status.HTTP_201_CREATED)
 
@@ -198,13 +197,12 @@ class OutputList(StudyScopedView):
         upload = uploaded_text(request, "outputs.csv")
         if upload is None:
             rows = parse_outputs_json(request.data, "body", max_rows=max_rows)
-            source = "body"
+            name = "body"
         else:
-            text, source = upload
-            rows = parse_outputs_csv(text, source, max_rows=max_rows)
-        written = outputs_import(study=study, rows=rows, source=source)
-        audit(request, "import", study, changes={"what": "outputs", "file": source,
-                                                 "outputs": written})
+            text, name = upload
+            rows = parse_outputs_csv(text, name, max_rows=max_rows)
+        written = outputs_import(study=study, rows=rows, file_name=name, actor=request.user,
+                                 source=API)
         return Response({"items_written": 0, "outputs_written": written},
                         status=status.HTTP_201_CREATED)
 
@@ -217,8 +215,7 @@ class DesignCsv(StudyScopedView):
     def get(self, request, slug):
         study = self.get_study()
         buffer = io.StringIO()
-        count = design_write_csv(study, buffer)
-        audit(request, "export", study, changes={"what": "design.csv", "rows": count})
+        design_export(study=study, stream=buffer, actor=request.user, source=API)
         response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{study.slug}-design.csv"'
         return response

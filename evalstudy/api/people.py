@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib.auth import authenticate, get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -22,12 +23,13 @@ from kit.openapi import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, errors, pagi
 from kit.throttles import TokenObtainThrottle
 
 from .. import permissions as perms
+from ..audit import API
 from ..models import Rater, StudyCollaborator
 from ..permissions import EDITOR, OWNER, VIEWER
 from ..privacy import NotAPerson, OutsideYourStudies, rater_data_erase, rater_data_export
-from ..services import rater_invite
+from ..services import collaborator_remove, collaborator_set, rater_invite
 from ..tokens import api_token_create
-from .base import StudyScopedView, absolute_url, audit
+from .base import StudyScopedView, absolute_url
 
 
 # --- raters ---------------------------------------------------------------------------------
@@ -114,10 +116,9 @@ class RaterList(StudyScopedView):
         data = dict(body.validated_data)
         if "username" in request.data:
             # The same answer whether or not the account exists; the holder accepts first.
-            if data.get("username") is not None:
-                rater_invite(study=study, kind=data["kind"], user=data["username"])
-            audit(request, "create", study, changes={
-                "invitation": [None, f"account {request.data.get('username')!r}"]})
+            rater_invite(study=study, kind=data["kind"], user=data.get("username"),
+                         username=str(request.data.get("username")), actor=request.user,
+                         source=API)
             return Response({"detail": "If an active account with this username exists, it "
                              "has been invited; it is listed among the study's raters once its "
                              "holder accepts."}, status=status.HTTP_202_ACCEPTED)
@@ -128,13 +129,12 @@ class RaterList(StudyScopedView):
             rater = rater_invite(
                 study=study, kind=data["kind"], display_name=data.get("display_name", ""),
                 external_id=data.get("external_id", ""), metadata=metadata,
-                user=data.get("username"))
+                user=data.get("username"), actor=request.user, source=API)
         except DjangoValidationError as error:
             raise ApiValidationError({"external_id": error.messages}) from None
         except IntegrityError:
             raise ApiValidationError({"external_id": ["a rater with this id exists already"]}
                                      ) from None
-        audit(request, "create", study, target=rater)
         return Response(RaterSerializer(rater, context={"request": request}).data,
                         status=status.HTTP_201_CREATED)
 
@@ -153,9 +153,8 @@ class RaterPersonalData(RaterScopedView):
     @extend_schema(responses={200: OpenApiTypes.OBJECT, **READ_ERRORS})
     def get(self, request, slug, pk):
         rater = self.get_rater()
-        data = rater_data_export(rater, studies=perms.privacy_scope(request.user))
-        audit(request, "export", self.get_study(), target=rater,
-              changes={"what": "rater personal data"})
+        data = rater_data_export(rater, studies=perms.privacy_scope(request.user),
+                                 study=self.get_study(), actor=request.user, source=API)
         return Response(data)
 
 
@@ -172,7 +171,7 @@ class RaterErase(RaterScopedView):
     def post(self, request, slug, pk):
         rater = self.get_rater()
         try:
-            rater_data_erase(rater, actor=request.user, source="api",
+            rater_data_erase(rater, actor=request.user, source=API,
                              studies=perms.privacy_scope(request.user))
         except NotAPerson as error:
             raise ApiValidationError({"detail": [str(error)]}) from None
@@ -207,13 +206,8 @@ class CollaboratorList(StudyScopedView):
         study = self.get_study()
         body = CollaboratorSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        user = body.validated_data["user"]
-        if user.pk == study.owner_id:
-            raise ApiValidationError({"username": ["this user owns the study"]})
-        row, _ = StudyCollaborator.objects.update_or_create(
-            study=study, user=user, defaults={"role": body.validated_data["role"]})
-        audit(request, "update", study, target=row,
-              changes={"collaborator": [None, f"{user.username}:{row.role}"]})
+        row = collaborator_set(study=study, user=body.validated_data["user"],
+                               role=body.validated_data["role"], actor=request.user, source=API)
         return Response(CollaboratorSerializer(row).data, status=status.HTTP_201_CREATED)
 
 
@@ -224,10 +218,9 @@ class CollaboratorDetail(StudyScopedView):
 
     @extend_schema(responses={204: None, **WRITE_ERRORS})
     def delete(self, request, slug, username):
-        study = self.get_study()
-        row = get_object_or_404(StudyCollaborator, study=study, user__username=username)
-        row.delete()
-        audit(request, "delete", study, changes={"collaborator": [username, None]})
+        if not collaborator_remove(study=self.get_study(), username=username,
+                                   actor=request.user, source=API):
+            raise Http404(f"{username!r} is no collaborator of this study.")
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -10,16 +10,23 @@ from rest_framework import parsers, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from kit.audit import instance_changes, model_snapshot
 from kit.openapi import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, errors, paginated
 from kit.rest import PageNumberPagination
 
 from .. import criteria as rules
 from .. import permissions as perms
+from ..audit import API
 from ..importers import spec_limits, study_import_spec
 from ..models import Criterion, Study, System
 from ..permissions import EDITOR, VIEWER, IsResearcher, check_study
-from ..services import study_close, study_open
+from ..services import (
+    criterion_create,
+    study_close,
+    study_create,
+    study_open,
+    study_update,
+    system_create,
+)
 from ..spec.errors import SpecError, SpecInvalid
 from ..spec.files import json_value_problem
 from ..spec.limits import study_setting_problems
@@ -31,7 +38,6 @@ from .base import (
     UploadSerializer,
     YamlParser,
     absolute_url,
-    audit,
     no_content_type_error,
     require_draft,
     uploaded_text,
@@ -104,8 +110,8 @@ class StudyList(APIView):
     def post(self, request):
         body = StudySerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
-        study = body.save(owner=request.user)
-        audit(request, "create", study, target=study)
+        study = study_create(owner=request.user, fields=body.validated_data,
+                             actor=request.user, source=API)
         return Response(StudySerializer(study, context={"request": request}).data,
                         status=status.HTTP_201_CREATED,
                         headers={"Location": absolute_url(request, "api-study", study.slug)})
@@ -128,10 +134,9 @@ class StudyDetail(StudyScopedView):
         body = StudySerializer(study, data=request.data, partial=True,
                                context={"request": request})
         body.is_valid(raise_exception=True)
-        before = model_snapshot(study)
-        body.save()
-        audit(request, "update", study, target=study, changes=instance_changes(before, study))
-        return Response(body.data)
+        study = study_update(study=study, fields=body.validated_data, actor=request.user,
+                             source=API)
+        return Response(StudySerializer(study, context={"request": request}).data)
 
 
 IMPORT_RESULT = inline_serializer("ImportResult", fields={
@@ -178,9 +183,8 @@ class StudyImport(APIView):
                 raise SpecInvalid([SpecError(name, None, "study.slug",
                                              f"slug {existing.slug!r} is taken")])
             check_study(request.user, existing, EDITOR)
-        study, outcome = study_import_spec(spec=spec, source=name, owner=request.user)
-        audit(request, "import", study, changes={"what": "spec", "file": name,
-                                                 "outcome": outcome})
+        study, outcome = study_import_spec(spec=spec, file_name=name, owner=request.user,
+                                           actor=request.user, source=API)
         data = {"outcome": outcome,
                 "study": StudySerializer(study, context={"request": request}).data}
         return Response(data, status=201 if outcome == "created" else 200)
@@ -197,8 +201,7 @@ class StudyOpen(StudyScopedView):
 
     @extend_schema(request=None, responses={200: StudySerializer, **WRITE_ERRORS})
     def post(self, request, slug):
-        study = study_open(study=self.get_study())
-        audit(request, "open", study, target=study)
+        study = study_open(study=self.get_study(), actor=request.user, source=API)
         return Response(StudySerializer(study, context={"request": request}).data)
 
 
@@ -209,8 +212,7 @@ class StudyClose(StudyScopedView):
 
     @extend_schema(request=None, responses={200: StudySerializer, **WRITE_ERRORS})
     def post(self, request, slug):
-        study = study_close(study=self.get_study())
-        audit(request, "close", study, target=study)
+        study = study_close(study=self.get_study(), actor=request.user, source=API)
         return Response(StudySerializer(study, context={"request": request}).data)
 
 
@@ -242,8 +244,9 @@ class SystemList(StudyScopedView):
         require_draft(study)
         body = SystemSerializer(data=request.data, context={"study": study})
         body.is_valid(raise_exception=True)
-        audit(request, "create", study, target=body.save(study=study))
-        return Response(body.data, status=status.HTTP_201_CREATED)
+        system = system_create(study=study, fields=body.validated_data, actor=request.user,
+                               source=API)
+        return Response(SystemSerializer(system).data, status=status.HTTP_201_CREATED)
 
 
 class CriterionSerializer(serializers.ModelSerializer):
@@ -317,5 +320,6 @@ class CriterionList(StudyScopedView):
         require_draft(study)
         body = CriterionSerializer(data=request.data, context={"study": study})
         body.is_valid(raise_exception=True)
-        audit(request, "create", study, target=body.save(study=study))
-        return Response(body.data, status=status.HTTP_201_CREATED)
+        criterion = criterion_create(study=study, fields=body.validated_data,
+                                     actor=request.user, source=API)
+        return Response(CriterionSerializer(criterion).data, status=status.HTTP_201_CREATED)

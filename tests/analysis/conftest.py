@@ -58,7 +58,7 @@ def wine_study(db):
                            ("drinkable", "yes" if rating >= 3 else "no")):
             line += 1
             rows.append(JudgmentRow(line, rater, item, system, key, value))
-    judgments_import(study=study, rows=rows, source="ordinal::wine")
+    judgments_import(study=study, rows=rows, file_name="ordinal::wine")
     return study
 
 

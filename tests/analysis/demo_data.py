@@ -26,7 +26,7 @@ DEMO = Path(__file__).resolve().parents[2] / "demo"
 def load_demo(name: str) -> Study:
     path = DEMO / name
     spec = parse_study_spec(path.read_text(encoding="utf-8"), str(path))
-    study, _ = study_import_spec(spec=spec, source=str(path))
+    study, _ = study_import_spec(spec=spec, file_name=str(path))
     return study_open(study=study)
 
 

@@ -32,7 +32,7 @@ def _rated_study():
     raters agreeing more on the large system, and WER computed."""
     path = DEMO / "asr_meaning.yaml"
     spec = parse_study_spec(path.read_text(), str(path))
-    study, _ = study_import_spec(spec=spec, source=str(path))
+    study, _ = study_import_spec(spec=spec, file_name=str(path))
     rng = random.Random(7)
     rows, line = [], 1
     quality = {"asr-small": 0.55, "asr-medium": 0.7, "asr-large": 0.85}
@@ -47,7 +47,7 @@ def _rated_study():
                     line += 1
                     rows.append(JudgmentRow(line, f"expert{rater}", item.external_id, system,
                                             criterion, value))
-    judgments_import(study=study, rows=rows, source="simulated")
+    judgments_import(study=study, rows=rows, file_name="simulated")
     run = metric_run_start(study=study, metrics=["wer", "cer"], enqueue=False)
     batches = []
     metric_run_dispatch(run, send=lambda kind, ids, names: batches.append((ids, names)))

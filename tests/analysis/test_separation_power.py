@@ -56,7 +56,7 @@ def separated_study(db):
                 line += 1
                 rows.append(JudgmentRow(line, f"rater{rater}", f"i{item}", system, "quality",
                                         str(quality)))
-    judgments_import(study=study, rows=rows, source="separated")
+    judgments_import(study=study, rows=rows, file_name="separated")
     return study
 
 

@@ -89,7 +89,7 @@ def test_importing_the_asr_demo_creates_a_study_that_validates_and_opens():
     owner = UserFactory()
     studies_before = Study.objects.count()
 
-    study, outcome = study_import_spec(spec=demo_spec(), source="asr_meaning.yaml", owner=owner)
+    study, outcome = study_import_spec(spec=demo_spec(), file_name="asr_meaning.yaml", owner=owner)
 
     assert outcome == "created"
     assert Study.objects.count() == studies_before + 1
@@ -140,10 +140,10 @@ def test_importing_the_asr_demo_creates_a_study_that_validates_and_opens():
 @pytest.mark.django_db
 @pytest.mark.parametrize("demo", ["asr_meaning.yaml", "summary_preference.yaml"])
 def test_reimporting_the_identical_spec_changes_nothing(demo):
-    study, _ = study_import_spec(spec=demo_spec(demo), source=demo)
+    study, _ = study_import_spec(spec=demo_spec(demo), file_name=demo)
     before = snapshot(study)
 
-    again, outcome = study_import_spec(spec=demo_spec(demo), source=demo)
+    again, outcome = study_import_spec(spec=demo_spec(demo), file_name=demo)
 
     assert outcome == "unchanged"
     assert again.pk == study.pk
@@ -152,12 +152,12 @@ def test_reimporting_the_identical_spec_changes_nothing(demo):
 
 @pytest.mark.django_db
 def test_reimporting_the_identical_spec_over_an_open_study_with_raters_is_fine():
-    study, _ = study_import_spec(spec=demo_spec(), source="asr_meaning.yaml")
+    study, _ = study_import_spec(spec=demo_spec(), file_name="asr_meaning.yaml")
     study_open(study=study)
     assignment_claim(study=study, rater=RaterFactory(), now=NOW)
     before = snapshot(study)
 
-    _, outcome = study_import_spec(spec=demo_spec(), source="asr_meaning.yaml")
+    _, outcome = study_import_spec(spec=demo_spec(), file_name="asr_meaning.yaml")
 
     assert outcome == "unchanged"
     assert snapshot(study) == before
@@ -166,14 +166,14 @@ def test_reimporting_the_identical_spec_over_an_open_study_with_raters_is_fine()
 @pytest.mark.django_db
 @pytest.mark.parametrize("demo", ["asr_meaning.yaml", "summary_preference.yaml"])
 def test_export_import_export_round_trips(demo):
-    study, _ = study_import_spec(spec=demo_spec(demo), source=demo)
+    study, _ = study_import_spec(spec=demo_spec(demo), file_name=demo)
     exported = spec_to_document(study_to_spec(study))
     # The export is the spec the study came from.
     assert exported == spec_to_document(demo_spec(demo))
 
     copied = copy.deepcopy(exported)
     copied["study"]["slug"] = "round-trip-copy"
-    twin, outcome = study_import_spec(spec=document_to_spec(copied), source="copy.yaml")
+    twin, outcome = study_import_spec(spec=document_to_spec(copied), file_name="copy.yaml")
     assert outcome == "created"
     assert twin.pk != study.pk
 
@@ -200,11 +200,11 @@ def _changed_asr_document() -> dict:
 
 @pytest.mark.django_db
 def test_a_changed_spec_updates_a_draft_study_in_place():
-    study, _ = study_import_spec(spec=demo_spec(), source="asr_meaning.yaml")
+    study, _ = study_import_spec(spec=demo_spec(), file_name="asr_meaning.yaml")
     before = snapshot(study)
     changed = document_to_spec(_changed_asr_document())
 
-    updated, outcome = study_import_spec(spec=changed, source="edited.yaml")
+    updated, outcome = study_import_spec(spec=changed, file_name="edited.yaml")
 
     assert outcome == "updated"
     assert updated.pk == study.pk
@@ -237,12 +237,12 @@ def test_a_changed_spec_updates_a_draft_study_in_place():
     assert study_to_spec(study) == changed
     assert study_validate(study=study) == []
     # And the updated study is now "unchanged" for the new spec.
-    assert study_import_spec(spec=changed, source="edited.yaml")[1] == "unchanged"
+    assert study_import_spec(spec=changed, file_name="edited.yaml")[1] == "unchanged"
 
 
 @pytest.mark.django_db
 def test_a_changed_spec_updates_settings_criteria_and_controls():
-    study, _ = study_import_spec(spec=demo_spec(), source="asr_meaning.yaml")
+    study, _ = study_import_spec(spec=demo_spec(), file_name="asr_meaning.yaml")
     severity_id = study.criteria.get(key="severity").pk
     document = spec_to_document(demo_spec())
     document["study"]["title"] = "New title"
@@ -251,7 +251,7 @@ def test_a_changed_spec_updates_settings_criteria_and_controls():
     document["criteria"][1]["prompt"] = "Usable as it is?"
     document["attention_checks"] = document["attention_checks"][:1]
 
-    _, outcome = study_import_spec(spec=document_to_spec(document), source="edited.yaml")
+    _, outcome = study_import_spec(spec=document_to_spec(document), file_name="edited.yaml")
 
     assert outcome == "updated"
     study.refresh_from_db()
@@ -268,26 +268,26 @@ def test_an_item_inserted_in_the_middle_does_not_make_the_same_spec_look_changed
     """Items and systems are read back by id; their order in the file is not content."""
     document = spec_to_document(demo_spec())
     inserted = document["items"].pop(3)
-    study, _ = study_import_spec(spec=document_to_spec(document), source="v1.yaml")
+    study, _ = study_import_spec(spec=document_to_spec(document), file_name="v1.yaml")
     document["items"].insert(3, inserted)
     document["systems"].insert(0, document["systems"].pop())
     full = document_to_spec(document)
-    assert study_import_spec(spec=full, source="v2.yaml")[1] == "updated"
+    assert study_import_spec(spec=full, file_name="v2.yaml")[1] == "updated"
 
-    assert study_import_spec(spec=full, source="v2.yaml")[1] == "unchanged"
+    assert study_import_spec(spec=full, file_name="v2.yaml")[1] == "unchanged"
     study_open(study=study)
     assignment_claim(study=study, rater=RaterFactory(), now=NOW)
-    assert study_import_spec(spec=full, source="v2.yaml")[1] == "unchanged"
+    assert study_import_spec(spec=full, file_name="v2.yaml")[1] == "unchanged"
 
 
 @pytest.mark.django_db
 def test_updating_a_draft_whose_seats_were_built_replaces_the_stale_seats():
     """Unclaimed seats built from the old content must not block removing an item."""
-    study, _ = study_import_spec(spec=demo_spec(), source="asr_meaning.yaml")
+    study, _ = study_import_spec(spec=demo_spec(), file_name="asr_meaning.yaml")
     assert study_build_assignments(study=study) == 18
     changed = document_to_spec(_changed_asr_document())
 
-    _, outcome = study_import_spec(spec=changed, source="edited.yaml")
+    _, outcome = study_import_spec(spec=changed, file_name="edited.yaml")
 
     assert outcome == "updated"
     assert not study.assignments.exists()
@@ -302,13 +302,13 @@ def test_updating_a_draft_whose_seats_were_built_replaces_the_stale_seats():
 
 @pytest.mark.django_db
 def test_a_changed_spec_over_an_open_study_with_a_rater_is_refused():
-    study, _ = study_import_spec(spec=demo_spec(), source="asr_meaning.yaml")
+    study, _ = study_import_spec(spec=demo_spec(), file_name="asr_meaning.yaml")
     study_open(study=study)
     seat = assignment_claim(study=study, rater=RaterFactory(), now=NOW)
     before = snapshot(study)
 
     with pytest.raises(SpecInvalid) as caught:
-        study_import_spec(spec=document_to_spec(_changed_asr_document()), source="edited.yaml")
+        study_import_spec(spec=document_to_spec(_changed_asr_document()), file_name="edited.yaml")
 
     (error,) = caught.value.errors
     assert (error.source, error.path) == ("edited.yaml", "study.slug")
@@ -325,7 +325,7 @@ def test_an_invalid_spec_writes_nothing():
     text = demo_text("asr_meaning.yaml").replace("  ratings_per_output: 2\n",
                                                  "  ratings_per_output: two\n")
     with pytest.raises(SpecInvalid) as caught:
-        study_import_spec(spec=parse_study_spec(text, "bad.yaml"), source="bad.yaml")
+        study_import_spec(spec=parse_study_spec(text, "bad.yaml"), file_name="bad.yaml")
     assert [e.path for e in caught.value.errors] == ["study.ratings_per_output"]
     assert Study.objects.count() == studies
     assert not Item.objects.exists()
@@ -340,7 +340,7 @@ def test_an_import_that_fails_half_way_leaves_nothing(monkeypatch):
 
     monkeypatch.setattr(importers, "_write_items", broken)
     with pytest.raises(RuntimeError, match="disk full"):
-        study_import_spec(spec=demo_spec(), source="asr_meaning.yaml")
+        study_import_spec(spec=demo_spec(), file_name="asr_meaning.yaml")
     assert Study.objects.count() == studies
     assert not System.objects.filter(study__slug="asr-meaning-demo").exists()
     assert not Criterion.objects.filter(study__slug="asr-meaning-demo").exists()
@@ -360,7 +360,7 @@ def test_items_import_adds_csv_items_to_a_draft_study(study):
     )
     items = parse_items_file(text, "more.csv", "csv")
 
-    written = items_import(study=study, items=items, source="more.csv")
+    written = items_import(study=study, items=items, file_name="more.csv")
 
     assert written == (2, 6)
     assert study.items.count() == 8
@@ -374,7 +374,7 @@ def test_items_import_adds_csv_items_to_a_draft_study(study):
     assert {k: v for k, v in after.items() if k[0].startswith("item-")} == kept
     assert study_validate(study=study) == []
     # The same file again writes nothing.
-    assert items_import(study=study, items=items, source="more.csv") == (0, 0)
+    assert items_import(study=study, items=items, file_name="more.csv") == (0, 0)
 
 
 @pytest.mark.django_db
@@ -387,7 +387,7 @@ def test_items_import_refuses_an_item_without_every_systems_output(study):
     before = snapshot(study)
 
     with pytest.raises(SpecInvalid) as caught:
-        items_import(study=study, items=items, source="more.csv")
+        items_import(study=study, items=items, file_name="more.csv")
 
     (error,) = caught.value.errors
     assert (error.source, error.line) == ("more.csv", 5)
@@ -404,7 +404,7 @@ def test_items_import_refuses_an_output_for_an_unknown_system(study):
         "more.jsonl", "jsonl",
     )
     with pytest.raises(SpecInvalid) as caught:
-        items_import(study=study, items=items, source="more.jsonl")
+        items_import(study=study, items=items, file_name="more.jsonl")
     assert [(e.line, e.message) for e in caught.value.errors] == [
         (1, "output for 'gpt', which is not a system of the study")
     ]
@@ -418,7 +418,7 @@ def test_items_import_refuses_an_open_study():
         items_csv("new-1,sys-0,a,r,", "new-1,sys-1,b,r,", "new-1,sys-2,c,r,"), "more.csv", "csv"
     )
     with pytest.raises(SpecInvalid) as caught:
-        items_import(study=study, items=items, source="more.csv")
+        items_import(study=study, items=items, file_name="more.csv")
     (error,) = caught.value.errors
     assert error.source == "more.csv"
     assert f"study {study.slug!r} is open" in error.message
@@ -435,7 +435,7 @@ def judgment_rows(*rows: str, source: str = "judgments.csv"):
 
 
 def import_rows(study: Study, *rows: str):
-    return judgments_import(study=study, rows=judgment_rows(*rows), source="judgments.csv",
+    return judgments_import(study=study, rows=judgment_rows(*rows), file_name="judgments.csv",
                             now=NOW)
 
 

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from annotation.models import Judgment
-from evalstudy.models import StudyCollaborator
+from evalstudy.models import AuditEvent, StudyCollaborator
 from proxies.models import ProxyRun
 from proxies.services import proxy_run_start
 from tests.factories import UserFactory, make_study, token_client
@@ -161,3 +161,29 @@ def test_admin_offers_only_studies_the_researcher_may_edit(client):
         "backend_config": json.dumps({"base_url": "http://127.0.0.1:9/v1", "model": "m"}),
         "params_config": "{}"})
     assert response.status_code == 200 and not ProxyRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_proxy_run_and_its_resumption_are_audited_and_a_refusal_is_not(judge):
+    owner = UserFactory(username="owner", is_staff=True)
+    make_study(owner=owner, slug="asr")
+    api = token_client(owner)
+    response = api.post(reverse("api-study-proxy-runs", args=["asr"]), data=json.dumps(
+        {"method": "latte", "criteria": ["usable"], "backend": backend_for(judge)}),
+        content_type="application/json")
+    assert response.status_code == 202, response.content
+    run = ProxyRun.objects.get()
+    started = AuditEvent.objects.get(action="start", target_type="proxies.proxyrun")
+    assert (started.source, started.actor_repr, started.target_id) == ("api", "owner",
+                                                                       str(run.pk))
+    assert started.changes["method"] == "latte" and started.changes["criteria"] == ["usable"]
+    resumed = api.post(reverse("api-proxy-run-resume", args=[run.pk]))
+    assert resumed.status_code == 202
+    event = AuditEvent.objects.get(action="start", changes__resumed=True)
+    assert (event.source, event.actor_repr) == ("api", "owner")
+    # A refused request is no run and no event.
+    refused = api.post(reverse("api-study-proxy-runs", args=["asr"]), data=json.dumps(
+        {"method": "latte", "criteria": ["nope"], "backend": backend_for(judge)}),
+        content_type="application/json")
+    assert refused.status_code == 400
+    assert AuditEvent.objects.filter(action="start").count() == 2

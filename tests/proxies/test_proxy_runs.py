@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from analysis.selectors import JudgmentFilter, judgments_tidy
 from annotation.models import Judgment
-from evalstudy.models import Assignment, AssignmentSlot, Output, Rater
+from evalstudy.models import Assignment, AssignmentSlot, AuditEvent, Output, Rater
 from proxies.models import JudgeResponse, ProxyRun
 from proxies.services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
 from proxies.thresholds import latte_scores, proxy_threshold_choose
@@ -202,8 +202,15 @@ def test_threshold_chosen_on_dev_for_precision_and_applied(judge):
     assert Judgment.objects.filter(rater=run.rater, value="yes").count() == 24
     hits = judge.hits
     report = proxy_threshold_choose(run, criterion_key="usable", target_precision=0.9,
-                                    enqueue=False)
+                                    enqueue=False, source="command")
     assert 0.6 < report["threshold"] <= 0.9
+    # The choice and the run it starts are audited together.
+    chosen = AuditEvent.objects.get(action="update", target_type="proxies.proxyrun")
+    assert (chosen.source, chosen.target_id) == ("command", str(run.pk))
+    assert chosen.changes["threshold"] == [None, report["threshold"]]
+    assert chosen.changes["decided_run"] == report["run"]
+    assert AuditEvent.objects.filter(action="start", target_id=str(report["run"]),
+                                     source="command").exists()
     assert report["dev"]["precision"] == 1.0 and report["test"]["precision"] == 1.0
     assert report["dev_references"] + report["test_references"] == 12
     decided = run_here(ProxyRun.objects.get(pk=report["run"]))

@@ -1,15 +1,13 @@
-import json
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from analysis.selectors import JudgmentFilter, judgments_tidy
+from analysis.exports import judgments_export, report_export
+from analysis.selectors import JudgmentFilter
 from analysis.services import analysis_run_execute, analysis_run_start
-from analysis.stats.flatten import COLUMNS, statistics_rows
-from evalstudy.audit import audit_record
+from evalstudy.audit import COMMAND
 from evalstudy.management.base import get_study
-from kit.csvsafe import SafeDictWriter
 
 
 class Command(BaseCommand):
@@ -53,34 +51,21 @@ class Command(BaseCommand):
         if options["formula"]:
             run_options["formula"] = options["formula"]
         try:
-            run = analysis_run_start(study=target, options=run_options, enqueue=False)
+            run = analysis_run_start(study=target, options=run_options, enqueue=False,
+                                     source=COMMAND)
         except ValidationError as error:
             raise CommandError("; ".join(error.messages)) from None
         run = analysis_run_execute(run)
-        if options["json"]:
-            Path(options["json"]).write_text(json.dumps(run.result, indent=1), encoding="utf-8")
-        if options["html"]:
-            Path(options["html"]).write_text(run.report_html, encoding="utf-8")
-        if options["pdf"]:
-            Path(options["pdf"]).write_bytes(bytes(run.report_pdf))
+        # Each file asked for, from the services that record the export (evalstudy.audit).
+        for option, fmt in (("json", "json"), ("html", "html"), ("pdf", "pdf"),
+                            ("stats_csv", "stats_csv")):
+            if options[option]:
+                Path(options[option]).write_bytes(report_export(
+                    run=run, fmt=fmt, file=options[option], source=COMMAND))
         if options["judgments_csv"]:
-            frame = judgments_tidy(target, JudgmentFilter(**filters))
-            with open(options["judgments_csv"], "w", encoding="utf-8", newline="") as handle:
-                writer = SafeDictWriter(handle, fieldnames=list(frame.columns))
-                writer.writeheader()
-                for row in frame.to_dict(orient="records"):
-                    writer.writerow(row)
-        if options["stats_csv"]:
-            with open(options["stats_csv"], "w", encoding="utf-8", newline="") as handle:
-                writer = SafeDictWriter(handle, fieldnames=COLUMNS)
-                writer.writeheader()
-                for row in statistics_rows(run.result):
-                    writer.writerow(row)
-        written = {name: options[name] for name in ("json", "html", "pdf", "judgments_csv",
-                                                    "stats_csv") if options[name]}
-        if written:
-            audit_record(actor=None, source="command", action="export", study=target,
-                         target=run, changes={"what": "analysis", "files": written})
+            Path(options["judgments_csv"]).write_bytes(judgments_export(
+                study=target, filters=JudgmentFilter(**filters), fmt="csv",
+                file=options["judgments_csv"], source=COMMAND))
         warnings = run.result.get("warnings", [])
         self.stdout.write(f"analysis {run.pk} of {target.slug}: {run.status} in "
                           f"{run.result.get('seconds')} s, {len(warnings)} warning(s)")

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from annotation.services import judgments_import
-from evalstudy.audit import audit_record
+from evalstudy.audit import COMMAND
 from evalstudy.management.base import get_study, read_text, spec_errors
 from evalstudy.models import Rater
 from evalstudy.spec.errors import SpecInvalid
@@ -24,13 +24,10 @@ class Command(BaseCommand):
         target = get_study(study)
         try:
             rows = parse_judgments_csv(read_text(file), file)
-            counts = judgments_import(study=target, rows=rows, source=file,
-                                      default_rater_kind=rater_kind)
+            counts = judgments_import(study=target, rows=rows, file_name=file,
+                                      default_rater_kind=rater_kind, source=COMMAND)
         except SpecInvalid as error:
             raise spec_errors(error) from None
-        audit_record(actor=None, source="command", action="import", target=target,
-                     changes={"what": "judgments", "file": file, "created": counts.created,
-                              "revised": counts.revised, "unchanged": counts.unchanged})
         self.stdout.write(
             f"{target.slug}: {counts.created} judgments created, {counts.revised} revised, "
             f"{counts.unchanged} unchanged"

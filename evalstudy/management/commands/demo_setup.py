@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.urls import reverse
 
+from evalstudy.audit import COMMAND
 from evalstudy.importers import study_import_spec
 from evalstudy.management.base import read_text, spec_errors
 from evalstudy.models import Assignment, Rater
@@ -46,20 +47,21 @@ class Command(BaseCommand):
                 path = str(DEMO_DIR / name)
                 try:
                     spec = parse_study_spec(read_text(path), path)
-                    study, outcome = study_import_spec(spec=spec, source=path, owner=researcher)
+                    study, outcome = study_import_spec(spec=spec, file_name=path,
+                                                       owner=researcher, source=COMMAND)
                 except SpecInvalid as error:
                     raise spec_errors(error) from None
-                study_open(study=study)
+                study_open(study=study, source=COMMAND)
                 seats = study.assignments.filter(source=Assignment.Source.DESIGN).count()
                 self.stdout.write(f"demo study {study.slug}: {outcome}, open, {seats} seats")
-                rater_invite(study=study, kind=Rater.Kind.SLP, user=account)
+                rater_invite(study=study, kind=Rater.Kind.SLP, user=account, source=COMMAND)
                 # The demo account accepts at once (a real one answers on its page).
                 invitation_answer(study=study, rater=Rater.objects.get(user=account),
                                   accept=True)
                 for external_id, kind, display_name in DEMO_RATERS:
                     rater = (Rater.objects.filter(study=study, external_id=external_id).first()
                              or rater_invite(study=study, kind=kind, external_id=external_id,
-                                             display_name=display_name))
+                                             display_name=display_name, source=COMMAND))
                     link = base_url + reverse("annotation:enter", args=[rater.access_token])
                     links.append((f"{rater.display_name} ({study.slug})", link))
         user, password = RESEARCHER

@@ -2,9 +2,9 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from evalstudy.audit import audit_record
+from evalstudy.audit import COMMAND
 from evalstudy.management.base import get_study
-from evalstudy.selectors import design_write_csv
+from evalstudy.services import design_export
 
 
 class Command(BaseCommand):
@@ -16,12 +16,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, slug, path="-", **options):
         study = get_study(slug)
-        audit_record(actor=None, source="command", action="export", target=study,
-                     changes={"what": "design", "format": "csv",
-                              "file": "stdout" if path == "-" else path})
         if path == "-":
-            design_write_csv(study, sys.stdout)
+            design_export(study=study, stream=sys.stdout, file="stdout", source=COMMAND)
             return
         with open(path, "w", encoding="utf-8", newline="") as handle:
-            rows = design_write_csv(study, handle)
+            rows = design_export(study=study, stream=handle, file=path, source=COMMAND)
         self.stdout.write(f"wrote {rows} slots of {study.assignments.count()} seats to {path}")

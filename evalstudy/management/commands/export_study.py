@@ -4,8 +4,8 @@ import sys
 import yaml
 from django.core.management.base import BaseCommand
 
-from evalstudy.audit import audit_record
-from evalstudy.importers import spec_to_document, study_to_spec
+from evalstudy.audit import COMMAND
+from evalstudy.importers import study_spec_export
 from evalstudy.management.base import get_study
 
 
@@ -20,10 +20,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, slug, output=None, format=None, **options):
         study = get_study(slug)
-        document = spec_to_document(study_to_spec(study))
         fmt = format or ("json" if output and output.endswith(".json") else "yaml")
-        audit_record(actor=None, source="command", action="export", target=study,
-                     changes={"what": "spec", "format": fmt, "file": output or "stdout"})
+        document = study_spec_export(study=study, fmt=fmt, file=output or "stdout",
+                                     source=COMMAND)
         if fmt == "json":
             text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
         else:

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from evalstudy.audit import audit_record
+from evalstudy.audit import COMMAND
 from evalstudy.importers import items_import, spec_limits
 from evalstudy.management.base import get_study, read_text, spec_errors
 from evalstudy.spec.errors import SpecInvalid
@@ -29,11 +29,8 @@ class Command(BaseCommand):
         try:
             limits = spec_limits()
             items = parse_items_file(read_text(file), file, fmt, limits)
-            n_items, n_outputs = items_import(study=target, items=items, source=file,
-                                              limits=limits)
+            n_items, n_outputs = items_import(study=target, items=items, file_name=file,
+                                              limits=limits, source=COMMAND)
         except SpecInvalid as error:
             raise spec_errors(error) from None
-        audit_record(actor=None, source="command", action="import", target=target,
-                     changes={"what": "items", "file": file, "items": n_items,
-                              "outputs": n_outputs})
         self.stdout.write(f"{target.slug}: wrote {n_items} items and {n_outputs} outputs")

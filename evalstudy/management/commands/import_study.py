@@ -4,7 +4,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from evalstudy.audit import audit_record
+from evalstudy.audit import COMMAND
 from evalstudy.importers import spec_limits, study_import_spec
 from evalstudy.management.base import read_text, spec_errors
 from evalstudy.services import study_open
@@ -33,21 +33,17 @@ class Command(BaseCommand):
             size = Path(file).stat().st_size if Path(file).is_file() else 0
             check_spec_size(size, file, limits)
             spec = parse_study_spec(read_text(file), file, limits)
-            study, outcome = study_import_spec(spec=spec, source=file, owner=owner_user)
+            study, outcome = study_import_spec(spec=spec, file_name=file, owner=owner_user,
+                                               source=COMMAND)
         except SpecInvalid as error:
             raise spec_errors(error) from None
-        audit_record(actor=None, source="command", action="import", target=study,
-                     changes={"what": "spec", "file": file, "outcome": outcome})
         self.stdout.write(
             f"{outcome} study {study.slug}: {study.systems.count()} systems, "
             f"{study.items.count()} items, {study.criteria.count()} criteria"
         )
         if open:
-            status = study.status
             try:
-                study_open(study=study)
+                study = study_open(study=study, source=COMMAND)
             except ValidationError as error:
                 raise CommandError("cannot open: " + "; ".join(error.messages)) from None
-            audit_record(actor=None, source="command", action="open", target=study,
-                         changes={"status": [status, study.status]})
             self.stdout.write(f"opened with {study.assignments.count()} seats")

@@ -4,8 +4,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 
-from evalstudy.audit import audit_record
-from evalstudy.models import AuditEvent, Rater
+from evalstudy.audit import COMMAND
+from evalstudy.models import Rater
 from evalstudy.privacy import NotAPerson, rater_data_erase, rater_data_export
 
 
@@ -52,15 +52,10 @@ class Command(BaseCommand):
                yes=False, **options):
         if export:
             raters = find_raters(export, kind, study)
-            documents = [rater_data_export(rater) for rater in raters]
+            documents = [rater_data_export(rater, file=out or "stdout", source=COMMAND)
+                         for rater in raters]
             document = documents[0] if len(documents) == 1 else documents
             text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-            for rater in raters:
-                audit_record(actor=None, source=AuditEvent.Source.COMMAND,
-                             action=AuditEvent.Action.EXPORT,
-                             target=("evalstudy.rater", rater.pk, f"rater {rater.pk}"),
-                             changes={"what": "personal data", "format": "json",
-                                      "file": out or "stdout"})
             ids = ", ".join(str(rater.pk) for rater in raters)
             if out:
                 with open(out, "w", encoding="utf-8") as handle:
@@ -82,7 +77,7 @@ class Command(BaseCommand):
                 raise CommandError("not erased")
         for rater in raters:
             try:
-                rater_data_erase(rater, actor=None, source=AuditEvent.Source.COMMAND)
+                rater_data_erase(rater, source=COMMAND)
             except NotAPerson as error:
                 raise CommandError(str(error)) from None
             rater.refresh_from_db()

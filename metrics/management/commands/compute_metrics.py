@@ -3,6 +3,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from evalstudy.audit import COMMAND
 from evalstudy.management.base import get_study, judge_batches_here, wait_for_run
 from metrics.models import MetricRun
 from metrics.services import (
@@ -40,7 +41,7 @@ class Command(BaseCommand):
             raise CommandError(f"--params is not valid JSON: {error}") from None
         try:
             run = metric_run_start(study=target, metrics=metrics, params=parsed,
-                                   model_path=model, enqueue=not sync)
+                                   model_path=model, enqueue=not sync, source=COMMAND)
         except ValidationError as error:
             raise CommandError("; ".join(error.messages)) from None
         self.stdout.write(f"metric run {run.pk}: {', '.join(run.metrics)} on "

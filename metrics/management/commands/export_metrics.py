@@ -2,9 +2,9 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from evalstudy.audit import audit_record
+from evalstudy.audit import COMMAND
 from evalstudy.management.base import get_study
-from metrics.selectors import metrics_write_csv
+from metrics.services import metrics_export
 
 
 class Command(BaseCommand):
@@ -17,13 +17,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, slug, path="-", metrics=None, **options):
         study = get_study(slug)
-        audit_record(actor=None, source="command", action="export", target=study,
-                     changes={"what": "metric results", "format": "csv",
-                              "file": "stdout" if path == "-" else path,
-                              "metrics": metrics or "all"})
         if path == "-":
-            metrics_write_csv(study, sys.stdout, metrics=metrics)
+            metrics_export(study=study, stream=sys.stdout, metrics=metrics, file="stdout",
+                           source=COMMAND)
             return
         with open(path, "w", encoding="utf-8", newline="") as handle:
-            rows = metrics_write_csv(study, handle, metrics=metrics)
+            rows = metrics_export(study=study, stream=handle, metrics=metrics, file=path,
+                                  source=COMMAND)
         self.stdout.write(f"wrote {rows} rows to {path}")

@@ -3,6 +3,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from evalstudy.audit import COMMAND
 from evalstudy.criteria import BINARY_KINDS
 from evalstudy.management.base import get_study, judge_batches_here, wait_for_run
 from proxies.models import LearnedProxy, ProxyRun
@@ -72,7 +73,7 @@ class Command(BaseCommand):
                 study=target, method=method, criteria=criteria,
                 backend=_json("--backend", backend) or None, template=template,
                 params=_json("--params", params), learned_proxy=learned_proxy,
-                enqueue=not sync)
+                enqueue=not sync, source=COMMAND)
         except ValidationError as error:
             raise CommandError("; ".join(error.messages)) from None
         self.stdout.write(f"proxy run {run.pk}: {run.method} as rater "
@@ -92,7 +93,7 @@ class Command(BaseCommand):
             try:
                 report = proxy_threshold_choose(run, criterion_key=choose_threshold,
                                                 target_precision=target_precision,
-                                                enqueue=not sync)
+                                                enqueue=not sync, source=COMMAND)
             except ValidationError as error:
                 raise CommandError("; ".join(error.messages)) from None
             self.stdout.write(f"threshold {report['threshold']:.3f}: dev {report['dev']}, "

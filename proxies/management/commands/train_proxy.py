@@ -3,6 +3,7 @@ import json
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from evalstudy.audit import COMMAND
 from evalstudy.management.base import get_study, wait_for_run
 from proxies.learned_services import learned_proxy_start, learned_proxy_train
 from proxies.models import LearnedProxy
@@ -32,7 +33,8 @@ class Command(BaseCommand):
             raise CommandError(f"--params is not valid JSON: {error}") from None
         try:
             proxy = learned_proxy_start(study=get_study(study), criterion_key=criterion,
-                                        kind=kind, name=name, params=parsed, enqueue=not sync)
+                                        kind=kind, name=name, params=parsed, enqueue=not sync,
+                                        source=COMMAND)
         except ValidationError as error:
             raise CommandError("; ".join(error.messages)) from None
         self.stdout.write(f"learned proxy {proxy.pk} ({proxy.name}, {proxy.kind}): training on "

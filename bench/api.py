@@ -13,9 +13,17 @@ A draft study with ``--outputs / 2`` items and 2 systems (items created with the
   a second study with the same items (what the importer itself does, without HTTP or checks).
 * ``API read``: ``GET .../outputs/?page_size=<batch>`` following ``next`` until the end.
 * ``ORM read``: iterating ``values_list("id", "item__external_id", "system__name", "text")``
-  over the same outputs with ``iterator(chunk_size=<batch>)``.
+  over the same outputs with ``iterator(chunk_size=<batch>)`` and rendering each page of
+  ``<batch>`` rows as the API does: the same ``{"count", "next", "previous", "results"}`` body
+  of ``{"id", "item", "system", "text"}`` dicts, through ``json.dumps`` with DRF's settings
+  (compact, not ASCII-escaped) to UTF-8 bytes. Without the rendering the reference would
+  leave out work the API cannot skip, and the read ratio would not compare like with like.
+  (The API side also decodes each page with ``.json()`` to follow ``next``: a few percent.)
 
-Rates are outputs per second; ``ratio`` is API / ORM. The two studies are deleted afterwards.
+Rates are outputs per second. ``API/ORM rate`` is the API's rate over the ORM's (below 1: the
+API is slower); ``API/ORM time`` is its inverse. No goal is set for these ratios; the machine's
+load average is printed before and after, since a loaded machine makes them noisy. The two
+studies are deleted afterwards.
 
 Run: ``.venv/bin/python bench/api.py [--outputs 100000 --batch 5000]`` (PostgreSQL:
 DATABASE_URL, default the evalstudy_bench database, created if needed; bench/common.py).
@@ -25,12 +33,43 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from itertools import islice
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import setup_django  # noqa: E402
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f} (1, 5, 15 min; {os.cpu_count()} CPUs)"
+
+
+def render_page(count: int, rows: list[tuple]) -> bytes:
+    """One page of outputs as the API's response body: DRF's paginated shape, rendered the way
+    DRF's JSONRenderer does by default (compact separators, UTF-8 without escaping)."""
+    body = {
+        "count": count, "next": None, "previous": None,
+        "results": [{"id": pk, "item": item, "system": system, "text": text}
+                    for pk, item, system, text in rows],
+    }
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def orm_read(queryset, page_size: int) -> tuple[int, int]:
+    """Read `queryset`'s outputs in pages of `page_size` and render each page as JSON; returns
+    the number of outputs and of bytes rendered."""
+    count = queryset.count()  # the paginator's count, which the API also runs
+    rows = queryset.values_list("id", "item__external_id", "system__name", "text").iterator(
+        chunk_size=page_size)
+    read = rendered = 0
+    while page := list(islice(rows, page_size)):
+        rendered += len(render_page(count, page))
+        read += len(page)
+    return read, rendered
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -39,6 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=5_000)
     args = parser.parse_args(argv)
     setup_django("bench/api.py")
+    load_before = load_average()
 
     from django.test import Client
     from django.test.utils import setup_test_environment
@@ -64,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     _, raw = api_token_create(user=user)
     client = Client(HTTP_AUTHORIZATION=f"Token {raw}")
     results = []
+    api_bytes = orm_bytes = 0
     try:
         url = "/api/v1/studies/bench-api/outputs/"
         start = time.perf_counter()
@@ -84,20 +125,21 @@ def main(argv: list[str] | None = None) -> None:
         orm_create = time.perf_counter() - start
 
         start = time.perf_counter()
-        read, next_url = 0, f"{url}?page_size={args.batch}"
+        read, api_bytes, next_url = 0, 0, f"{url}?page_size={args.batch}"
         while next_url:
-            page = client.get(next_url).json()
+            response = client.get(next_url)
+            api_bytes += len(response.content)
+            page = response.json()
             read += len(page["results"])
             next_url = page["next"]
         api_read = time.perf_counter() - start
         assert read == len(rows), read
 
         start = time.perf_counter()
-        orm_read = sum(1 for _ in Output.objects.filter(item__study=study).order_by("id")
-                       .values_list("id", "item__external_id", "system__name", "text")
-                       .iterator(chunk_size=args.batch))
+        orm_read_n, orm_bytes = orm_read(Output.objects.filter(item__study=study).order_by("id"),
+                                 args.batch)
         orm_read_s = time.perf_counter() - start
-        assert orm_read == len(rows), orm_read
+        assert orm_read_n == len(rows), orm_read_n
         results = [("create", api_create, orm_create), ("read (paginated)", api_read,
                                                          orm_read_s)]
     finally:
@@ -106,11 +148,15 @@ def main(argv: list[str] | None = None) -> None:
 
     n = len(rows)
     print(f"{n:,} outputs, batches/pages of {args.batch:,}")
+    print(f"load: {load_before} before")
     print(f"{'operation':<18} {'API s':>8} {'API out/s':>11} {'ORM s':>8} {'ORM out/s':>11} "
-          f"{'API/ORM':>8}")
+          f"{'API/ORM rate':>13} {'API/ORM time':>13}")
     for name, api_s, orm_s in results:
         print(f"{name:<18} {api_s:8.2f} {n / api_s:11,.0f} {orm_s:8.2f} {n / orm_s:11,.0f} "
-              f"{orm_s / api_s:8.2f}")
+              f"{orm_s / api_s:13.2f} {api_s / orm_s:13.2f}")
+    # Equal but for the pages' next/previous links: the reference renders what the API does.
+    print(f"read bodies: API {api_bytes:,} bytes, ORM reference {orm_bytes:,} bytes")
+    print(f"load: {load_average()} after")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
 from kit.audit import instance_changes, model_snapshot
+from kit.bulk import rows_insert
 
 from . import criteria as rules
 from .audit import SYSTEM, audit_export, audit_record
@@ -284,44 +285,47 @@ def _assignments_build(study: Study) -> int:
         raise ValidationError(str(error)) from error
 
     seats: list[Assignment] = []
-    orders = []
+    parts = []
     for list_index, cells in enumerate(lists):
         for part_index, part in enumerate(split_list(cells, study.items_per_rater)):
             for replica in range(study.ratings_per_output):
                 seat_index = len(seats)
-                seed = seat_seed(study.seed, seat_index)
                 seats.append(Assignment(
                     study=study, seat_index=seat_index, list_index=list_index,
-                    part_index=part_index, replica=replica, seed=seed,
+                    part_index=part_index, replica=replica,
+                    seed=seat_seed(study.seed, seat_index),
                 ))
-                orders.append(order_seat(
-                    part, calibration=list(calibration), attention_checks=list(attention),
-                    attention_every=study.attention_check_every, seed=seed,
-                    randomise=study.randomise_order,
-                ))
+                parts.append(part)
     Assignment.objects.bulk_create(seats, batch_size=SLOT_BATCH_SIZE)
 
-    def slot_rows() -> Iterable[AssignmentSlot]:
-        for seat, order in zip(seats, orders, strict=True):
+    def slot_rows() -> Iterable[tuple[Any, ...]]:
+        # Each seat is ordered as its rows are streamed, so ordering the next seat overlaps
+        # with the database writing the last one's.
+        for seat, part in zip(seats, parts, strict=True):
+            seat_id = seat.pk
+            order = order_seat(
+                part, calibration=list(calibration), attention_checks=list(attention),
+                attention_every=study.attention_check_every, seed=seat.seed,
+                randomise=study.randomise_order,
+            )
             for position, slot in enumerate(order):
-                row = AssignmentSlot(assignment_id=seat.pk, position=position, kind=slot.kind)
+                output = output_b = calibration_item = attention_check = None
                 if slot.cell is not None:
-                    row.output_id = output_id[(slot.cell.item, slot.cell.system)]
+                    output = output_id[(slot.cell.item, slot.cell.system)]
                     if slot.cell.system_b is not None:
-                        row.output_b_id = output_id[(slot.cell.item, slot.cell.system_b)]
+                        output_b = output_id[(slot.cell.item, slot.cell.system_b)]
                 elif slot.kind == AssignmentSlot.Kind.CALIBRATION:
-                    row.calibration_item_id = calibration[slot.control]
+                    calibration_item = calibration[slot.control]
                 else:
-                    row.attention_check_id = attention[slot.control]
-                yield row
+                    attention_check = attention[slot.control]
+                yield (seat_id, position, slot.kind, output, output_b, calibration_item,
+                       attention_check)
 
-    batch: list[AssignmentSlot] = []
-    for row in slot_rows():
-        batch.append(row)
-        if len(batch) >= SLOT_BATCH_SIZE:
-            AssignmentSlot.objects.bulk_create(batch)
-            batch = []
-    AssignmentSlot.objects.bulk_create(batch)
+    # Plain tuples, not instances: COPY on PostgreSQL (kit.bulk), in this transaction.
+    rows_insert(model=AssignmentSlot, rows=slot_rows(), batch_size=SLOT_BATCH_SIZE, fields=(
+        "assignment_id", "position", "kind", "output_id", "output_b_id", "calibration_item_id",
+        "attention_check_id",
+    ))
     return len(seats)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import markdown
@@ -17,8 +18,13 @@ from .models import Judgment
 
 def render_markdown(text: str) -> SafeString:
     """Researcher-written Markdown as sanitised HTML (tables allowed, scripts never)."""
-    html = markdown.markdown(text or "", extensions=["tables", "sane_lists"])
-    return mark_safe(nh3.clean(html))  # noqa: S308 - nh3 has removed anything unsafe
+    return mark_safe(_sanitised_html(text or ""))  # noqa: S308 - nh3 has removed anything unsafe
+
+
+@functools.lru_cache(maxsize=256)
+def _sanitised_html(text: str) -> str:
+    # A pure function of the text, asked for on every rating page: kept per process, by text.
+    return nh3.clean(markdown.markdown(text, extensions=["tables", "sane_lists"]))
 
 
 @dataclass

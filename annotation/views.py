@@ -23,7 +23,7 @@ from evalstudy.services import (
     invitation_answer,
 )
 
-from . import flow
+from . import flow, loop
 from .rater import PLATFORM_SESSION_KEY, SESSION_KEY, bind_rater, current_rater
 from .selectors import (
     calibration_feedback,
@@ -122,8 +122,56 @@ def _message(request, study, message, status=409):
                   status=status)
 
 
+def _htmx(request: HttpRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def _go(request: HttpRequest, url: str) -> HttpResponse:
+    """Send the browser to `url`: a redirect, or for htmx a whole-page visit (`HX-Redirect`),
+    which a page with its own head (the end page's return link) needs."""
+    if _htmx(request):
+        return HttpResponse(status=200, headers={"HX-Redirect": url})
+    return redirect(url)
+
+
+def _session_identity(request: HttpRequest) -> dict:
+    """Who asks, as the loop's locking read checks it (`annotation.loop`): the rater bound to
+    this session (entry link or crowd URL) and its crowd session, else the signed-in account
+    (loading it checks the session against the account, as Django does on every request)."""
+    rater_id = request.session.get(SESSION_KEY)
+    user_id = None
+    if rater_id is None and request.user.is_authenticated:
+        user_id = request.user.pk
+    return {"rater_id": rater_id, "user_id": user_id,
+            "platform_session": request.session.get(PLATFORM_SESSION_KEY, "")}
+
+
+def _render_item(request, study, view, *, previous_id=None, errors=None, revising=False,
+                 status=200):
+    """The rating page (or, for htmx, its <main> alone)."""
+    template = "annotation/_item_swap.html" if _htmx(request) else "annotation/rate.html"
+    return render(request, template, {
+        "study": study, "view": view, "errors": errors or {},
+        "instructions": render_markdown(study.instructions),
+        "previous_url": reverse("annotation:slot", args=[study.slug, previous_id])
+        if previous_id else "",
+        "revising": revising,
+    }, status=status)
+
+
+def _after_loop(request: HttpRequest, slug: str, page: loop.LoopPage) -> HttpResponse:
+    if page.view is not None and _htmx(request):
+        return _render_item(request, page.study, page.view, previous_id=page.previous_slot_id)
+    if page.feedback_slot is not None:
+        return _go(request, reverse("annotation:feedback", args=[slug, page.feedback_slot]))
+    return _go(request, reverse("annotation:rate", args=[slug]))
+
+
 def rate(request: HttpRequest, slug: str) -> HttpResponse:
     """The rater's current page: consent, instructions, the current item, or the end."""
+    page = loop.serve_current(slug=slug, **_session_identity(request))
+    if page is not None:
+        return _render_item(request, page.study, page.view, previous_id=page.previous_slot_id)
     rater, study = _rater_and_study(request, slug)
     step = flow.next_step(study=study, rater=rater)
     if step.name == "stopped":
@@ -146,13 +194,8 @@ def _render_slot(request, study, slot, errors=None, posted=None, status=200):
         for question in view.questions:
             question.answer = str(posted.get(question.criterion.key) or "")
     previous = previous_revisable_slot(slot)
-    return render(request, "annotation/rate.html", {
-        "study": study, "view": view, "errors": errors or {},
-        "instructions": render_markdown(study.instructions),
-        "previous_url": reverse("annotation:slot", args=[study.slug, previous.pk])
-        if previous else "",
-        "revising": slot.completed_at is not None,
-    }, status=status)
+    return _render_item(request, study, view, previous_id=previous.pk if previous else None,
+                        errors=errors, revising=slot.completed_at is not None, status=status)
 
 
 def _own_slot(rater: Rater, study: Study, slot_id: int) -> AssignmentSlot:
@@ -173,8 +216,15 @@ def slot(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
 
 @require_POST
 def submit(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
-    rater, study = _rater_and_study(request, slug)
+    """Store the answers to one slot; answer with the next item (htmx) or a redirect to it.
+    The first answer to the current item takes the loop's fast path; a revision, a repeat,
+    invalid answers and every refusal take the general path (`judgment_submit`)."""
     answers = {key: request.POST.get(key) for key in request.POST if key != "csrfmiddlewaretoken"}
+    page = loop.submit_and_next(slug=slug, slot_id=slot_id, answers=answers,
+                                **_session_identity(request))
+    if page is not None:
+        return _after_loop(request, slug, page)
+    rater, study = _rater_and_study(request, slug)
     try:
         outcome = judgment_submit(rater=rater, slot_id=slot_id, answers=answers)
     except SubmissionRefused as error:
@@ -183,8 +233,8 @@ def submit(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
         return _render_slot(request, study, _own_slot(rater, study, slot_id),
                             errors=error.errors, posted=answers, status=400)
     if outcome.slot_kind == AssignmentSlot.Kind.CALIBRATION:
-        return redirect("annotation:feedback", slug=study.slug, slot_id=slot_id)
-    return redirect("annotation:rate", slug=study.slug)
+        return _go(request, reverse("annotation:feedback", args=[study.slug, slot_id]))
+    return _go(request, reverse("annotation:rate", args=[study.slug]))
 
 
 def feedback(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:

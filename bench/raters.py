@@ -2,28 +2,46 @@
 
 What is measured
 ----------------
-The app runs under gunicorn (``--workers`` sync workers, one thread each) on 127.0.0.1 with
-``bench.bench_settings`` (the test settings with DEBUG off and the bench's URLs). ``--raters``
-simulated raters (threads, each with its own cookies, standard library HTTP only) enter a
-Latin-square study through its crowd URL and rate ``--judgments-per-rater`` items each. One
-sample is one submit-and-next round trip: the POST of the answers plus the GET of the page it
-redirects to (the next item, or the end page). Throughput is items judged per second over the
-timed phase, which starts when every rater stands on their first target item (entry and the
-practice item come before it, untimed) and ends when the last rater is done.
+The app runs under gunicorn (``--workers`` gthread workers of ``--threads`` threads, HTTP
+keep-alive on) on 127.0.0.1 with ``bench.bench_settings`` (the test settings with DEBUG off and
+the bench's URLs). Simulated raters (threads, each a browser with its own cookies and one
+kept-alive connection, standard library HTTP only) enter a Latin-square study through its
+crowd URL and rate its items the way the rating page does with JavaScript on: the answers are
+POSTed with ``HX-Request: true`` and the answer is the next item itself (one round trip per
+judgment). Only the pages that leave the loop (a practice item's feedback, the end) come as an
+``HX-Redirect`` the browser then loads.
 
-About ``--double-rate`` (default 10 %) of the submissions are sent twice: half as a sequential
-retry (the same POST again after the first answer), half as a concurrent double submit (both
-POSTs on two connections before either answer is read). Both copies must succeed and store one
-judgment. Those samples are reported on their own line, not in the main percentiles.
+1. **Closed loop** (throughput): ``--raters`` raters rate ``--judgments-per-rater`` items
+   each, every rater submitting again as soon as the next item arrives, so the server is
+   saturated. One sample is one submission and whatever it takes to reach the next item (one
+   request; two at the end). Throughput is items judged per second from the moment every rater
+   stands on their first target item (entry and the practice item come before, untimed) until
+   the last one is done.
+2. **Realistic raters** (latency): ``--realistic-raters`` (500) more raters enter, then each
+   thinks ``--think`` (3 to 8) seconds, uniformly at random, before every submission, for
+   ``--realistic-judgments`` (10) items: the load a study with that many raters at work puts on
+   the server. The figure is the latency of a submission (p50, p95, p99).
+
+About ``--double-rate`` (default 10 %) of the closed loop's submissions are sent twice: half as
+a sequential retry (the same POST again after the first answer), half as a concurrent double
+submit (both POSTs on two connections before either answer is read). Both copies must succeed
+and store one judgment. Those samples are reported on their own line, not in the percentiles.
 
 Why a reference
 ---------------
-Seconds depend on the machine, so the same run first measures a bare endpoint
-(``/bench/insert/``, in ``bench.bench_urls``, never in the product's URLs) that does exactly one
-``INSERT INTO bench_insert`` per POST: what any request to this app costs at least (WSGI,
-middleware, a database connection, one write). The same threads POST to it as many times as
-they will submit items, and the report gives the rater loop's throughput and median latency
-relative to it. A rater sample is two requests (POST and GET) where a reference sample is one.
+Seconds depend on the machine, so the same run measures a bare endpoint (``/bench/insert/``, in
+``bench.bench_urls``, never in the product's URLs) that does exactly one ``INSERT INTO
+bench_insert`` per POST: what any request to this app costs at least (HTTP, WSGI, middleware,
+one write). The same threads with the same kept-alive connections POST to it as many times as
+they will submit items, once before and once after the closed loop, and the report gives the
+loop's throughput and median latency relative to it.
+
+Targets
+-------
+The run ends with ``target rater_loop: ratio R (goal >= 0.5)`` (judgments per second of the
+closed loop over the bare endpoint's requests per second, before and after together) and
+``target realistic_p99_vs_100ms: ratio R (goal <= 1.0)`` (the realistic raters' p99 latency
+over 100 ms), with the machine's load average beside them.
 
 Checks
 ------
@@ -34,8 +52,10 @@ slot), revisions (a repeated identical answer must not create one), raters that 
 the end page, and requests answered with 5xx or failing. The script exits 1 if any is not 0.
 
 Run: ``.venv/bin/python bench/raters.py [--raters 100 --judgments-per-rater 20 --workers 4
---keep]``. DATABASE_URL defaults to ``postgres://postgres@127.0.0.1:5432/evalstudy_bench``; the
-database is created if missing and migrated. The bench study (slug ``bench-raters``), its raters
+--threads 2 --realistic-raters 500 --think 3 8 --realistic-judgments 10 --keep]``
+(``--realistic-raters 0`` skips phase 2). DATABASE_URL defaults to
+``postgres://postgres@127.0.0.1:5432/evalstudy_bench``; the database is created if missing and
+migrated. The bench study (slug ``bench-raters``), its raters
 and the ``bench_insert`` table are deleted at the end unless ``--keep``.
 """
 
@@ -78,6 +98,10 @@ REQUEST_TIMEOUT_S = 60
 READY_TIMEOUT_S = 30
 
 FORM_RE = re.compile(r'<form[^>]*\baction="(/s/[^/"]+/slots/(\d+)/)"')
+# What the rating page's htmx sends with a submission.
+HTMX = {"HX-Request": "true"}
+# gunicorn keeps an idle connection this long, as a browser and a proxy in front would.
+KEEPALIVE_S = 30
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 PRACTICE_MARK = "Practice item"
 DONE_MARK = "You have finished every item"
@@ -120,7 +144,7 @@ def delete_bench_data(*, drop_table: bool) -> None:
 
 
 def create_study(n_raters: int, n_items: int):
-    """An open Latin-square study of 2 systems with a seat for every rater (and a few more).
+    """An open Latin-square study of 2 systems with a seat for each of `n_raters` raters.
 
     Each seat holds every item once (n_items target slots) after one calibration item; no
     consent text, no instructions and no attention checks, so raters go straight to rating.
@@ -156,10 +180,12 @@ def gunicorn_path() -> str:
 
 
 class Server:
-    """gunicorn serving config.wsgi with the bench settings on 127.0.0.1:<free port>."""
+    """gunicorn serving config.wsgi with the bench settings on 127.0.0.1:<free port>, gthread
+    workers keeping connections alive as a browser's are."""
 
-    def __init__(self, workers: int, url: str):
+    def __init__(self, workers: int, threads: int, url: str):
         self.workers = workers
+        self.threads = threads
         self.port = free_port()
         self.log_path = Path(tempfile.mkstemp(prefix="bench-raters-gunicorn-", suffix=".log")[1])
         self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS, "DATABASE_URL": url}
@@ -169,7 +195,9 @@ class Server:
         command = [
             gunicorn_path(), "config.wsgi:application", "--chdir", str(ROOT),
             "--bind", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
-            "--threads", "1", "--worker-class", "sync", "--log-level", "warning",
+            "--threads", str(self.threads), "--worker-class", "gthread",
+            "--keep-alive", str(KEEPALIVE_S), "--worker-connections", "2000",
+            "--log-level", "warning",
             "--error-logfile", str(self.log_path),
         ]
         with open(self.log_path, "ab") as log:
@@ -220,8 +248,9 @@ class Server:
 @dataclass
 class Response:
     status: int
-    location: str
+    location: str  # a redirect's Location, or htmx's HX-Redirect
     text: str
+    htmx_redirect: bool = False
 
 
 class Stats:
@@ -246,47 +275,91 @@ class Stats:
 
 
 class Client:
-    """One browser: its own cookies, a new connection per request (sync gunicorn closes them)."""
+    """One browser: its own cookies and one kept-alive connection (a second one only for a
+    concurrent double submit), reopened when the server has closed it while idle."""
 
     def __init__(self, port: int, stats: Stats):
         self.port = port
         self.stats = stats
         self.cookies: dict[str, str] = {}
+        self.conn: http.client.HTTPConnection | None = None
+        self.last_used = 0.0
 
-    def send(self, method: str, path: str, form: dict[str, str] | None = None):
-        headers = {}
+    def _connect(self) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
+
+    def send(self, method: str, path: str, form: dict[str, str] | None = None,
+             headers: dict[str, str] | None = None, *, spare: bool = False):
+        """Send a request on the kept-alive connection (or, with `spare`, on a new one, for a
+        second request in flight at once); returns the connection to `receive` from."""
+        headers = dict(headers or {})
         if self.cookies:
             headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         body = None
         if form is not None:
             body = urlencode(form)
             headers["Content-Type"] = "application/x-www-form-urlencoded"
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
-        conn.request(method, path, body=body, headers=headers)
-        return conn
+        if spare:
+            conn = self._connect()
+            conn.request(method, path, body=body, headers=headers)
+            return conn
+        if self.conn is not None and time.monotonic() - self.last_used > KEEPALIVE_S / 2:
+            # Idle for long: the server may close it any moment, so start afresh (a POST is
+            # never sent twice behind the rater's back).
+            self.conn.close()
+            self.conn = None
+        self.last_used = time.monotonic()
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = self._connect()
+            try:
+                self.conn.request(method, path, body=body, headers=headers)
+                return self.conn
+            except (ConnectionError, http.client.HTTPException):
+                # The server closed the idle connection: a browser opens another.
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
 
     def receive(self, conn: http.client.HTTPConnection) -> Response:
         try:
             answer = conn.getresponse()
             text = answer.read().decode("utf-8", errors="replace")
-            for header in answer.msg.get_all("Set-Cookie") or []:
-                name, _, rest = header.partition("=")
-                value = rest.split(";", 1)[0]
-                if value in ("", '""') or "max-age=0" in rest.lower():
-                    self.cookies.pop(name.strip(), None)
-                else:
-                    self.cookies[name.strip()] = value
-        finally:
+        except (ConnectionError, http.client.HTTPException):
             conn.close()
+            if conn is self.conn:
+                self.conn = None
+            raise
+        for header in answer.msg.get_all("Set-Cookie") or []:
+            name, _, rest = header.partition("=")
+            value = rest.split(";", 1)[0]
+            if value in ("", '""') or "max-age=0" in rest.lower():
+                self.cookies.pop(name.strip(), None)
+            else:
+                self.cookies[name.strip()] = value
+        if conn is not self.conn or answer.will_close:
+            conn.close()
+            if conn is self.conn:
+                self.conn = None
         self.stats.status(answer.status)
-        location = answer.getheader("Location") or ""
+        location = answer.getheader("HX-Redirect") or answer.getheader("Location") or ""
         if location:
             parts = urlsplit(location)
             location = parts.path + (f"?{parts.query}" if parts.query else "")
-        return Response(answer.status, location, text)
+        return Response(answer.status, location, text,
+                        htmx_redirect=bool(answer.getheader("HX-Redirect")))
 
-    def request(self, method: str, path: str, form: dict[str, str] | None = None) -> Response:
-        return self.receive(self.send(method, path, form))
+    def request(self, method: str, path: str, form: dict[str, str] | None = None,
+                headers: dict[str, str] | None = None) -> Response:
+        conn = self.send(method, path, form, headers)
+        try:
+            return self.receive(conn)
+        except (ConnectionError, http.client.HTTPException):
+            if method != "GET":
+                raise  # a POST is not sent again behind the rater's back
+            return self.receive(self.send(method, path, form, headers))
 
     def get_following(self, path: str) -> Response:
         for _ in range(5):
@@ -295,6 +368,11 @@ class Client:
                 return response
             path = response.location
         raise BenchError(f"too many redirects ending at {path}")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 def percentile(samples: list[float], p: float) -> float:
@@ -350,30 +428,54 @@ class SimulatedRater:
             self.practice += 1
 
     def submit(self, mode: str) -> None:
-        """POST the answers to the current slot (once, or twice as `retry`/`double`), then GET
-        the page it leads to; practice feedback is followed on to the next item."""
+        """POST the answers to the current slot as the page's htmx does (once, or twice as
+        `retry`/`double`): the answer is the next item, or an HX-Redirect the browser loads (a
+        practice item's feedback, then the next item; the end)."""
         action, slot_id, token = self.form()
         answers = {"csrfmiddlewaretoken": token, **ANSWERS}
         if mode == "double":  # both copies on the wire before either answer is read
-            first, second = (self.client.send("POST", action, answers) for _ in range(2))
+            first = self.client.send("POST", action, answers, HTMX)
+            second = self.client.send("POST", action, answers, HTMX, spare=True)
             responses = [self.client.receive(first), self.client.receive(second)]
         else:
-            responses = [self.client.request("POST", action, answers)]
+            responses = [self.client.request("POST", action, answers, HTMX)]
             if mode == "retry":
-                responses.append(self.client.request("POST", action, answers))
-        redirects = [r for r in responses if r.status in (302, 303)]
-        if redirects:  # the rater was told it worked: it must be stored
+                responses.append(self.client.request("POST", action, answers, HTMX))
+        if all(r.status == 200 for r in responses):  # the rater was told it worked
             self.submitted.append((slot_id, mode))
-        if len(redirects) != len(responses):
+        else:
             codes = [r.status for r in responses]
             raise BenchError(f"{self.pid}: slot {slot_id} ({mode}) answered {codes}")
-        page = self.client.get_following(redirects[-1].location)
-        if "/feedback/" in redirects[-1].location:
-            page = self.client.get_following(f"/s/{self.slug}/")
+        swapped = [r for r in responses if not r.htmx_redirect and FORM_RE.search(r.text)]
+        if swapped:
+            page = swapped[-1]
+        else:
+            target = responses[-1].location
+            if not responses[-1].htmx_redirect:
+                raise BenchError(f"{self.pid}: slot {slot_id} answered with neither an item "
+                                 "nor a redirect")
+            page = self.client.get_following(target)
+            if "/feedback/" in target:
+                page = self.client.get_following(f"/s/{self.slug}/")
         self.page = page
         shown = FORM_RE.search(page.text)
         if shown is not None and int(shown.group(2)) == slot_id:
             raise BenchError(f"{self.pid}: slot {slot_id} was served again after it was stored")
+
+    def rate_thinking(self, judgments: int, think: tuple[float, float]) -> None:
+        """A realistic rater: before each of `judgments` submissions, think a while (uniform in
+        `think` seconds); each submission's latency is one sample."""
+        for _ in range(judgments):
+            if self.on_end_page():
+                break
+            time.sleep(self.rng.uniform(*think))
+            start = time.perf_counter()
+            self.submit("single")
+            self.single_ms.append((time.perf_counter() - start) * 1000)
+            self.targets += 1
+        self.done = True
+        self.finished_at = time.perf_counter()
+        self.client.close()
 
     def rate(self, limit: int) -> None:
         """The timed loop: submit-and-next until the end page (at most `limit` submissions)."""
@@ -524,13 +626,16 @@ def print_environment(args: argparse.Namespace, url: str, server: Server,
     print(f"PostgreSQL: {version} at {parts.hostname}:{parts.port or 5432}"
           f"/{connection.settings_dict['NAME']} (CONN_MAX_AGE "
           f"{connection.settings_dict['CONN_MAX_AGE']})")
-    print(f"gunicorn:   {args.workers} sync workers x 1 thread on 127.0.0.1:{server.port}")
+    print(f"gunicorn:   {args.workers} gthread workers x {args.threads} threads, keep-alive "
+          f"{KEEPALIVE_S} s, on 127.0.0.1:{server.port}")
     if idle_check is not None:
         print(f"load:       {idle_check:.0%} of all cores busy in a second before the bench "
               f"started, load average {os.getloadavg()[0]:.2f}"
               + ("  (NOT IDLE: figures will be low and noisy)" if idle_check > 0.1 else ""))
     print(f"parameters: raters={args.raters} judgments_per_rater={args.judgments_per_rater} "
-          f"double_rate={args.double_rate}")
+          f"double_rate={args.double_rate}; realistic_raters={args.realistic_raters} "
+          f"think={args.think[0]:g}-{args.think[1]:g} s "
+          f"realistic_judgments={args.realistic_judgments}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -538,14 +643,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--raters", type=int, default=100, help="concurrent simulated raters")
     parser.add_argument("--judgments-per-rater", type=int, default=20,
                         help="target items each rater judges (the study's item count)")
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn sync workers")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn gthread workers")
+    parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
+    parser.add_argument("--realistic-raters", type=int, default=500,
+                        help="raters of the latency phase (0: skip it)")
+    parser.add_argument("--think", type=float, nargs=2, default=(3.0, 8.0),
+                        metavar=("MIN", "MAX"), help="their think time before each item, s")
+    parser.add_argument("--realistic-judgments", type=int, default=10,
+                        help="items each of them judges")
     parser.add_argument("--double-rate", type=float, default=0.1,
                         help="share of submissions sent twice (retry or concurrent double)")
     parser.add_argument("--keep", action="store_true",
                         help="keep the bench study, its raters and bench_insert at the end")
     args = parser.parse_args(argv)
-    if min(args.raters, args.judgments_per_rater, args.workers) < 1:
-        parser.error("--raters, --judgments-per-rater and --workers must be at least 1")
+    if min(args.raters, args.judgments_per_rater, args.workers, args.threads) < 1:
+        parser.error("--raters, --judgments-per-rater, --workers and --threads must be at "
+                     "least 1")
+    if args.realistic_raters < 0 or not 0 <= args.think[0] <= args.think[1]:
+        parser.error("--realistic-raters must be at least 0 and --think MIN <= MAX")
+    args.realistic_judgments = min(args.realistic_judgments, args.judgments_per_rater)
     if not 0 <= args.double_rate <= 1:
         parser.error("--double-rate must be between 0 and 1")
     return args
@@ -558,24 +674,28 @@ def main(argv: list[str] | None = None) -> int:
     delete_bench_data(drop_table=False)
     reset_insert_table()
     started = time.perf_counter()
-    study = create_study(args.raters, args.judgments_per_rater)
+    study = create_study(args.raters + args.realistic_raters, args.judgments_per_rater)
     print(f"setup:      study {SLUG}: {args.judgments_per_rater} items x 2 systems, "
           f"{study.assignments.count()} seats ({time.perf_counter() - started:.1f} s, untimed)")
 
     stats = Stats()
-    server = Server(args.workers, url)
-    raters = [
-        SimulatedRater(pid=f"{PID_PREFIX}{n:05d}", slug=SLUG, client=Client(server.port, stats),
-                       rng=random.Random(f"{study.seed}-{n}"), double_rate=args.double_rate)
-        for n in range(args.raters)
-    ]
+    server = Server(args.workers, args.threads, url)
+
+    def simulated(n: int, double_rate: float) -> SimulatedRater:
+        return SimulatedRater(pid=f"{PID_PREFIX}{n:05d}", slug=SLUG,
+                              client=Client(server.port, stats),
+                              rng=random.Random(f"{study.seed}-{n}"), double_rate=double_rate)
+
+    raters = [simulated(n, args.double_rate) for n in range(args.raters)]
+    realistic = [simulated(args.raters + n, 0.0) for n in range(args.realistic_raters)]
     n = args.judgments_per_rater
     phases: dict[str, Phase] = {}
     requests: dict[str, int] = {}
 
-    def phase(name: str, work: Callable[[SimulatedRater], None]) -> None:
+    def phase(name: str, work: Callable[[SimulatedRater], None],
+              group: list[SimulatedRater] = raters) -> None:
         before = stats.requests()
-        phases[name] = run_phase(raters, work, stats)
+        phases[name] = run_phase(group, work, stats)
         requests[name] = stats.requests() - before
 
     try:
@@ -590,6 +710,14 @@ def main(argv: list[str] | None = None) -> int:
                            ("reference after", lambda r: r.reference(n))):
             if not stats.failures:
                 phase(name, work)
+        for rater in raters:
+            rater.client.close()
+        if realistic and not stats.failures:
+            phase("realistic entry", SimulatedRater.enter, realistic)
+            load_before = os.getloadavg()[0]
+            phase("realistic", lambda r: r.rate_thinking(args.realistic_judgments,
+                                                         tuple(args.think)), realistic)
+            load_during = (load_before, os.getloadavg()[0])
     except KeyboardInterrupt:
         server.stop()
         print(f"\ninterrupted: gunicorn stopped (its log: {server.log_path})", file=sys.stderr)
@@ -599,13 +727,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
 
-    checks = check_database(study, raters)
+    checks = check_database(study, raters + realistic)
     entry_ms = [ms for r in raters for ms in r.entry_ms]
     single_ms = [ms for r in raters for ms in r.single_ms]
     double_ms = [ms for r in raters for ms in r.double_ms]
     modes = Counter(mode for r in raters for _, mode in r.submitted)
     errors_5xx = sum(count for code, count in stats.statuses.items() if code >= 500)
-    not_done = sum(1 for r in raters if not r.done)
+    not_done = sum(1 for r in raters + realistic if not r.done)
+    targets: list[str] = []
 
     if "entry" in phases:
         print(f"\nentry:      {len(raters)} raters entered and judged "
@@ -640,10 +769,26 @@ def main(argv: list[str] | None = None) -> int:
               f"{reference_rate:.1f} inserts/s), p50 latency "
               f"{percentile(single_ms, 50) / percentile(reference_ms, 50):.1f}x "
               f"(sent-once samples only)")
+        targets.append(f"target rater_loop: ratio {rating_rate / reference_rate:.3f} "
+                       "(goal >= 0.5)")
+        if "realistic" in phases:
+            thinking_ms = [ms for r in realistic for ms in r.single_ms]
+            current = phases["realistic"]
+            judged = sum(r.targets for r in realistic)
+            print(f"\nrealistic:  {len(realistic)} raters thinking {args.think[0]:g}-"
+                  f"{args.think[1]:g} s per item: {judged} judgments in {current.seconds:.1f} s "
+                  f"({judged / current.seconds:.1f}/s), {latency(thinking_ms)}; load average "
+                  f"{load_during[0]:.2f} before, {load_during[1]:.2f} at the end")
+            targets.append(f"target realistic_p99_vs_100ms: ratio "
+                           f"{percentile(thinking_ms, 99) / 100:.3f} (goal <= 1.0)")
     print(f"\njudgments:  {checks.judgments} stored ({len(ANSWERS)} answers per item)")
+    if realistic:
+        print(f"            (realistic raters: {sum(len(r.submitted) for r in realistic)} "
+              "submissions)")
     print(f"duplicates: {checks.duplicates}")
-    print(f"lost:       {checks.lost} (of {sum(len(r.submitted) for r in raters)} submissions "
-          f"the clients saw succeed)")
+    print(f"lost:       {checks.lost} (of "
+          f"{sum(len(r.submitted) for r in raters + realistic)} submissions the clients saw "
+          "succeed)")
     inserts = sum(len(r.reference_ms) for r in raters)
     print(f"unacknowledged: {checks.unacknowledged}   revisions: {checks.revisions}   "
           f"bench_insert rows: {checks.reference_rows} (of {inserts} answered)")
@@ -666,6 +811,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         delete_bench_data(drop_table=True)
     print("\nFAILED" if failed else "\nOK")
+    load = os.getloadavg()
+    print(f"machine load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on "
+          f"{os.cpu_count()} CPUs")
+    for line in targets:
+        print(line)
     return 1 if failed else 0
 
 

@@ -435,7 +435,9 @@ class Assignment(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["study", "list_index", "part_index", "replica", "id"]
+        # By column, not by relation: "study" would follow Study's own ordering, a join to the
+        # study table on every seat query that names no order.
+        ordering = ["study_id", "list_index", "part_index", "replica", "id"]
         indexes = [models.Index(fields=["study", "state", "list_index", "part_index", "replica"])]
         constraints = [
             # One seat per rater per study: a rater never gets a second list, so never sees an
@@ -486,7 +488,7 @@ class AssignmentSlot(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["assignment", "position"]
+        ordering = ["assignment_id", "position"]  # (no join: see Assignment.Meta)
         constraints = [
             models.UniqueConstraint(fields=["assignment", "position"], name="slot_position_unique"),
             models.CheckConstraint(

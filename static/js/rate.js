@@ -1,49 +1,72 @@
-// Conditional questions and keyboard shortcuts on the rating page. The server enforces both
-// rules again (hidden questions are ignored, required ones checked): this only helps the rater.
+// Conditional questions, keyboard shortcuts and the one-round-trip loop on the rating page. The
+// server enforces every rule again (hidden questions are ignored, required ones checked): this
+// only helps the rater. With htmx a submission is answered with the next item, swapped in place
+// of <main>; everything here therefore finds the form when it acts, never keeps it.
 (function () {
   "use strict";
-  const form = document.getElementById("rate-form");
-  if (!form) return;
-  const questions = Array.from(form.querySelectorAll(".question"));
+  const form = () => document.getElementById("rate-form");
 
-  function answer(key) {
-    const checked = form.querySelector(`input[name="${key}"]:checked`);
+  function answer(f, key) {
+    const checked = f.querySelector(`input[name="${CSS.escape(key)}"]:checked`);
     return checked ? checked.value : "";
   }
 
-  function visible(q) {
+  function visible(f, q) {
     const parent = q.dataset.showIf;
     if (!parent) return true;
-    const parentQ = form.querySelector(`.question[data-key="${parent}"]`);
-    return visible(parentQ) && q.dataset.showValues.split("|").includes(answer(parent));
+    const parentQ = f.querySelector(`.question[data-key="${CSS.escape(parent)}"]`);
+    return !!parentQ && visible(f, parentQ) &&
+      q.dataset.showValues.split("|").includes(answer(f, parent));
   }
 
   function refresh() {
-    for (const q of questions) q.hidden = !visible(q);
+    const f = form();
+    if (!f) return;
+    for (const q of f.querySelectorAll(".question")) q.hidden = !visible(f, q);
   }
 
-  form.addEventListener("change", refresh);
-  refresh();
+  document.addEventListener("change", (event) => {
+    if (event.target instanceof Element && event.target.closest("#rate-form")) refresh();
+  });
+
+  // A new item arrived: show its questions, tell screen readers where the rater is, and put
+  // the focus at the top of the item (the old focused control is gone).
+  document.addEventListener("htmx:afterSwap", () => {
+    refresh();
+    const f = form();
+    const announcer = document.getElementById("item-announcer");
+    if (f && announcer) announcer.textContent = `Item ${f.dataset.item}`;
+    const main = document.getElementById("main");
+    if (main) {
+      main.setAttribute("tabindex", "-1");
+      main.focus({ preventScroll: false });
+      window.scrollTo(0, 0);
+    }
+  });
 
   document.addEventListener("keydown", (event) => {
-    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    const f = form();
+    if (!f || event.ctrlKey || event.metaKey || event.altKey) return;
     const target = event.target;
     if (target instanceof HTMLTextAreaElement) return;
     if (event.key === "Enter") {
       event.preventDefault();
-      form.requestSubmit();
+      f.requestSubmit();
       return;
     }
     const key = event.key.toLowerCase();
+    const questions = Array.from(f.querySelectorAll(".question"));
     // The shortcut goes to the first visible question that offers it and is unanswered,
     // else to the first visible question that offers it (to change an answer).
     const offers = questions.filter((q) => !q.hidden &&
       q.querySelector(`input[data-shortcut="${CSS.escape(key)}"]`));
-    const q = offers.find((q) => !answer(q.dataset.key)) || offers[0];
+    const q = offers.find((q) => !answer(f, q.dataset.key)) || offers[0];
     if (!q) return;
     const input = q.querySelector(`input[data-shortcut="${CSS.escape(key)}"]`);
     input.checked = true;
     input.focus();
     refresh();
   });
+
+  refresh();
 })();

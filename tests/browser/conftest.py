@@ -40,8 +40,9 @@ def new_page(browser):
     """Factory for pages in fresh contexts (a context is one browser profile: own cookies)."""
     contexts = []
 
-    def make(width=1100, height=900):
-        context = browser.new_context(viewport={"width": width, "height": height})
+    def make(width=1100, height=900, javascript=True):
+        context = browser.new_context(viewport={"width": width, "height": height},
+                                      java_script_enabled=javascript)
         context.set_default_timeout(10_000)
         contexts.append(context)
         page = context.new_page()

@@ -72,6 +72,25 @@ def _progress(page):
     return page.locator(".progress span").inner_text()
 
 
+def _submit(page, press):
+    """Submit the current item with `press()` and wait for what follows: the next item swapped
+    in place (htmx, no page load), a page load (`HX-Redirect`: feedback, the end), or the
+    same item with its errors (400). Returns the submission's response."""
+    old = page.locator("#rate-form").get_attribute("action")
+    with page.expect_response(lambda r: r.request.method == "POST" and "/slots/" in r.url
+                              ) as answered:
+        press()
+    response = answered.value
+    if response.status == 200:
+        # Re-run across the page load an `HX-Redirect` makes.
+        page.wait_for_function("""(old) => {
+            const form = document.getElementById("rate-form");
+            return !form || form.getAttribute("action") !== old;
+        }""", arg=old)
+        page.wait_for_load_state()
+    return response
+
+
 def _answer_item_with_mouse(page, *, attention: bool):
     if attention:
         page.locator('input[name="severity"][value="2"]').check()
@@ -86,7 +105,7 @@ def _answer_item_with_mouse(page, *, attention: bool):
         page.locator('input[name="usable"][value="yes"]').check()
     page.locator('input[name="fluency"][value="4"]').check()
     page.locator('input[name="error_type"][value="word"]').check()
-    page.get_by_role("button", name=re.compile("Submit")).click()
+    _submit(page, page.get_by_role("button", name=re.compile("Submit")).click)
 
 
 def test_crowd_journey_from_entry_url_to_completion_code(live_server, new_page, shot):
@@ -108,7 +127,7 @@ def test_crowd_journey_from_entry_url_to_completion_code(live_server, new_page, 
     page.locator('input[name="fluency"][value="5"]').check()
     page.locator('input[name="error_type"][value="none"]').check()
     # a required conditional question is not required while hidden
-    page.get_by_role("button", name=re.compile("Submit")).click()
+    _submit(page, page.get_by_role("button", name=re.compile("Submit")).click)
     assert "Some of your answers differ" in page.content()
     assert "The transcript is identical" in page.content()
     shot(page, "04-feedback")
@@ -116,8 +135,9 @@ def test_crowd_journey_from_entry_url_to_completion_code(live_server, new_page, 
 
     # a required question left empty: the page says so and keeps the answers
     page.locator('input[name="severity"][value="0"]').check()
-    page.get_by_role("button", name=re.compile("Submit")).click()
-    assert page.locator(".error").first.is_visible()
+    assert _submit(page, page.get_by_role("button", name=re.compile("Submit")).click
+                   ).status == 400
+    expect(page.locator(".error").first).to_be_visible()
     assert page.locator('input[name="severity"][value="0"]').is_checked()
     shot(page, "05-validation-error")
 
@@ -172,8 +192,7 @@ def test_keyboard_only_run(live_server, new_page, shot):
         page.keyboard.press("n" if attention else "y")
         page.keyboard.press("4")  # goes to the first unanswered question offering "4"
         page.keyboard.press("1")  # categorical option 1
-        with page.expect_navigation():
-            page.keyboard.press("Enter")
+        _submit(page, lambda: page.keyboard.press("Enter"))
     assert page.locator("#completion-code").inner_text() == "BRW0K42"
     values = dict(Judgment.objects.filter(
         rater__external_id=PID, slot__kind="target"
@@ -246,9 +265,8 @@ def test_pairwise_outputs_side_by_side_with_a_b_keys(live_server, new_page, shot
     page = new_page()
     page.goto(f"{live_server.url}/enter/{rater.access_token}/")
     page.goto(f"{live_server.url}/s/{study.slug}/")
-    with page.expect_navigation():  # practice item: A expected
-        page.keyboard.press("a")
-        page.keyboard.press("Enter")
+    page.keyboard.press("a")  # practice item: A expected
+    _submit(page, lambda: page.keyboard.press("Enter"))
     assert "Your answers match the expected answers" in page.content()
     with page.expect_navigation():
         page.keyboard.press("Enter")
@@ -260,11 +278,63 @@ def test_pairwise_outputs_side_by_side_with_a_b_keys(live_server, new_page, shot
     shot(page, "12-pairwise")
     slot_id = int(re.search(r"/slots/(\d+)/", page.locator("#rate-form").get_attribute(
         "action")).group(1))
-    with page.expect_navigation():
-        page.keyboard.press("b")
-        page.keyboard.press("Enter")
+    page.keyboard.press("b")
+    _submit(page, lambda: page.keyboard.press("Enter"))
     stored = Judgment.objects.get(slot_id=slot_id, criterion__key="preference")
     assert stored.value == "B"
     assert stored.slot.output_id is not None and stored.slot.output_b_id is not None
     for name in ("sys-0", "sys-1"):
         assert name not in page.content()
+
+
+def _requests_while(page, action):
+    """The requests the page makes while `action` runs and the next item settles."""
+    made = []
+
+    def record(request):
+        made.append(request)
+
+    page.on("request", record)
+    action()
+    page.remove_listener("request", record)
+    return [(r.method, re.sub(r"\d+", "N", r.url.split("//", 1)[1].split("/", 1)[1]))
+            for r in made]
+
+
+def test_an_answer_is_one_round_trip_and_the_page_works_without_javascript(
+        live_server, new_page, shot):
+    study = every_kind_study(consent_text="", instructions="", attention_check_every=0)
+    page = new_page()
+    page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
+    _answer_item_with_mouse(page, attention=False)  # practice item, then its feedback
+    page.get_by_role("link", name=re.compile("Continue")).click()
+    assert _progress(page) == "2 of 5"
+    made = _requests_while(page, lambda: _answer_item_with_mouse(page, attention=False))
+    # One POST answered with the next item: no redirect, no second request, no page load.
+    assert made == [("POST", f"s/{study.slug}/slots/N/")]
+    assert _progress(page) == "3 of 5"
+    assert page.title().endswith("item 3 of 5")
+    assert page.locator("#item-announcer").inner_text() == "Item 3 of 5"
+    shot(page, "13-item-after-one-round-trip")
+    # The keyboard still drives the swapped-in item.
+    page.keyboard.press("0")
+    expect(page.locator('input[name="severity"][value="0"]')).to_be_checked()
+
+    plain = new_page(javascript=False)
+    plain.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID=no-js-{PID}")
+    for _ in range(2):  # the practice item and its feedback, then a first item
+        _answer_item_with_mouse_no_js(plain)
+        if "/feedback/" in plain.url:
+            plain.get_by_role("link", name=re.compile("Continue")).click()
+    assert _progress(plain) == "3 of 5"
+    assert Judgment.objects.filter(rater__external_id=f"no-js-{PID}",
+                                   slot__kind="target").count() == 4
+
+
+def _answer_item_with_mouse_no_js(page):
+    page.locator('input[name="severity"][value="0"]').check()
+    page.locator('input[name="usable"][value="yes"]').check()
+    page.locator('input[name="fluency"][value="4"]').check()
+    page.locator('input[name="error_type"][value="word"]').check()
+    with page.expect_navigation():  # without JavaScript: a POST, a redirect, the next page
+        page.get_by_role("button", name=re.compile("Submit")).click()

@@ -1,0 +1,246 @@
+"""The rater's loop in one round trip and a handful of statements (annotation.loop), with every
+guarantee of the general path: the same answers stored, the same refusals, one judgment per
+double submit. The same scenarios run with the fast path on and off, and must leave the same
+rows behind."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import threading
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from annotation import loop
+from annotation.models import Judgment, JudgmentRevision
+from evalstudy.models import Assignment, AssignmentSlot, AttentionCheck, Enrollment, Study
+from tests.factories import UserFactory, invite, make_study
+
+HX = {"HTTP_HX_REQUEST": "true"}
+GOOD = {"severity": "0", "usable": "yes"}
+# The most a submit-and-next may cost, BEGIN and COMMIT included (the issue's target).
+MAX_STATEMENTS = 6
+
+
+def _form(html: str) -> tuple[str, int]:
+    found = re.search(r'<form[^>]*action="(/s/[^"]+/slots/(\d+)/)"', html)
+    assert found, html[:500]
+    return found.group(1), int(found.group(2))
+
+
+def _enter(client: Client, study: Study, **fields) -> str:
+    """A personal-link rater of `study` in `client`'s session; returns the first page."""
+    rater = invite(study, **fields)
+    assert client.get(reverse("annotation:enter", args=[rater.access_token])).status_code == 302
+    return client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+
+
+def _through_practice(client: Client, study: Study, page: str) -> str:
+    action, _ = _form(page)
+    assert "Practice item" in page
+    response = client.post(action, {"severity": "0", "usable": "yes"}, **HX)
+    assert response["HX-Redirect"].endswith("/feedback/")
+    return client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+
+
+@pytest.fixture
+def study(db):
+    return make_study(n_items=4, n_systems=2, status=Study.Status.OPEN)
+
+
+def test_a_submission_is_answered_with_the_next_item_in_at_most_six_statements(study):
+    client = Client()
+    page = _through_practice(client, study, _enter(client, study))
+    action, slot_id = _form(page)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(action, GOOD, **HX)
+    assert response.status_code == 200
+    html = response.content.decode()
+    next_action, next_id = _form(html)
+    assert next_id != slot_id and "3 of 5" in html and "<main id=\"main\">" in html
+    assert "{#" not in html and "<html" not in html  # the item alone, swapped in place
+    assert len(queries) <= MAX_STATEMENTS, [q["sql"][:80] for q in queries]
+    stored = dict(Judgment.objects.filter(slot_id=slot_id).values_list("criterion__key",
+                                                                          "value"))
+    assert stored == GOOD
+    served = AssignmentSlot.objects.get(pk=next_id)
+    assert served.served_at is not None and served.completed_at is None
+    assert AssignmentSlot.objects.get(pk=slot_id).completed_at is not None
+
+
+def test_a_due_lease_renewal_and_the_last_item_cost_no_extra_statement(study):
+    client = Client()
+    page = _through_practice(client, study, _enter(client, study))
+    seat = Assignment.objects.get(study=study, rater__isnull=False)
+    stale = timezone.now() + dt.timedelta(minutes=1)  # renewed long ago: due now
+    Assignment.objects.filter(pk=seat.pk).update(lease_expires_at=stale)
+    for _ in range(4):
+        action, _ = _form(page)
+        with CaptureQueriesContext(connection) as queries:
+            response = client.post(action, GOOD, **HX)
+        assert len(queries) <= MAX_STATEMENTS, [q["sql"][:80] for q in queries]
+        page = response.content.decode()
+    seat.refresh_from_db()
+    assert seat.lease_expires_at > stale + dt.timedelta(minutes=study.lease_minutes - 2)
+    assert seat.state == Assignment.State.DONE and seat.completed_at is not None
+    assert response["HX-Redirect"] == reverse("annotation:rate", args=[study.slug])
+    assert "finished every item" in client.get(response["HX-Redirect"]).content.decode()
+
+
+def test_an_account_holders_submission_also_fits(study):
+    user = UserFactory()
+    invite(study, user=user, kind="slp")
+    client = Client()
+    client.force_login(user)
+    page = _through_practice(client, study,
+                             client.get(reverse("annotation:rate", args=[study.slug])
+                                        ).content.decode())
+    action, slot_id = _form(page)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(action, GOOD, **HX)
+    assert response.status_code == 200 and _form(response.content.decode())[1] != slot_id
+    assert len(queries) <= MAX_STATEMENTS, [q["sql"][:80] for q in queries]
+
+
+def test_without_javascript_the_post_redirects_and_the_page_serves_the_next_item(study):
+    client = Client()
+    page = _through_practice(client, study, _enter(client, study))
+    action, slot_id = _form(page)
+    response = client.post(action, GOOD)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("annotation:rate", args=[study.slug])
+    with CaptureQueriesContext(connection) as queries:
+        following = client.get(response["Location"])
+    assert following.status_code == 200 and "<html" in following.content.decode()
+    assert _form(following.content.decode())[1] != slot_id
+    assert len(queries) <= MAX_STATEMENTS
+
+
+def test_the_fast_path_leaves_what_it_cannot_take_to_the_general_path(study, monkeypatch):
+    client = Client()
+    page = _through_practice(client, study, _enter(client, study))
+    action, slot_id = _form(page)
+    taken = []
+    original = loop.submit_and_next
+
+    def spy(**kwargs):
+        page = original(**kwargs)
+        taken.append(page is not None)
+        return page
+
+    monkeypatch.setattr(loop, "submit_and_next", spy)
+    # Invalid answers: the same item with the reasons, nothing stored.
+    bad = client.post(action, {"severity": "0"}, **HX)
+    assert bad.status_code == 400 and "an answer is required" in bad.content.decode()
+    assert not Judgment.objects.filter(slot_id=slot_id).exists()
+    # A first answer: the fast path; the same answers again: unchanged, through the general one.
+    assert client.post(action, GOOD, **HX).status_code == 200
+    again = client.post(action, GOOD, **HX)
+    assert again.status_code == 200 and again["HX-Redirect"]
+    # A revision of that answer: the general path keeps the earlier value.
+    client.post(action, {"severity": "1", "usable": "yes"}, **HX)
+    assert JudgmentRevision.objects.filter(judgment__slot_id=slot_id).count() == 1
+    assert taken == [False, True, False, False]
+
+
+def test_refusals_stay_refusals(study):
+    client, other = Client(), Client()
+    page = _through_practice(client, study, _enter(client, study))
+    action, slot_id = _form(page)
+    _enter(other, study)
+    # Another rater's slot: not theirs.
+    assert other.post(action, GOOD, **HX).status_code == 404
+    # A later slot than the current one: not yet.
+    later = AssignmentSlot.objects.filter(assignment__slots__pk=slot_id,
+                                          completed_at__isnull=True).exclude(pk=slot_id).first()
+    assert client.post(re.sub(r"\d+/$", f"{later.pk}/", action), GOOD, **HX).status_code == 409
+    # A stopped participant, a closed study: refused with the reason, nothing stored.
+    Enrollment.objects.filter(study=study, rater__assignments__slots__pk=slot_id).update(
+        stopped_at=timezone.now())
+    assert client.post(action, GOOD, **HX).status_code == 409
+    Enrollment.objects.update(stopped_at=None)
+    Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)
+    assert client.post(action, GOOD, **HX).status_code == 409
+    assert not Judgment.objects.filter(slot__kind="target").exists()
+
+
+def test_a_crowd_browser_bound_under_an_old_platform_session_cannot_answer(db):
+    study = make_study(n_items=2, n_systems=2, status=Study.Status.OPEN)
+    first = Client()
+    first.get(reverse("annotation:crowd_entry", args=[study.slug]),
+              {"PROLIFIC_PID": "P1", "SESSION_ID": "s1"})
+    page = first.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    action, _ = _form(page)
+    # The participation is now bound to another platform session (as a takeover leaves it).
+    Enrollment.objects.filter(study=study).update(platform_session_id="s2")
+    assert first.post(action, GOOD, **HX).status_code == 404
+    assert not Judgment.objects.exists()
+
+
+# --- the same scenarios, fast path on and off ---------------------------------------------------
+def _scenario(slug_suffix: str) -> tuple:
+    """A rater through practice, items, a failed attention check, a revision and a double
+    submit; returns what is stored, in a form that does not depend on ids."""
+    study = make_study(n_items=4, n_systems=2, status=Study.Status.OPEN, slug=f"s-{slug_suffix}",
+                       attention_check_every=2, attention_fail_limit=2, seed=7)
+    AttentionCheck.objects.filter(study=study).update(expected={"severity": "2"})
+    client = Client()
+    page = _enter(client, study, external_id="same-person")
+    answers = [{"severity": "0", "usable": "yes"}, {"severity": "2", "usable": "no",
+                                                     "note": "garbled"},
+               {"severity": "1", "usable": "yes"}, {"severity": "0", "usable": "no"}]
+    for step in range(12):
+        if "finished every item" in page or "rate-form" not in page:
+            break
+        action, slot_id = _form(page)
+        response = client.post(action, answers[step % len(answers)], **HX)
+        if step == 3:  # the same answer sent again
+            client.post(action, answers[step % len(answers)], **HX)
+        page = (response.content.decode() if not response.get("HX-Redirect")
+                else client.get(reverse("annotation:rate", args=[study.slug])).content.decode())
+    slots = AssignmentSlot.objects.filter(assignment__study=study, assignment__rater__isnull=False
+                                          ).order_by("position")
+    stored = [(s.position, s.kind, s.served_at is not None, s.completed_at is not None,
+               tuple(sorted(Judgment.objects.filter(slot=s).values_list("criterion__key",
+                                                                       "value"))))
+              for s in slots]
+    seat = Assignment.objects.get(study=study, rater__isnull=False)
+    enrollment = Enrollment.objects.get(study=study)
+    return stored, seat.state, enrollment.stop_reason, page.count("rate-form")
+
+
+def test_the_fast_and_the_general_path_leave_the_same_rows(db, monkeypatch):
+    fast = _scenario("fast")
+    monkeypatch.setattr(loop, "fast_path_available", lambda: False)
+    general = _scenario("general")
+    assert fast == general
+    assert any(kind == "attention" for _, kind, *_ in fast[0])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_double_submit_from_two_connections_stores_one_answer():
+    study = make_study(n_items=3, n_systems=2, status=Study.Status.OPEN)
+    client = Client()
+    page = _through_practice(client, study, _enter(client, study))
+    action, slot_id = _form(page)
+    statuses = []
+
+    def send():
+        twin = Client()
+        twin.cookies = client.cookies  # the same browser session
+        statuses.append(twin.post(action, GOOD, **HX).status_code)
+        connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(statuses) == [200, 200]
+    assert Judgment.objects.filter(slot_id=slot_id).count() == 2  # severity and usable, once
+    assert not JudgmentRevision.objects.exists()

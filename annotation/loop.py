@@ -33,9 +33,12 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import re
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -121,9 +124,9 @@ def _criteria_json_sql() -> str:
 
 @functools.cache
 def _context_sql(answering: bool) -> str:
-    """The locking read (PostgreSQL). Parameters: the slot answered (`answering`; NULL when
-    only serving), slug, rater id, user id; the rater is the row with that id, or the account's
-    rater when the id is NULL.
+    """The locking read (PostgreSQL). Parameters: $1 the slot answered (`answering`; NULL when
+    only serving), $2 the study's slug, $3 the rater's id, $4 the user's id; the rater is the
+    row with that id, or the account's rater when the id is NULL.
 
     Answering locks the answered slot's row with the seat's: a request that waited for another
     one's lock (a double submit) then reads the rows it locked as that one left them (slot
@@ -161,20 +164,43 @@ JOIN {_table(Study)} st ON st.id = seat.{_column(Assignment, 'study')}
 JOIN {_table(Rater)} r ON r.id = seat.{_column(Assignment, 'rater')}
 LEFT JOIN {_table(Enrollment)} en ON en.{_column(Enrollment, 'study')} = st.id
      AND en.{_column(Enrollment, 'rater')} = r.id
-{"JOIN" if answering else "LEFT JOIN"} {slot} cur ON cur.id = %(slot)s
+{"JOIN" if answering else "LEFT JOIN"} {slot} cur ON cur.id = $1
      AND cur.{s_assignment} = seat.id
-LEFT JOIN LATERAL (SELECT s.* {open_slots} AND s.id IS DISTINCT FROM %(slot)s
+LEFT JOIN LATERAL (SELECT s.* {open_slots} AND s.id IS DISTINCT FROM $1
                    ORDER BY s.{s_position} LIMIT 1) nxt ON true
 LEFT JOIN {_table(Output)} o ON o.id = nxt.{_column(AssignmentSlot, 'output')}
 LEFT JOIN {_table(Item)} i ON i.id = o.{_column(Output, 'item')}
 LEFT JOIN {_table(Output)} ob ON ob.id = nxt.{_column(AssignmentSlot, 'output_b')}
 LEFT JOIN {_table(CalibrationItem)} cal ON cal.id = nxt.{calibration}
 LEFT JOIN {_table(AttentionCheck)} att ON att.id = nxt.{attention}
-WHERE st.slug = %(slug)s
-  AND ((%(rater)s::bigint IS NOT NULL AND r.id = %(rater)s)
-       OR (%(rater)s::bigint IS NULL AND r.{_column(Rater, 'user')} = %(user)s))
+WHERE st.slug = $2
+  AND (($3::bigint IS NOT NULL AND r.id = $3)
+       OR ($3::bigint IS NULL AND r.{_column(Rater, 'user')} = $4))
 FOR UPDATE OF seat{", cur" if answering else ""}
 """
+
+
+# Statements prepared on each database connection (`_execute`), by connection.
+_PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+_PARAMETER = re.compile(r"\$(\d+)")
+
+
+def _execute(cursor: Any, name: str, sql: str, params: list[Any]) -> None:
+    """Run `sql` (parameters $1, $2, ...) as the prepared statement `name` of this database
+    connection, preparing it on first use: PostgreSQL then plans the loop's statements once per
+    connection instead of on every request (their planning costs about what running them
+    does). With EVALSTUDY_DB_PREPARED_STATEMENTS off (a connection pooler in transaction mode
+    shares server sessions between clients, and a statement prepared on one is missing on the
+    next), the statement is sent whole each time."""
+    if not settings.EVALSTUDY_DB_PREPARED_STATEMENTS:
+        cursor.execute(_PARAMETER.sub(r"%(p\1)s", sql),
+                       {f"p{index}": value for index, value in enumerate(params, start=1)})
+        return
+    prepared = _PREPARED.setdefault(connection.connection, set())
+    if name not in prepared:
+        cursor.execute(f"PREPARE {name} AS {sql}")
+        prepared.add(name)
+    cursor.execute(f"EXECUTE {name} ({', '.join(['%s'] * len(params))})", params)
 
 
 def _when(value: Any) -> dt.datetime | None:
@@ -205,9 +231,10 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
           slot_id: int | None) -> SeatContext | None:
     """The seat context under the seat's lock; None when the rater holds no seat in `slug`.
     Precondition: inside a transaction (the lock lasts until it ends)."""
+    answering = slot_id is not None
     with connection.cursor() as cursor:
-        cursor.execute(_context_sql(slot_id is not None),
-                       {"slot": slot_id, "slug": slug, "rater": rater_id, "user": user_id})
+        _execute(cursor, f"evalstudy_loop_read_{int(answering)}", _context_sql(answering),
+                 [slot_id, slug, rater_id, user_id])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -312,21 +339,29 @@ def _write_sql(n_judgments: int) -> str:
                                                                          "served_at")
     lease, state, ended = (_column(Assignment, "lease_expires_at"),
                            _column(Assignment, "state"), _column(Assignment, "completed_at"))
+    numbers = iter(range(1, 1000))
+
+    def param(cast: str = "") -> str:
+        return f"${next(numbers)}{cast}"
+
     parts = []
     if n_judgments:
         columns = ", ".join(_column(Judgment, name) for name in _JUDGMENT_COLUMNS)
-        row = "(" + ", ".join(["%s"] * len(_JUDGMENT_COLUMNS)) + ")"
-        parts.append(f"judged AS (INSERT INTO {_table(Judgment)} ({columns}) VALUES "
-                     f"{', '.join([row] * n_judgments)} RETURNING 1)")
+        rows = ", ".join("(" + ", ".join(param() for _ in _JUDGMENT_COLUMNS) + ")"
+                         for _ in range(n_judgments))
+        parts.append(f"judged AS (INSERT INTO {_table(Judgment)} ({columns}) VALUES {rows} "
+                     "RETURNING 1)")
+    answered, now, upcoming = param(), param("::timestamptz"), param()
     parts.append(
         f"slots AS (UPDATE {slot} SET "
-        f"{completed} = CASE WHEN id = %s THEN %s::timestamptz ELSE {completed} END, "
-        f"{served} = CASE WHEN id = %s AND {served} IS NULL THEN %s::timestamptz "
-        f"ELSE {served} END WHERE id IN (%s, %s) RETURNING 1)")
+        f"{completed} = CASE WHEN id = {answered} THEN {now} ELSE {completed} END, "
+        f"{served} = CASE WHEN id = {upcoming} AND {served} IS NULL THEN {now} "
+        f"ELSE {served} END WHERE id IN ({answered}, {upcoming}) RETURNING 1)")
     parts.append(
-        f"seat AS (UPDATE {seat} SET {lease} = COALESCE(%s::timestamptz, {lease}), "
-        f"{state} = COALESCE(%s, {state}), {ended} = COALESCE(%s::timestamptz, {ended}) "
-        f"WHERE id = %s AND %s RETURNING 1)")
+        f"seat AS (UPDATE {seat} SET {lease} = COALESCE({param('::timestamptz')}, {lease}), "
+        f"{state} = COALESCE({param('::varchar')}, {state}), "
+        f"{ended} = COALESCE({param('::timestamptz')}, {ended}) "
+        f"WHERE id = {param()} AND {param('::boolean')} RETURNING 1)")
     return f"WITH {', '.join(parts)} SELECT (SELECT count(*) FROM slots)"
 
 
@@ -341,22 +376,22 @@ def _write(context: SeatContext, rows: list[tuple], now: dt.datetime,
     slot_id = context.slot_id
     next_id = upcoming.slot_id if upcoming else slot_id
     params = [v for row in rows for v in row] + [
-        slot_id, now, next_id, now, slot_id, next_id,
+        slot_id, now, next_id,
         seat.lease_expires_at if renew else None, Assignment.State.DONE.value if done else None,
         now if done else None, seat.pk, renew or done]
     with connection.cursor() as cursor:
-        cursor.execute(_write_sql(len(rows)), params)
+        _execute(cursor, f"evalstudy_loop_write_{len(rows)}", _write_sql(len(rows)), params)
 
 
 @functools.cache
 def _serve_sql() -> str:
     """Mark a slot served (when it was not) and renew the seat's lease when due, in one
-    statement: parameters slot, now, lease (NULL: not due), seat."""
+    statement: parameters $1 now, $2 slot, $3 lease (NULL: not due), $4 seat."""
     served, lease = _column(AssignmentSlot, "served_at"), _column(Assignment, "lease_expires_at")
-    return (f"WITH served AS (UPDATE {_table(AssignmentSlot)} SET {served} = %s::timestamptz "
-            f"WHERE id = %s AND {served} IS NULL RETURNING 1), "
-            f"seat AS (UPDATE {_table(Assignment)} SET {lease} = %s::timestamptz "
-            f"WHERE id = %s AND %s::timestamptz IS NOT NULL RETURNING 1) "
+    return (f"WITH served AS (UPDATE {_table(AssignmentSlot)} SET {served} = $1::timestamptz "
+            f"WHERE id = $2 AND {served} IS NULL RETURNING 1), "
+            f"seat AS (UPDATE {_table(Assignment)} SET {lease} = $3::timestamptz "
+            f"WHERE id = $4 AND $3::timestamptz IS NOT NULL RETURNING 1) "
             f"SELECT (SELECT count(*) FROM served)")
 
 
@@ -436,8 +471,8 @@ def serve_current(*, slug: str, rater_id: int | None, user_id: int | None,
         renewed = seat.lease_expires_at if lease_renew(seat, context.study, now) else None
         if not context.next_served or renewed is not None:
             with connection.cursor() as cursor:
-                cursor.execute(_serve_sql(), [now, context.next.slot_id, renewed, seat.pk,
-                                              renewed])
+                _execute(cursor, "evalstudy_loop_serve", _serve_sql(),
+                         [now, context.next.slot_id, renewed, seat.pk])
         page = LoopPage(study=context.study, view=_view(context))
         if context.study.allow_revision:
             page.previous_slot_id = context.previous_target_id

@@ -489,6 +489,12 @@ class AssignmentSlot(models.Model):
 
     class Meta:
         ordering = ["assignment_id", "position"]  # (no join: see Assignment.Meta)
+        indexes = [
+            # A seat's first open slot, asked for on every rating page: straight from this
+            # index instead of reading and sorting all of the seat's slots.
+            models.Index(fields=["assignment", "position"], name="slot_open_by_position",
+                         condition=Q(completed_at__isnull=True)),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["assignment", "position"], name="slot_position_unique"),
             models.CheckConstraint(

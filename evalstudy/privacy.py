@@ -152,12 +152,22 @@ def rater_data_export(rater: Rater, *, studies: Collection[int] | None = None,
     return document
 
 
+def _database_sessions() -> bool:
+    """Whether sessions live in the `django_session` table (Django's database store, or one
+    built on it such as kit.sessions)."""
+    from importlib import import_module
+
+    from django.contrib.sessions.backends.db import SessionStore
+
+    return issubclass(import_module(settings.SESSION_ENGINE).SessionStore, SessionStore)
+
+
 def _end_sessions(rater: Rater, user_id: int | None) -> int:
     """Delete the database sessions bound to this rater (an app's `session_bound`, e.g. an
     entry link) or signed in as its user account, so a browser that was signed in as the
     participant no longer is. Only the database session engine can be searched this way; other
     engines expire sessions on their own."""
-    if settings.SESSION_ENGINE != "django.contrib.sessions.backends.db":
+    if not _database_sessions():
         return 0
     from django.contrib.sessions.models import Session
 

@@ -53,6 +53,9 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
+# Database sessions (they can be searched and ended: evalstudy.privacy), read without the ORM.
+SESSION_ENGINE = "kit.sessions"
+
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 
@@ -82,6 +85,10 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     # the request itself (bench/raters.py).
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The rater loop's statements (annotation.loop) are prepared once per database connection. Turn
+# this off behind a connection pooler in transaction mode (PgBouncer's default), which hands a
+# client a different server session from one transaction to the next.
+EVALSTUDY_DB_PREPARED_STATEMENTS = env.bool("EVALSTUDY_DB_PREPARED_STATEMENTS", default=True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Wait for the worker's writes instead of failing with "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20

@@ -62,7 +62,8 @@ def _end_link_only_sessions(apps, schema_editor) -> None:
     from django.conf import settings
     from django.contrib.auth.hashers import UNUSABLE_PASSWORD_PREFIX
 
-    if settings.SESSION_ENGINE != "django.contrib.sessions.backends.db":
+    # kit.sessions is Django's database store read without the ORM: the same table.
+    if settings.SESSION_ENGINE not in ("django.contrib.sessions.backends.db", "kit.sessions"):
         return
     Rater = apps.get_model("evalstudy", "Rater")
     Session = apps.get_model("sessions", "Session")

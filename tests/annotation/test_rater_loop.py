@@ -244,3 +244,17 @@ def test_a_double_submit_from_two_connections_stores_one_answer():
     assert sorted(statuses) == [200, 200]
     assert Judgment.objects.filter(slot_id=slot_id).count() == 2  # severity and usable, once
     assert not JudgmentRevision.objects.exists()
+
+
+def test_without_prepared_statements_the_loop_sends_each_statement_whole(study, settings):
+    # Behind a pooler in transaction mode a statement prepared on one server session is
+    # missing on the next: the setting turns preparing off.
+    settings.EVALSTUDY_DB_PREPARED_STATEMENTS = False
+    client = Client()
+    page = _through_practice(client, study, _enter(client, study))
+    action, slot_id = _form(page)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.post(action, GOOD, **HX)
+    assert response.status_code == 200 and _form(response.content.decode())[1] != slot_id
+    assert not any(q["sql"].startswith(("PREPARE", "EXECUTE")) for q in queries)
+    assert len(queries) <= MAX_STATEMENTS

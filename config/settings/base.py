@@ -205,6 +205,10 @@ CELERY_TASK_ROUTES = {
 }
 # Encoder model used by the model-backed metrics when a run names none.
 EVALSTUDY_ENCODER_PATH = env.str("EVALSTUDY_ENCODER_PATH", default="")
+# The most threads torch may use in one worker process for the encoder and BERTScore's matching
+# (unset: torch's own default, one per core). On a host whose cores are shared (several worker
+# processes, the web), one thread per process avoids torch's threads waiting on each other.
+EVALSTUDY_TORCH_THREADS = env.int("EVALSTUDY_TORCH_THREADS", default=None)
 # Directories under which a user may choose a model directory (comma-separated): a study's
 # encoder_path, a metric run's model_path, a learned proxy's params.model_path, a local judge's
 # backend model_path. A chosen directory must resolve (symlinks followed, ".." resolved) to one

@@ -16,8 +16,19 @@ Layers: hidden-state index `l` is `hidden_states[l]` of the model (0 = the embed
 `num_layers` = the last layer), i.e. bert-score's `num_layers=l`. Only the layers in
 `keep_layers` are stored (default: the last layer) because all layers of 10k texts do not fit in
 memory; asking for another layer adds it to `keep_layers` and re-encodes the texts that lack it.
+When the last layer is the only one kept (every default scorer), the model is asked for its
+last hidden state alone (`output_hidden_states=False`); the intermediate hidden states are
+requested only when a scorer reads an intermediate layer (e.g. BERTScore at `layer=4`).
 Callers running several scorers call `prepare_shared(encoder, scorers, pairs)` first so that
-every layer and text is encoded in one pass.
+every layer, text and word is encoded in one pass.
+
+Threads: `num_threads` (default: the setting or environment variable EVALSTUDY_TORCH_THREADS,
+see `configured_threads`) bounds torch's intra-op threads while the encoder and the scorers run
+their tensor work (`Encoder.bounded_threads()`); it never raises the process's own
+`torch.get_num_threads()`. Why: torch's threads wait for each other at the end of every
+operation, so on a host whose cores are busy with other work (other worker processes, other
+jobs) every operation waits for a descheduled thread; one worker process per core with one
+thread each is the robust setting there. Unset, the process's own setting is used unchanged.
 
 Device: "cuda" when available at run time (model in fp16 there), else "cpu" (fp32). Cached
 tensors always live on the CPU in float32.
@@ -34,7 +45,8 @@ import os
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,6 +120,29 @@ def encoder_resolve(study: Any = None,
     (`metrics.services.model_dir_check`)."""
     chosen = str(model_path or "") or str(getattr(study, "encoder_path", "") or "")
     return chosen or configured_encoder() or embedded_encoder()
+
+
+def configured_threads() -> int | None:
+    """The operator's bound on torch threads per process, EVALSTUDY_TORCH_THREADS (None: unset).
+
+    Read like `configured_encoder`: Django's setting where Django runs, else the environment
+    variable. Raises ValueError for a value that is not a positive integer."""
+    conf = sys.modules.get("django.conf")
+    if conf is not None and conf.settings.configured:
+        value = getattr(conf.settings, "EVALSTUDY_TORCH_THREADS", None)
+    else:
+        value = None
+    if value in (None, ""):
+        value = os.environ.get("EVALSTUDY_TORCH_THREADS", "")
+    if value in (None, ""):
+        return None
+    try:
+        threads = int(value)
+    except (TypeError, ValueError):
+        threads = 0
+    if threads < 1:
+        raise ValueError(f"EVALSTUDY_TORCH_THREADS must be a positive integer, got {value!r}")
+    return threads
 
 
 def resolve_device(device: str | None = None) -> str:
@@ -188,7 +223,14 @@ class Encoder:
         max_length: int | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
         layers: Iterable[int] | None = None,
+        num_threads: int | None = None,
     ):
+        """`num_threads`: at most this many torch threads for the encoder's and the scorers'
+        tensor work (None: `configured_threads()`, and when that is unset too, torch's own
+        setting); see the module doc."""
+        if num_threads is not None and int(num_threads) < 1:
+            raise ValueError(f"num_threads must be at least 1, got {num_threads!r}")
+        self.num_threads = int(num_threads) if num_threads is not None else configured_threads()
         self.model_path = str(Path(encoder_resolve(model_path=model_path)).resolve())
         self.device = resolve_device(device)
         self.dtype = torch.float16 if self.device.startswith("cuda") else torch.float32
@@ -206,6 +248,23 @@ class Encoder:
         self._n_special: int | None = None
         # Counters for tests and benchmarks: forward calls and sequences passed through them.
         self.stats = {"forward_calls": 0, "texts_encoded": 0, "cache_hits": 0}
+
+    @contextmanager
+    def bounded_threads(self) -> Iterator[None]:
+        """Run the block with at most `num_threads` torch intra-op threads (see the module doc).
+
+        Never raises the process's `torch.get_num_threads()`; restores it afterwards. Holds the
+        encoder's lock, since the thread count is process-wide state."""
+        with self._lock:
+            before = torch.get_num_threads()
+            bound = before if self.num_threads is None else min(self.num_threads, before)
+            if bound != before:
+                torch.set_num_threads(bound)
+            try:
+                yield
+            finally:
+                if bound != before:
+                    torch.set_num_threads(before)
 
     # -- loading -------------------------------------------------------------------------
     @property
@@ -359,6 +418,10 @@ class Encoder:
             return [found[t] for t in texts]
 
     def _forward(self, texts: list[str], layers: list[int]) -> list[Encoded]:
+        """Encode `texts` (distinct) in length-sorted batches; keep `layers` per token.
+
+        Sorting by token length keeps padding (wasted work) small. The model is asked for the
+        intermediate hidden states only when a layer other than the last is kept."""
         tokens = self.tokenize(texts)
         n_special = self.n_special
         order = sorted(range(len(texts)), key=lambda i: len(tokens[i][0]))
@@ -366,8 +429,9 @@ class Encoder:
         pad_id = 0 if pad_id is None else pad_id
         model = self.model
         last = self.num_layers
+        intermediate = any(layer != last for layer in layers)
         records: list[Encoded] = []
-        with torch.inference_mode():
+        with torch.inference_mode(), self.bounded_threads():
             for start in range(0, len(order), self.batch_size):
                 batch = order[start:start + self.batch_size]
                 lengths = [len(tokens[i][0]) for i in batch]
@@ -380,30 +444,32 @@ class Encoder:
                 out = model(
                     input_ids=ids.to(self.device),
                     attention_mask=mask.to(self.device),
-                    output_hidden_states=True,
+                    output_hidden_states=intermediate,
                 )
                 self.stats["forward_calls"] += 1
                 self.stats["texts_encoded"] += len(batch)
-                states = out.hidden_states
-                # [n_keep, batch, width, dim] on the CPU in float32, one copy per batch.
-                kept = torch.stack([states[layer] for layer in layers]).to("cpu", torch.float32)
-                final = kept[layers.index(last)] if last in layers else (
-                    states[last].to("cpu", torch.float32)
-                )
+                final = out.last_hidden_state.to("cpu", torch.float32)
+                kept = {
+                    layer: final if layer == last
+                    else out.hidden_states[layer].to("cpu", torch.float32)
+                    for layer in layers
+                }
+                # Mean pooling of the whole batch at once (sentence-transformers' masked mean).
+                weights = mask.unsqueeze(-1).to(torch.float32)
+                means = (final * weights).sum(dim=1) / weights.sum(dim=1)
                 for row, i in enumerate(batch):
                     n = lengths[row]
                     input_ids, truncated = tokens[i]
-                    hidden = {
-                        layer: kept[k, row, :n].clone() for k, layer in enumerate(layers)
-                    }
                     records.append(
                         Encoded(
                             text=texts[i],
                             input_ids=input_ids,
                             truncated=truncated,
                             empty=len(input_ids) <= n_special,
-                            mean=final[row, :n].mean(dim=0),
-                            hidden=hidden,
+                            mean=means[row].clone(),
+                            # clone: a record must not keep its whole padded batch alive
+                            hidden={layer: states[row, :n].clone()
+                                    for layer, states in kept.items()},
                         )
                     )
         return records
@@ -466,14 +532,18 @@ def prepare_shared(encoder: Encoder, scorers: Iterable[Any], pairs: Sequence[Any
     if not scorers:
         return
     layers: set[int] = set()
+    words: dict[str, None] = {}
     for scorer in scorers:
         hook = getattr(scorer, "encoder_layers", None)
         if hook is not None:
             layers |= set(hook(encoder))
-    encoder.require_layers(layers)
-    texts = [p.reference for p in pairs] + [p.hypothesis for p in pairs]
-    encoder.encode(texts)
-    for scorer in scorers:
         hook = getattr(scorer, "encoder_words", None)
         if hook is not None:
-            encoder.word_embeddings(hook(pairs))
+            words.update(dict.fromkeys(hook(pairs)))
+    encoder.require_layers(layers)
+    texts = [p.reference for p in pairs] + [p.hypothesis for p in pairs]
+    # Texts and words in ONE length-sorted pass: the words are short and fill their own
+    # batches, instead of costing a second pass with its own partly filled last batch.
+    encoder.encode(texts + list(words))
+    if words:
+        encoder.word_embeddings(words)  # from the records just cached: no forward pass

@@ -60,6 +60,7 @@ from metrics.scorers.base import Pair, Score
 from metrics.scorers.encoder import Encoder
 from metrics.scorers.normalise import Normaliser, coerce_normaliser
 from metrics.scorers.semantic import EMPTY_REFERENCE, EncoderScorer, truncation_details
+from metrics.scorers.text import word_alignment
 
 
 def split_keywords(word_sd: dict[str, float], gamma: float) -> set[str]:
@@ -80,9 +81,8 @@ def wrong_reference_words(ref_words: Sequence[str], hyp_words: Sequence[str]) ->
         return []
     if not hyp_words:
         return [True] * len(ref_words)
-    import jiwer
-
-    out = jiwer.process_words(" ".join(ref_words), " ".join(hyp_words))
+    # The same alignment as the WER scorer's (remembered there) when both normalise alike.
+    out = word_alignment(" ".join(ref_words), " ".join(hyp_words))
     wrong = [False] * len(ref_words)
     for chunk in out.alignments[0]:
         if chunk.type in ("substitute", "delete"):
@@ -154,29 +154,41 @@ class HevalScorer(EncoderScorer):
         gamma = self.params["gamma"]
         n = len(pairs)
         records = enc.encode([p.reference for p in pairs] + [p.hypothesis for p in pairs])
+        refs, hyps = records[:n], records[n:]
         word_emb = enc.word_embeddings(self.encoder_words(pairs))
-        scores: list[Score] = []
-        with torch.inference_mode():
-            for pair, ref, hyp in zip(pairs, records[:n], records[n:], strict=True):
-                ref_words = self.normalise(pair.reference)
-                if not ref_words or ref.empty:
-                    scores.append(Score(error=EMPTY_REFERENCE))
+        # Keyword split per distinct reference: it depends on the reference alone (Choice: the
+        # hypothesis never influences it), and every system shares the reference.
+        splits: dict[str, tuple[list[str], list[str], set[str]]] = {}
+        with torch.inference_mode(), enc.bounded_threads():
+            # Choice: SD of the raw texts (shared with semantic_distance), all pairs at once.
+            sds = (1.0 - F.cosine_similarity(torch.stack([r.mean for r in refs]),
+                                             torch.stack([h.mean for h in hyps]), dim=1)).tolist()
+            for pair, ref in zip(pairs, refs, strict=True):
+                if pair.reference in splits:
                     continue
-                details = truncation_details(ref, hyp)
-                # Choice: SD of the raw texts (shared with semantic_distance); empty hyp -> 1.
-                if hyp.empty:
-                    sd = 1.0
-                    details["empty_hypothesis"] = True
-                else:
-                    sd = 1.0 - float(F.cosine_similarity(ref.mean, hyp.mean, dim=0))
-                # Choice: keyword SDs = SD(raw GT, normalised word embedded alone).
+                ref_words = self.normalise(pair.reference)
                 distinct = list(dict.fromkeys(ref_words))
-                sims = F.cosine_similarity(
-                    torch.stack([word_emb[w] for w in distinct]), ref.mean.unsqueeze(0), dim=1
-                )
-                word_sd = dict(zip(distinct, (1.0 - sims).tolist(), strict=True))
-                keywords = split_keywords(word_sd, gamma)
-                values = heval_values(ref_words, self.normalise(pair.hypothesis), keywords, sd)
-                details["keywords"] = [w for w in distinct if w in keywords]
-                scores.append(Score(values=values, details=details))
+                keywords: set[str] = set()
+                if ref_words and not ref.empty:
+                    # Choice: keyword SDs = SD(raw GT, normalised word embedded alone).
+                    sims = F.cosine_similarity(
+                        torch.stack([word_emb[w] for w in distinct]), ref.mean.unsqueeze(0),
+                        dim=1,
+                    )
+                    word_sd = dict(zip(distinct, (1.0 - sims).tolist(), strict=True))
+                    keywords = split_keywords(word_sd, gamma)
+                splits[pair.reference] = (ref_words, distinct, keywords)
+        scores: list[Score] = []
+        for pair, ref, hyp, sd in zip(pairs, refs, hyps, sds, strict=True):
+            ref_words, distinct, keywords = splits[pair.reference]
+            if not ref_words or ref.empty:
+                scores.append(Score(error=EMPTY_REFERENCE))
+                continue
+            details = truncation_details(ref, hyp)
+            if hyp.empty:  # Choice: an empty hypothesis has SD 1
+                sd = 1.0
+                details["empty_hypothesis"] = True
+            values = heval_values(ref_words, self.normalise(pair.hypothesis), keywords, sd)
+            details["keywords"] = [w for w in distinct if w in keywords]
+            scores.append(Score(values=values, details=details))
         return scores

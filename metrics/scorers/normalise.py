@@ -43,6 +43,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Literal, get_args
 
+from metrics.scorers.memo import memoised
+
 NumbersMode = Literal["keep", "digits_to_words"]
 UnicodeForm = Literal["NFC", "NFD", "NFKC", "NFKD", "none"]
 
@@ -205,6 +207,11 @@ class Normaliser:
         """The normalised text. Raises TypeError if `text` is not a str."""
         if not isinstance(text, str):
             raise TypeError(f"Normaliser expects str, got {type(text).__name__}")
+        # Remembered per (settings, text): WER, CER and H_eval normalise the same texts, and a
+        # reference recurs once per system.
+        return _normalised(self, text)
+
+    def _normalise(self, text: str) -> str:
         text = self._unicode(text)
         if self.lowercase:
             text = text.lower()
@@ -252,6 +259,11 @@ class Normaliser:
 
 
 DEFAULT_NORMALISER = Normaliser()
+
+
+@memoised(maxsize=1 << 16)
+def _normalised(normaliser: Normaliser, text: str) -> str:
+    return normaliser._normalise(text)
 
 
 def coerce_normaliser(value: Normaliser | Mapping[str, Any] | None) -> Normaliser:

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
 
 from metrics.scorers.base import Pair, Score, Scorer
 from metrics.scorers.encoder import Encoded, Encoder, get_encoder
@@ -77,7 +78,7 @@ def read_baseline_file(path: str | Path, layer: int) -> tuple[float, float, floa
 
 
 # BERTScore as bert-score 0.3.13 computes it (bert_score/utils.py: sent_encode, get_idf_dict,
-# greedy_cos_idf, score), one pair at a time (no padded batches):
+# greedy_cos_idf, score), the pairs matched in padded batches (`bertscore_batched`):
 # - tokens: the encoder's ids = sent_encode (stripped text, special tokens, truncation at
 #   tokenizer.model_max_length); embeddings = hidden_states[layer] of the full model, which is
 #   bert-score's output of the model cut to `num_layers` layers.
@@ -98,7 +99,9 @@ def read_baseline_file(path: str | Path, layer: int) -> tuple[float, float, floa
 #   about to land"), so bert-score's numbers depend on a pair's neighbours.
 #   Default here: the best match is always floored at 0 (what bert-score does for every padded
 #   pair, i.e. all but about one pair per batch), so a score never depends on the other pairs
-#   of the call (Celery chunks vary; results must be reproducible).
+#   of the call (Celery chunks vary; results must be reproducible) beyond float rounding: the
+#   batched matrix product may sum a dot product in another order for another batch shape,
+#   which moves a score by about 1e-8.
 #   `bert_score_batch_size=B` reproduces bert-score exactly (floor only where its batches of B
 #   pairs, in the given order, would pad): for validation against the package only.
 # - multiple references per hypothesis (bert-score keeps the best) are not supported: one
@@ -197,48 +200,39 @@ class BertScoreScorer(EncoderScorer):
         baseline = self.params["baseline"]
         texts = [p.reference for p in pairs] + [p.hypothesis for p in pairs]
         records = enc.encode(texts, layers=[layer])
-        by_text = dict(zip(texts, records, strict=True))
-        prepared: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-
-        def prepare(record: Encoded) -> tuple[torch.Tensor, torch.Tensor]:
-            item = prepared.get(record.text)
-            if item is None:
-                emb = record.hidden[layer]
-                emb = emb / emb.norm(dim=-1, keepdim=True)
-                ids = torch.tensor(record.input_ids, dtype=torch.long)
-                item = prepared[record.text] = (emb, table[ids])
-            return item
-
-        floor_p, floor_r = self._floors([by_text[p.reference] for p in pairs],
-                                        [by_text[p.hypothesis] for p in pairs])
+        n = len(pairs)
+        refs, hyps = records[:n], records[n:]
+        floor_p, floor_r = self._floors(refs, hyps)
+        # Pairs with two non-empty texts are matched together, in a few batched operations.
+        matched = [i for i in range(n) if not refs[i].empty and not hyps[i].empty]
+        with torch.inference_mode(), enc.bounded_threads():
+            prf = bertscore_batched(
+                [hyps[i].hidden[layer] for i in matched], [hyps[i].input_ids for i in matched],
+                [refs[i].hidden[layer] for i in matched], [refs[i].input_ids for i in matched],
+                table,
+                floor_p=[floor_p[i] for i in matched],
+                floor_r=[floor_r[i] for i in matched],
+            )
+        values = dict(zip(matched, prf.tolist(), strict=True))
         scores: list[Score] = []
-        with torch.inference_mode():
-            for i, pair in enumerate(pairs):
-                ref, hyp = by_text[pair.reference], by_text[pair.hypothesis]
-                if ref.empty:
-                    scores.append(Score(error=EMPTY_REFERENCE))
-                    continue
-                details = truncation_details(ref, hyp)
-                if hyp.empty:
-                    p = r = f = 0.0
-                    details["empty_hypothesis"] = True
-                else:
-                    ref_emb, ref_w = prepare(ref)
-                    hyp_emb, hyp_w = prepare(hyp)
-                    sim = hyp_emb @ ref_emb.T  # [hyp tokens, ref tokens]
-                    best_p, best_r = sim.max(dim=1).values, sim.max(dim=0).values
-                    p = _weighted(best_p.clamp_min(0) if floor_p[i] else best_p, hyp_w)
-                    r = _weighted(best_r.clamp_min(0) if floor_r[i] else best_r, ref_w)
-                    f = 2 * p * r / (p + r) if p + r != 0 else 0.0
-                    if not math.isfinite(f):
-                        f = 0.0
-                if baseline is not None:
-                    bp, br, bf = baseline
-                    p, r, f = (p - bp) / (1 - bp), (r - br) / (1 - br), (f - bf) / (1 - bf)
-                scores.append(Score(
-                    values={"bertscore_f": f, "bertscore_p": p, "bertscore_r": r},
-                    details=details,
-                ))
+        for i in range(n):
+            ref, hyp = refs[i], hyps[i]
+            if ref.empty:
+                scores.append(Score(error=EMPTY_REFERENCE))
+                continue
+            details = truncation_details(ref, hyp)
+            if hyp.empty:
+                p = r = f = 0.0
+                details["empty_hypothesis"] = True
+            else:
+                p, r, f = values[i]
+            if baseline is not None:
+                bp, br, bf = baseline
+                p, r, f = (p - bp) / (1 - bp), (r - br) / (1 - br), (f - bf) / (1 - bf)
+            scores.append(Score(
+                values={"bertscore_f": f, "bertscore_p": p, "bertscore_r": r},
+                details=details,
+            ))
         return scores
 
     def _floors(self, refs: list[Encoded], hyps: list[Encoded]) -> tuple[list[bool], list[bool]]:
@@ -255,11 +249,110 @@ class BertScoreScorer(EncoderScorer):
         return floor_p, floor_r
 
 
-def _weighted(values: torch.Tensor, weights: torch.Tensor) -> float:
-    total = float(weights.sum())
-    if total == 0.0:
-        return 0.0
-    return float((values * weights).sum()) / total
+# Bound on the similarity entries (pairs x hypothesis tokens x reference tokens) of one batched
+# matching operation. Pairs are sorted by length first, so a group pads little; groups this
+# small keep their tensors in the processor's cache (2,000 short pairs: about 8 groups), while
+# thousands of operations (several per pair) each waited for every torch thread on a busy host.
+MATCH_CHUNK_ENTRIES = 1 << 14
+
+
+def greedy_match(
+    hyp: torch.Tensor, hyp_mask: torch.Tensor, ref: torch.Tensor, ref_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERTScore's greedy matching of a batch of padded pairs, in one operation.
+
+    Preconditions: `hyp` [B, Lh, D] and `ref` [B, Lr, D] hold token embeddings (any norm,
+    zeros at padding), `hyp_mask` [B, Lh] and `ref_mask` [B, Lr] are True at real tokens, and
+    every pair has at least one real token on each side.
+
+    Returns (best_p [B, Lh], best_r [B, Lr]): for every real hypothesis token its best cosine
+    over the pair's real reference tokens, and the reverse; padded positions hold 0. A padded
+    position never takes part in a max (unlike bert-score's, see the note above): where
+    bert-score would let it win, the caller floors the best match at 0 instead.
+    """
+    # Cosines as dot products divided by the norms' outer product: the same numbers as
+    # normalising the embeddings first (bert-score), with far less memory traffic.
+    norm_h = torch.linalg.vector_norm(hyp, dim=-1).masked_fill(~hyp_mask, 1.0)
+    norm_r = torch.linalg.vector_norm(ref, dim=-1).masked_fill(~ref_mask, 1.0)
+    sim = torch.bmm(hyp, ref.transpose(1, 2))  # [B, Lh, Lr]
+    sim /= norm_h.unsqueeze(2) * norm_r.unsqueeze(1)
+    best_p = sim.masked_fill(~ref_mask.unsqueeze(1), -math.inf).amax(dim=2)
+    best_r = sim.masked_fill(~hyp_mask.unsqueeze(2), -math.inf).amax(dim=1)
+    return best_p.masked_fill(~hyp_mask, 0.0), best_r.masked_fill(~ref_mask, 0.0)
+
+
+def bertscore_batched(
+    hyp_embeddings: Sequence[torch.Tensor],
+    hyp_ids: Sequence[Sequence[int]],
+    ref_embeddings: Sequence[torch.Tensor],
+    ref_ids: Sequence[Sequence[int]],
+    weight_table: torch.Tensor,
+    *,
+    floor_p: Sequence[bool],
+    floor_r: Sequence[bool],
+) -> torch.Tensor:
+    """(P, R, F) [N, 3] (float64) of N pairs.
+
+    Pair i: `hyp_embeddings[i]` [n_tokens, D] (not normalised) and `hyp_ids[i]` (its n_tokens
+    token ids), likewise for the reference; every text has at least one token. A token's weight
+    is `weight_table[token id]`. `floor_p[i]` / `floor_r[i]`: floor pair i's best matches at 0
+    for P / for R. A side whose weights sum to 0 scores 0, and F is 0 where P + R is 0 or F is
+    not finite.
+
+    The pairs, sorted by length, are matched `MATCH_CHUNK_ENTRIES` similarities at a time by
+    `greedy_match`: a few operations for thousands of pairs, never several per pair.
+    """
+    n = len(hyp_embeddings)
+    out = torch.zeros((n, 3), dtype=torch.float64)
+    if n == 0:
+        return out
+    # A zero weight at index `pad` for the padded positions.
+    pad = len(weight_table)
+    table = torch.cat([weight_table.float(), torch.zeros(1)])
+    order = sorted(range(n), key=lambda i: (len(hyp_ids[i]), len(ref_ids[i])))
+    start = 0
+    while start < n:
+        stop, width_h, width_r = start, 0, 0
+        while stop < n:
+            new_h = max(width_h, len(hyp_ids[order[stop]]))
+            new_r = max(width_r, len(ref_ids[order[stop]]))
+            if stop > start and (stop - start + 1) * new_h * new_r > MATCH_CHUNK_ENTRIES:
+                break
+            width_h, width_r, stop = new_h, new_r, stop + 1
+        chunk = order[start:stop]
+        hyp, hyp_mask = _padded([hyp_embeddings[i] for i in chunk],
+                                [len(hyp_ids[i]) for i in chunk])
+        ref, ref_mask = _padded([ref_embeddings[i] for i in chunk],
+                                [len(ref_ids[i]) for i in chunk])
+        best_p, best_r = greedy_match(hyp, hyp_mask, ref, ref_mask)
+        floors = torch.tensor([[floor_p[i], floor_r[i]] for i in chunk])
+        best_p = torch.where(floors[:, :1], best_p.clamp_min(0), best_p)
+        best_r = torch.where(floors[:, 1:], best_r.clamp_min(0), best_r)
+        p = _weighted_mean(best_p, table[_padded_ids([hyp_ids[i] for i in chunk], width_h, pad)])
+        r = _weighted_mean(best_r, table[_padded_ids([ref_ids[i] for i in chunk], width_r, pad)])
+        f = torch.where(p + r != 0, 2 * p * r / (p + r), torch.zeros_like(p))
+        f = torch.where(torch.isfinite(f), f, torch.zeros_like(f))
+        out[chunk] = torch.stack([p, r, f], dim=1)
+        start = stop
+    return out
+
+
+def _padded(tensors: list[torch.Tensor], lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded batch (zeros) and its mask (True at real positions); `lengths[i]` is
+    `len(tensors[i])`."""
+    batch = pad_sequence(tensors, batch_first=True)
+    return batch, torch.arange(max(lengths)).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+
+
+def _padded_ids(ids: list[Sequence[int]], width: int, pad: int) -> torch.Tensor:
+    return torch.tensor([[*row, *([pad] * (width - len(row)))] for row in ids])
+
+
+def _weighted_mean(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Per row sum(values * weights) / sum(weights), in float64; 0 where the weights sum to 0."""
+    total = weights.sum(dim=1).double()
+    weighted = (values * weights).sum(dim=1).double()
+    return torch.where(total != 0, weighted / total.where(total != 0, 1.0), torch.zeros_like(total))
 
 
 class _MeanCosineScorer(EncoderScorer):

@@ -28,10 +28,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import jiwer
-from rouge_score import rouge_scorer, tokenizers
+from nltk.stem import porter
+from rouge_score import rouge_scorer, tokenize, tokenizers
 from sacrebleu.metrics import BLEU, CHRF
 
 from metrics.scorers.base import Pair, Score, Scorer
+from metrics.scorers.memo import memoised
 from metrics.scorers.normalise import Normaliser, coerce_normaliser
 
 
@@ -77,6 +79,15 @@ class _TextScorer(Scorer):
     @abstractmethod
     def _score_pair(self, reference: str, hypothesis: str) -> Score:
         """Implemented by each concrete scorer."""
+
+
+@memoised(maxsize=1 << 13)
+def word_alignment(reference: str, hypothesis: str) -> jiwer.WordOutput:
+    """`jiwer.process_words(reference, hypothesis)` of one pair of normalised, non-empty texts.
+
+    Remembered because WER and H_eval align the same normalised words (with the default
+    normaliser of both). Callers must not mutate the result."""
+    return jiwer.process_words(reference, hypothesis)
 
 
 def _alignment(
@@ -155,7 +166,7 @@ class WordErrorScorer(_NormalisedErrorRate):
             details["alignment"] = []
             return Score(values=_perfect_word_values(), details=details)
 
-        out = jiwer.process_words(ref, hyp)
+        out = word_alignment(ref, hyp)
         hits, subs, dels, ins = out.hits, out.substitutions, out.deletions, out.insertions
         n = hits + subs + dels  # > 0 here: the reference has at least one word
         wer = (subs + dels + ins) / n
@@ -388,7 +399,7 @@ class BleuScorer(_SacrebleuScorer):
         )
 
     def _metric(self) -> BLEU:
-        return BLEU(effective_order=True, tokenize=self.tokenize)
+        return _ReferenceMemoBLEU(effective_order=True, tokenize=self.tokenize)
 
     def _details(self, result: Any) -> dict[str, Any]:
         return {
@@ -425,7 +436,37 @@ class ChrfScorer(_SacrebleuScorer):
         )
 
     def _metric(self) -> CHRF:
-        return CHRF(word_order=self.word_order)
+        return _ReferenceMemoCHRF(word_order=self.word_order)
+
+
+class _ReferenceMemo:
+    """sacrebleu metric that extracts the n-grams of each distinct reference once.
+
+    `_extract_reference_info` is the hook sacrebleu's base class documents for its own
+    reference caching (`sentence_score` calls it once per call): a reference shared by several
+    systems is tokenised and counted once. Its result is only read by sacrebleu. Bounded: the
+    memory starts afresh past `_REFERENCE_MEMO_SIZE` references."""
+
+    _REFERENCE_MEMO_SIZE = 4096
+
+    def _extract_reference_info(self, refs: Sequence[str]) -> dict[str, Any]:
+        memo: dict[tuple[str, ...], dict[str, Any]] = self.__dict__.setdefault(
+            "_reference_memo", {})
+        key = tuple(refs)
+        info = memo.get(key)
+        if info is None:
+            if len(memo) >= self._REFERENCE_MEMO_SIZE:
+                memo.clear()
+            info = memo[key] = super()._extract_reference_info(refs)  # type: ignore[misc]
+        return info
+
+
+class _ReferenceMemoBLEU(_ReferenceMemo, BLEU):
+    pass
+
+
+class _ReferenceMemoCHRF(_ReferenceMemo, CHRF):
+    pass
 
 
 _ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
@@ -476,7 +517,7 @@ class RougeScorer(_TextScorer):
             raise ValueError(f"use_stemmer must be a bool, got {use_stemmer!r}")
         self.normaliser = _optional_normaliser(normalise)
         self.use_stemmer = use_stemmer
-        self._tokenizer = _MemoTokenizer(tokenizers.DefaultTokenizer(use_stemmer=use_stemmer))
+        self._tokenizer = _MemoTokenizer(use_stemmer=use_stemmer)
         # Same tokenizer object for the emptiness checks and the scoring, so they cannot differ.
         self._scorer = rouge_scorer.RougeScorer(
             list(_ROUGE_TYPES), use_stemmer=use_stemmer, tokenizer=self._tokenizer
@@ -512,8 +553,9 @@ class RougeScorer(_TextScorer):
                     error=f"ROUGE cannot score this {role}: it has letters or digits but no "
                     "token, because rouge-score keeps only ASCII letters and digits",
                 )
-        details["non_ascii_ignored"] = any(
-            not c.isascii() and unicodedata.category(c)[0] in "LN" for c in reference + hypothesis
+        both = reference + hypothesis
+        details["non_ascii_ignored"] = not both.isascii() and any(
+            not c.isascii() and unicodedata.category(c)[0] in "LN" for c in both
         )
         if not ref_tokens and not hyp_tokens:
             return Score(values=dict.fromkeys(self.outputs, 1.0), details=details)
@@ -529,17 +571,34 @@ class RougeScorer(_TextScorer):
 
 
 class _MemoTokenizer(tokenizers.Tokenizer):
-    """rouge-score's tokenizer with a memory: the emptiness check and the scoring read the same
-    tokens, and a reference shared by several systems is stemmed once (stemming is most of
+    """rouge-score's default tokenizer (`rouge_score.tokenize.tokenize`) with a memory: the
+    emptiness check and the scoring read the same tokens, a reference shared by several systems
+    is tokenised once, and every distinct word is stemmed once (Porter stemming was most of
     ROUGE's time)."""
 
-    def __init__(self, inner: tokenizers.Tokenizer, size: int = 20_000):
+    def __init__(self, use_stemmer: bool, size: int = 20_000):
+        stemmer = _MemoStemmer() if use_stemmer else None
         self._tokenize = functools.lru_cache(maxsize=size)(
-            lambda text: tuple(inner.tokenize(text))
+            lambda text: tuple(tokenize.tokenize(text, stemmer))
         )
 
     def tokenize(self, text: str) -> list[str]:
         return list(self._tokenize(text))
+
+
+_PORTER = porter.PorterStemmer()  # what rouge-score's DefaultTokenizer uses
+
+
+@memoised(maxsize=1 << 16)
+def _porter_stem(word: str) -> str:
+    return _PORTER.stem(word)
+
+
+class _MemoStemmer:
+    """nltk's Porter stemmer (as rouge-score builds it) remembering each word's stem."""
+
+    def stem(self, word: str) -> str:
+        return _porter_stem(word)
 
 
 TEXT_SCORERS: tuple[type[Scorer], ...] = (

@@ -188,7 +188,8 @@ def test_prepare_shared_encodes_every_layer_and_word_once(shared, forward_log):
     scorers = [SemanticDistanceScorer(), BertScoreScorer(layer=4), HevalScorer()]
     prepare_shared(encoder, scorers, pairs)
     before = len(forward_log)
-    assert before == 2  # one batch of sentences with layers {4, 6}, one of words
+    # sentences (layers {4, 6}) and H_eval's words together: one length-sorted batch
+    assert before == 1
     for scorer in scorers:
         scorer.score(pairs, encoder=encoder)
     assert len(forward_log) == before  # everything came from the cache

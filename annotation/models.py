@@ -10,10 +10,15 @@ from evalstudy.models import AssignmentSlot, Criterion, Rater
 
 
 class Judgment(models.Model):
-    slot = models.ForeignKey(AssignmentSlot, on_delete=models.CASCADE, related_name="judgments")
+    # slot and rater have no index of their own: judgment_slot_criterion (slot, criterion) and
+    # (rater, criterion) serve every lookup by either, and each index is written on every
+    # judgment.
+    slot = models.ForeignKey(AssignmentSlot, on_delete=models.CASCADE, related_name="judgments",
+                             db_index=False)
     criterion = models.ForeignKey(Criterion, on_delete=models.PROTECT, related_name="judgments")
     # Denormalised from slot.assignment.rater: every analysis groups by rater.
-    rater = models.ForeignKey(Rater, on_delete=models.PROTECT, related_name="judgments")
+    rater = models.ForeignKey(Rater, on_delete=models.PROTECT, related_name="judgments",
+                              db_index=False)
     value = models.TextField(blank=True)
     numeric_value = models.FloatField(null=True, blank=True)
     served_at = models.DateTimeField(null=True, blank=True)

@@ -52,7 +52,7 @@ slot), revisions (a repeated identical answer must not create one), raters that 
 the end page, and requests answered with 5xx or failing. The script exits 1 if any is not 0.
 
 Run: ``.venv/bin/python bench/raters.py [--raters 100 --judgments-per-rater 20 --workers 4
---threads 2 --realistic-raters 500 --think 3 8 --realistic-judgments 10 --keep]``
+--threads 1 --realistic-raters 500 --think 3 8 --realistic-judgments 10 --keep]``
 (``--realistic-raters 0`` skips phase 2). DATABASE_URL defaults to
 ``postgres://postgres@127.0.0.1:5432/evalstudy_bench``; the database is created if missing and
 migrated. The bench study (slug ``bench-raters``), its raters
@@ -644,7 +644,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--judgments-per-rater", type=int, default=20,
                         help="target items each rater judges (the study's item count)")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn gthread workers")
-    parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
+    parser.add_argument("--threads", type=int, default=1, help="threads per gunicorn worker")
     parser.add_argument("--realistic-raters", type=int, default=500,
                         help="raters of the latency phase (0: skip it)")
     parser.add_argument("--think", type=float, nargs=2, default=(3.0, 8.0),

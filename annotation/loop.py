@@ -109,7 +109,8 @@ class SeatContext:
     next_served: bool
     previous_target_id: int | None  # the last completed target slot before `next`
     total: int
-    criteria: list[Criterion]
+    criteria: tuple[Criterion, ...]
+    criteria_json: str  # the criteria as the database gave them: the key of what is built
 
 
 def _criteria_json_sql() -> str:
@@ -118,7 +119,7 @@ def _criteria_json_sql() -> str:
               "allow_tie", "required", "show_if_criterion", "show_if_values", "order")
     pairs = ", ".join(f"'{name}', c.{_column(Criterion, name)}" for name in fields)
     order = _column(Criterion, "order")
-    return (f"(SELECT json_agg(json_build_object({pairs}) ORDER BY c.{order}, c.id) "
+    return (f"(SELECT json_agg(json_build_object({pairs}) ORDER BY c.{order}, c.id)::text "
             f"FROM {_table(Criterion)} c WHERE c.{_column(Criterion, 'study')} = st.id)")
 
 
@@ -209,22 +210,36 @@ def _when(value: Any) -> dt.datetime | None:
     return parse_datetime(str(value))
 
 
-def _criteria(rows: list[dict[str, Any]] | str | None) -> list[Criterion]:
-    if isinstance(rows, str):
-        rows = json.loads(rows)
+# Built once per process for each distinct criteria JSON (content-addressed: a changed question
+# is another text, so nothing stale is ever served), and shared read-only by requests.
+_CRITERIA_CACHE = 512
+
+
+@functools.lru_cache(maxsize=_CRITERIA_CACHE)
+def _criteria(rows_json: str | None) -> tuple[Criterion, ...]:
     criteria = []
-    for row in rows or []:
+    for row in json.loads(rows_json or "[]"):
         parent = row.pop("show_if_criterion")
-        criterion = Criterion(**row, show_if_criterion_id=parent)
-        criteria.append(criterion)
+        criteria.append(Criterion(**row, show_if_criterion_id=parent))
     by_id = {c.pk: c for c in criteria}
     for criterion in criteria:
         if criterion.show_if_criterion_id is not None:
             parent = by_id.get(criterion.show_if_criterion_id)
             if parent is None:  # a condition on another study's question: never shown here
-                return []
+                return ()
             criterion.show_if_criterion = parent
-    return criteria
+    return tuple(criteria)
+
+
+@functools.lru_cache(maxsize=_CRITERIA_CACHE)
+def questions_html(rows_json: str) -> str:
+    """The questions of a fresh item (no answer, no error) for these criteria, rendered once:
+    the same for every item of a study, and most of what a rating page costs to render."""
+    from django.template.loader import render_to_string
+
+    questions = [Question(c, _choices(c), "") for c in _criteria(rows_json)]
+    return render_to_string("annotation/_questions.html", {"questions": questions,
+                                                           "errors": {}})
 
 
 def _read(*, slug: str, rater_id: int | None, user_id: int | None,
@@ -266,7 +281,8 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
         slot_id=cur_id, slot_kind=cur_kind or "", slot_completed=cur_completed is not None,
         slot_served_at=_when(cur_served), slot_calibration_id=cur_calibration,
         first_open_id=first_open, next=upcoming, next_served=n_served is not None,
-        previous_target_id=previous, total=total, criteria=_criteria(criteria))
+        previous_target_id=previous, total=total, criteria=_criteria(criteria),
+        criteria_json=criteria or "")
 
 
 # --- who may go on ----------------------------------------------------------------------------
@@ -303,6 +319,7 @@ class LoopPage:
 
     study: Study
     view: SlotView | None = None
+    questions_html: str = ""  # the view's questions, rendered (`questions_html`)
     previous_slot_id: int | None = None
     done: bool = False
     feedback_slot: int | None = None
@@ -447,6 +464,7 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
             page.done = True
         else:
             page.view = _view(context)
+            page.questions_html = questions_html(context.criteria_json)
             if context.study.allow_revision:
                 page.previous_slot_id = (slot_id if context.slot_kind
                                          == AssignmentSlot.Kind.TARGET
@@ -473,7 +491,8 @@ def serve_current(*, slug: str, rater_id: int | None, user_id: int | None,
             with connection.cursor() as cursor:
                 _execute(cursor, "evalstudy_loop_serve", _serve_sql(),
                          [now, context.next.slot_id, renewed, seat.pk])
-        page = LoopPage(study=context.study, view=_view(context))
+        page = LoopPage(study=context.study, view=_view(context),
+                        questions_html=questions_html(context.criteria_json))
         if context.study.allow_revision:
             page.previous_slot_id = context.previous_target_id
         return page

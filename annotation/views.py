@@ -10,6 +10,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
 from evalstudy.models import AssignmentSlot, Rater, Study
@@ -147,11 +148,13 @@ def _session_identity(request: HttpRequest) -> dict:
 
 
 def _render_item(request, study, view, *, previous_id=None, errors=None, revising=False,
-                 status=200):
-    """The rating page (or, for htmx, its <main> alone)."""
+                 status=200, questions_html=""):
+    """The rating page (or, for htmx, its <main> alone). `questions_html`: the questions
+    already rendered (a fresh item: annotation.loop.questions_html)."""
     template = "annotation/_item_swap.html" if _htmx(request) else "annotation/rate.html"
     return render(request, template, {
         "study": study, "view": view, "errors": errors or {},
+        "questions_html": mark_safe(questions_html),  # noqa: S308 - rendered by our template
         "instructions": render_markdown(study.instructions),
         "previous_url": reverse("annotation:slot", args=[study.slug, previous_id])
         if previous_id else "",
@@ -161,7 +164,8 @@ def _render_item(request, study, view, *, previous_id=None, errors=None, revisin
 
 def _after_loop(request: HttpRequest, slug: str, page: loop.LoopPage) -> HttpResponse:
     if page.view is not None and _htmx(request):
-        return _render_item(request, page.study, page.view, previous_id=page.previous_slot_id)
+        return _render_item(request, page.study, page.view, previous_id=page.previous_slot_id,
+                            questions_html=page.questions_html)
     if page.feedback_slot is not None:
         return _go(request, reverse("annotation:feedback", args=[slug, page.feedback_slot]))
     return _go(request, reverse("annotation:rate", args=[slug]))
@@ -171,7 +175,8 @@ def rate(request: HttpRequest, slug: str) -> HttpResponse:
     """The rater's current page: consent, instructions, the current item, or the end."""
     page = loop.serve_current(slug=slug, **_session_identity(request))
     if page is not None:
-        return _render_item(request, page.study, page.view, previous_id=page.previous_slot_id)
+        return _render_item(request, page.study, page.view, previous_id=page.previous_slot_id,
+                            questions_html=page.questions_html)
     rater, study = _rater_and_study(request, slug)
     step = flow.next_step(study=study, rater=rater)
     if step.name == "stopped":

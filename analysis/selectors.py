@@ -13,7 +13,7 @@ from evalstudy.models import AssignmentSlot, Enrollment, Output, Rater, Study
 JUDGMENT_COLUMNS = (
     "judgment", "rater", "rater_kind", "is_human", "seat", "slot", "slot_kind", "output",
     "item", "system", "output_b", "system_b", "criterion", "criterion_kind", "value",
-    "numeric", "served_at", "submitted_at", "seconds",
+    "numeric", "served_at", "submitted_at", "seconds", "rater_id",
 )
 
 
@@ -39,7 +39,12 @@ class JudgmentFilter:
 
 def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.DataFrame:
     """One row per judgment (rater x slot x criterion) with rater kind, item, system, item
-    metadata (columns `item.<field>`), system metadata (`system.<field>`) and timings."""
+    metadata (columns `item.<field>`), system metadata (`system.<field>`) and timings.
+
+    Keys: `rater` is the rater's name (what reports show) and `rater_id` its database id;
+    `output`/`output_b` are output ids. The analysis keys raters and units on these integers
+    (factorising a million integers is several times faster than a million names, and two
+    raters sharing a display name stay apart)."""
     filters = filters or JudgmentFilter()
     kinds = [AssignmentSlot.Kind.TARGET]
     if filters.include_calibration:
@@ -75,6 +80,7 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
     systems = {pk: (name, meta) for pk, name, meta in
                study.systems.values_list("id", "name", "metadata")}
     raters = {r.pk: str(r) for r in Rater.objects.filter(pk__in=frame["rater"].unique())}
+    frame["rater_id"] = frame["rater"].astype("int64")
     frame["rater"] = frame["rater"].map(raters)
     for field in sorted({key for _, meta in items.values() for key in meta}):
         frame[f"item.{field}"] = frame["item"].map(lambda pk, f=field: items[pk][1].get(f)

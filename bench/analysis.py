@@ -1,68 +1,90 @@
-"""Benchmark: the whole analysis of a simulated study; its GLMM vs R; alpha vs krippendorff.
+"""Benchmark: the statistics' speed, each against a reference measured in the same run.
+
+The output ends with one line per target, in this form (ratio = our time / the reference's):
+
+    target glmm_vs_r: ratio R (goal <= 1.1)
+    target crowd_analysis_vs_60s: ratio R (goal <= 1.0)
+    target alpha_vs_pivot_package: ratio R (goal <= 0.5)
+
+The machine's load (``os.getloadavg()``, and how busy all cores were while a measurement ran)
+is printed with every measurement: on a shared machine the figures are low and noisy, so run it
+on an idle one for figures to quote. No Django, no database; R with lme4, ordinal and jsonlite
+must be available (as for the app).
 
 What is measured
 ----------------
-A simulated study of ``--raters`` x ``--items`` (default 200 x 1,000) with two systems and two
-criteria: ``meaning`` (binary yes/no) and ``fluency`` (Likert 1-5). The issue asks for 50,000
-judgments of each kind from 200 raters and 1,000 items, crossed; a full crossing would be
-200,000 per criterion, so each item is rated by ``--ratings-per-item`` (50) raters and each rater
-rates 250 items. The design is a connected, balanced overlap rather than disjoint blocks: item
-``i`` is rated by the 50 consecutive raters (mod 200) starting at ``i * 200 // 1000``, so every
-rater rates exactly 250 items (5 per start, 50 starts) and any two neighbouring raters share
-most of their items. A rater sees item ``i`` from system ``(i + rater) % 2``, so each output
-(item x system, 2,000 in all) is rated by 25 raters and each rater judges 125 outputs of each
-system. Every judgment event answers both criteria: 50,000 binary + 50,000 Likert = 100,000
-rows in the tidy judgments table.
+1. **The whole analysis of a rated study** (informational, no target; ``--skip-pipeline``
+   leaves it out): ``analysis.stats.pipeline.analyse(judgments, criteria)`` on a simulated
+   study of ``--raters`` x ``--items`` (200 x 1,000) with two systems and two criteria,
+   ``meaning`` (binary yes/no) and ``fluency`` (Likert 1-5), every judgment answering both.
+   Item ``i`` is rated by the ``--ratings-per-item`` (50) consecutive raters (mod raters)
+   starting at ``i * raters // items`` (a connected, balanced overlap: each rater rates 250
+   items) and a rater sees item ``i`` from system ``(i + rater) % 2``: 50,000 binary + 50,000
+   Likert rows, with the columns ``analysis.selectors.judgments_tidy`` gives (rater names and
+   integer ``rater_id``, integer output ids). Simulation (seeded): ``logit P(yes) = 1.0 - 0.5
+   [system B] + u_rater + v_item``, SDs 0.8 and 1.2; Likert from a cumulative logit, latent
+   ``-0.4 [system B] + u' + v' + logistic noise`` cut at (-2.5, -1, 0.5, 2), SDs 0.7 and 1.0.
+   Printed: the total and each section's own seconds (``_seconds``). ``--no-clmm`` fits the
+   Likert criterion with ``ordinal::clm`` (formula ``rating ~ system``) instead of the CLMM.
+2. **GLMM through the R bridge vs glmer in R** (target ``glmm_vs_r`` <= 1.1, the worst of
+   the sizes): at each of ``--glmm-sizes`` (5,000, 10,000, 50,000 and 100,000 binary
+   judgments: 200 raters, 50 ratings per item, size / 50 items, simulated as above),
+   ``analysis.stats.models.fit_binomial_glmm(frame, "y ~ system + (1|rater) + (1|item)")``
+   as the pipeline calls it (engine "auto": ``lme4::glmer`` in the ``Rscript`` worker), wall
+   time, against R doing the same work on a data.frame already in R (sent beforehand,
+   untimed): ``lme4::glmer(...)`` and the same summaries the bridge returns
+   (``evalstudy_glmer_summary``: coefficients, SEs, p-values, vcov, variance components,
+   log-likelihood, AIC, convergence messages, singular fit), timed inside R with
+   ``proc.time()``. glmer alone is printed too. Each round fits both (which goes first
+   alternates); the best of each over ``--glmm-repeat`` (5) rounds is compared, and small
+   sizes get more rounds (``--glmm-repeat`` x 20,000 / size, up to 10 x ``--glmm-repeat``)
+   since a 0.5 s fit is more at the mercy of the machine. The
+   overhead (wall time minus R's own time for the fit and summaries: preparing the factors,
+   writing the frame, R reading it, the pipe, JSON) is printed per size. Estimates must
+   equal R's.
+3. **A crowd study end to end** (target ``crowd_analysis_vs_60s`` <= 1.0, seconds / 60):
+   ``analyse()`` on ``--crowd-raters`` (7,150) crowd raters who each give one pairwise
+   judgment on one of ``--crowd-items`` (1,000) items (two systems, the side each is shown on
+   at random, ties allowed): 7,150 judgments and 25.6 million rater pairs, none of which
+   shares the 5 units a Cohen's kappa needs. ``--crowd-kind binary`` or ``likert`` gives each
+   rater one output to judge instead. The R worker is started beforehand (its start-up is
+   printed apart); the figure is ``analyse()`` itself, every section included.
+4. **Krippendorff's alpha on a tidy table** (target ``alpha_vs_pivot_package`` <= 0.5): a
+   table of ``--alpha-judgments`` (1,000,000) nominal ratings, ``--alpha-raters`` (1,000) x
+   ``--alpha-units`` (1,250) with 20 % of the cells missing, rows shuffled, integer rater and
+   unit keys as ``judgments_tidy`` gives them (``rater_id``, output ids) and values coded 0/1
+   (no = 0, yes = 1: numbers, so that the reference needs no recoding):
+   ``analysis.stats.agreement.krippendorff_alpha(df, "nominal")`` against the route a user
+   would take with the same table, ``df.pivot(index="rater", columns="unit",
+   values="value")`` then ``krippendorff.alpha(reliability_data=..., level_of_measurement=
+   "nominal")``, both timed whole. The two values must agree to 1e-12. Also printed: the
+   package alone on the ready matrix, the call with its vectorised bootstrap CI (B = 2,000),
+   and where the function's time goes (cProfile of one real call, by callee). The
+   ``krippendorff`` package is GPL: a dev-only dependency (requirements-dev.txt), never
+   imported by the product; without it the target's ratio is ``nan``. Then our ICCs against
+   ``pingouin.intraclass_corr`` on a complete 2,000 x 5 design (also dev-only).
 
-Simulation (seeded): binary ``logit P(yes) = 1.0 - 0.5 [system B] + u_rater + v_item`` with
-``u ~ N(0, 0.8^2)``, ``v ~ N(0, 1.2^2)``; Likert from a cumulative logit model, latent
-``-0.4 [system B] + u'_rater + v'_item + logistic noise`` cut at ``(-2.5, -1, 0.5, 2)``, with
-``u' ~ N(0, 0.7^2)``, ``v' ~ N(0, 1.0^2)``.
+Running it
+----------
+``.venv/bin/python bench/analysis.py`` runs everything (about 8 minutes on 2 shared cores,
+most of it glmer at 50,000 and 100,000 judgments and the Likert CLMM). A quick look (about a
+minute): ``--skip-pipeline --glmm-sizes 2000,5000 --crowd-raters 2000 --crowd-items 300
+--alpha-judgments 100000 --alpha-raters 200 --alpha-units 625``.
 
-Three measurements, each printed as a table of operation / count / seconds / rate / ratio:
-
-1. **The whole analysis**: ``analysis.stats.pipeline.analyse(judgments, criteria)`` (no
-   metrics, default options: engine "auto", i.e. R ``lme4::glmer`` for the GLMM and R
-   ``ordinal`` for the CLMM/CLM, both in the R worker process of ``rbridge``), with its own
-   per-section seconds (``_seconds``). ``--no-clmm`` gives the Likert criterion the formula
-   ``rating ~ system`` (``options["formulas"]``), so its "clmm" section fits ``ordinal::clm``
-   instead of the crossed-random-effects CLMM (which is the slow part).
-2. **GLMM overhead of the R bridge**: ``analysis.stats.models.fit_binomial_glmm(frame, "y ~
-   system + (1|rater) + (1|item)")`` (engine "auto", as the pipeline calls it: ``lme4::glmer``
-   in the ``Rscript`` worker) against the same model fitted by R alone: ``lme4::glmer(...,
-   family = binomial)`` on a data.frame already in R (sent once, untimed), timed inside R with
-   ``system.time()``. The last row is the part of the bridge's fit spent in glmer and its
-   summaries inside R (``ModelFit.extra["r_seconds"]``); the rest of the wall time of the same
-   fit is the bridge's overhead (Python preparing factors and writing the CSV frame, R reading
-   it, the pipe round trip, JSON both ways), printed per fit (median over the rounds), with the
-   cost of an empty request and of sending the frame alone. Target: at most 1.3x.
-3. **Krippendorff's alpha** from a tidy table of ``--alpha-judgments`` (1,000,000) nominal
-   yes/no ratings: 1,000 raters x 1,250 units with 20 % of the cells missing (exactly
-   1,000,000 rated), string rater and unit keys as the pipeline passes them, timed with
-   ``analysis.stats.agreement.krippendorff_alpha(df, "nominal")`` (validation, integer coding
-   and the coincidence matrix included; no raters x units table) against the reference
-   ``krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal")`` on the ready
-   1,000 x 1,250 float matrix. The package is GPL: a dev-only dependency
-   (requirements-dev.txt), never imported by the product; without it the reference is
-   skipped. The two values must agree to 1e-12. Also timed: the same call with the vectorised
-   percentile bootstrap (B = 2,000 over units), and the ICCs of a complete 2,000 x 5 design
-   (ANOVA path) against ``pingouin.intraclass_corr`` (also dev-only). Target: at most 2x.
-
-``--repeat N`` (3) runs measurements 2 and 3 N times (interleaved) and keeps the best time of each;
-the whole analysis runs once. ``--profile`` also runs ``krippendorff_alpha`` and
-``fit_binomial_glmm`` once under cProfile.
-
-Run: ``.venv/bin/python bench/analysis.py [--no-clmm --skip-pipeline --repeat 2 --profile]``.
-A quick look at a small study: ``--raters 100 --items 200 --ratings-per-item 50`` (10,000
-binary judgments) ``--skip-pipeline --alpha-judgments 20000 --alpha-raters 100
---alpha-units 400``. No Django, no database; R with lme4, ordinal and jsonlite must be available
-(as for the app).
+Options: ``--raters``, ``--items``, ``--ratings-per-item`` (section 1's study);
+``--no-clmm``; ``--skip-pipeline``; ``--glmm-sizes`` (comma-separated judgment counts) and
+``--glmm-raters`` (200), ``--glmm-repeat N`` (5: best of N rounds); ``--crowd-raters``,
+``--crowd-items``, ``--crowd-kind``; ``--alpha-judgments``, ``--alpha-raters``,
+``--alpha-units``; ``--repeat N`` (3: best of N for section 4); ``--seed``; ``--profile``
+(cProfile ``fit_binomial_glmm`` at the largest size, ``krippendorff_alpha`` and the crowd
+analysis once) and ``--profile-top``.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import math
 import os
 import platform
 import pstats
@@ -71,6 +93,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -84,14 +107,28 @@ sys.path.insert(0, str(ROOT))
 SEED = 20261121
 SYSTEMS = ("sys-a", "sys-b")
 GLMM_FORMULA = "y ~ system + (1|rater) + (1|item)"
+GLMM_SIZES = (5_000, 10_000, 50_000, 100_000)
+GLMM_RATINGS_PER_ITEM = 50
+# Rounds of the GLMM comparison: at least --repeat, more for small (short, noisy) fits.
+GLMM_ROUND_JUDGMENTS = 20_000
 # Simulation parameters (see the module docstring).
 BINARY = {"intercept": 1.0, "system": -0.5, "sd_rater": 0.8, "sd_item": 1.2}
 LIKERT = {"system": -0.4, "sd_rater": 0.7, "sd_item": 1.0,
           "thresholds": (-2.5, -1.0, 0.5, 2.0)}
+PAIRWISE = {"system": 0.4, "sd_item": 0.8, "tie": 0.1}
 CRITERIA = [
     {"key": "meaning", "kind": "binary", "scale_points": None, "options": ["yes", "no"]},
     {"key": "fluency", "kind": "likert", "scale_points": 5, "options": []},
 ]
+CROWD_CRITERIA = {
+    "pairwise": {"key": "preference", "kind": "pairwise", "scale_points": None,
+                 "options": [], "allow_tie": True},
+    "binary": CRITERIA[0],
+    "likert": CRITERIA[1],
+}
+# The goals of the targets (the issue's), as the last lines print them.
+GOALS = {"glmm_vs_r": "1.1", "crowd_analysis_vs_60s": "1.0", "alpha_vs_pivot_package": "0.5"}
+ALPHA_TOLERANCE = 1e-12
 
 
 @dataclass
@@ -105,10 +142,13 @@ class Timing:
         return self.count / self.seconds if self.seconds else float("inf")
 
 
-def timed(function: Callable[[], object]) -> tuple[float, object]:
+def timed(function: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = function()
     return time.perf_counter() - start, result
+
+
+# --- the machine's load -------------------------------------------------------------------
 
 
 def machine_cpu_ticks() -> tuple[int, int] | None:
@@ -122,20 +162,41 @@ def machine_cpu_ticks() -> tuple[int, int] | None:
     return sum(fields) - idle, sum(fields)
 
 
-def print_load(label: str, ticks: tuple[int, int] | None, wall: float, cpu: float) -> None:
-    """How busy the machine was since `ticks`, and how much of it was this process."""
-    after = machine_cpu_ticks()
-    if ticks is None or after is None or after[1] <= ticks[1]:
-        return
-    busy = (after[0] - ticks[0]) / (after[1] - ticks[1])
-    own = cpu / (wall * (os.cpu_count() or 1))
-    others = max(0.0, busy - own)
-    print(f"load:       {label}: all cores {busy:.0%} busy, this process (Python + R) {own:.0%}, "
-          f"others {others:.0%}" + ("  (NOT IDLE: figures are low and noisy)"
-                                    if others > 0.1 else ""))
+def load_average() -> str:
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return "load average unavailable"
+    return (f"load average {one:.2f} {five:.2f} {fifteen:.2f} (1, 5, 15 min) on "
+            f"{os.cpu_count()} CPUs")
 
 
-# --- the simulated study ------------------------------------------------------------------
+class Load:
+    """How busy the machine was while a measurement ran, and how much of it was this process
+    and its R worker (whose CPU time shows in neither process_time nor children until it
+    exits: the machine's ticks are what counts)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __enter__(self) -> Load:
+        self.ticks = machine_cpu_ticks()
+        self.wall = time.perf_counter()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        wall = time.perf_counter() - self.wall
+        after = machine_cpu_ticks()
+        text = f"load:       {self.label}: {load_average()}"
+        if self.ticks is not None and after is not None and after[1] > self.ticks[1]:
+            busy = (after[0] - self.ticks[0]) / (after[1] - self.ticks[1])
+            text += f"; all cores {busy:.0%} busy over {wall:.0f} s"
+            if busy * (os.cpu_count() or 1) > 1.2:  # more than this bench's one busy core
+                text += " (NOT IDLE: other processes ran; figures are low and noisy)"
+        print(text)
+
+
+# --- the simulated studies ----------------------------------------------------------------
 
 
 def design(raters: int, items: int, per_item: int) -> tuple[np.ndarray, np.ndarray]:
@@ -149,33 +210,33 @@ def design(raters: int, items: int, per_item: int) -> tuple[np.ndarray, np.ndarr
     return rater, item
 
 
+def _names(prefix: str, count: int, width: int) -> np.ndarray:
+    return np.array([f"{prefix}-{k:0{width}d}" for k in range(count)], dtype=object)
+
+
 def simulate(raters: int, items: int, per_item: int, seed: int) -> pd.DataFrame:
     """The tidy judgments table of `analyse` (one row per judgment and criterion)."""
     rng = np.random.default_rng(seed)
     rater, item = design(raters, items, per_item)
     system = (item + rater) % 2
     n = len(rater)
-    # binary: GLMM
     u = rng.normal(0, BINARY["sd_rater"], raters)
     v = rng.normal(0, BINARY["sd_item"], items)
     eta = BINARY["intercept"] + BINARY["system"] * system + u[rater] + v[item]
     yes = rng.random(n) < 1 / (1 + np.exp(-eta))
-    # Likert: cumulative logit
     u2 = rng.normal(0, LIKERT["sd_rater"], raters)
     v2 = rng.normal(0, LIKERT["sd_item"], items)
     latent = LIKERT["system"] * system + u2[rater] + v2[item] + rng.logistic(0, 1, n)
     rating = 1 + (latent[:, None] > np.array(LIKERT["thresholds"])[None, :]).sum(axis=1)
     seconds = np.round(rng.lognormal(np.log(12), 0.5, n), 1)
-
-    rater_names = np.array([f"rater-{j:03d}" for j in range(raters)], dtype=object)
-    item_names = np.array([f"item-{i:04d}" for i in range(items)], dtype=object)
     common = {
-        "rater": rater_names[rater],
+        "rater": _names("rater", raters, 3)[rater],
+        "rater_id": rater.astype(np.int64) + 1,
         "rater_kind": "crowd",
         "is_human": True,
         "output": item * len(SYSTEMS) + system + 1,
         "output_b": np.nan,
-        "item": item_names[item],
+        "item": _names("item", items, 4)[item],
         "system": np.array(SYSTEMS, dtype=object)[system],
         "system_b": None,
     }
@@ -188,6 +249,50 @@ def simulate(raters: int, items: int, per_item: int, seed: int) -> pd.DataFrame:
     return pd.concat([binary, likert], ignore_index=True)
 
 
+def simulate_crowd(raters: int, items: int, kind: str, seed: int) -> pd.DataFrame:
+    """A crowd study: each rater gives one judgment, on one item (items in turn, shuffled).
+
+    Pairwise: the item's two outputs (sys-a, sys-b), the side each is shown on at random;
+    P(tie) 0.1, else P(sys-b chosen) = logistic(0.4 + v_item). Binary and Likert: one output
+    of the item, values as in `simulate`."""
+    rng = np.random.default_rng(seed + 3)
+    item = rng.permutation(np.resize(np.arange(items), raters))
+    rater = np.arange(raters)
+    system = rng.integers(0, 2, raters)  # pairwise: the system shown as A (left)
+    v = rng.normal(0, PAIRWISE["sd_item"], items)
+    common = {
+        "rater": _names("crowd", raters, 5),
+        "rater_id": rater.astype(np.int64) + 1,
+        "rater_kind": "crowd",
+        "is_human": True,
+        "output": item * 2 + system + 1,
+        "item": _names("item", items, 4)[item],
+        "system": np.array(SYSTEMS, dtype=object)[system],
+        "seconds": np.round(rng.lognormal(np.log(12), 0.5, raters), 1),
+    }
+    if kind == "pairwise":
+        b_wins = rng.random(raters) < 1 / (1 + np.exp(-(PAIRWISE["system"] + v[item])))
+        left_wins = np.where(system == 1, b_wins, ~b_wins)
+        value = np.where(left_wins, "A", "B").astype(object)
+        value[rng.random(raters) < PAIRWISE["tie"]] = "tie"
+        extra = {"output_b": item * 2 + (1 - system) + 1,
+                 "system_b": np.array(SYSTEMS, dtype=object)[1 - system],
+                 "numeric": np.nan}
+    elif kind == "binary":
+        eta = BINARY["intercept"] + BINARY["system"] * system + v[item]
+        yes = rng.random(raters) < 1 / (1 + np.exp(-eta))
+        value = np.where(yes, "yes", "no").astype(object)
+        extra = {"output_b": np.nan, "system_b": None, "numeric": yes.astype(float)}
+    else:
+        latent = LIKERT["system"] * system + v[item] + rng.logistic(0, 1, raters)
+        rating = 1 + (latent[:, None] > np.array(LIKERT["thresholds"])[None, :]).sum(axis=1)
+        value = rating.astype(str).astype(object)
+        extra = {"output_b": np.nan, "system_b": None, "numeric": rating.astype(float)}
+    criterion = CROWD_CRITERIA[kind]
+    return pd.DataFrame({**common, **extra, "criterion": criterion["key"],
+                         "criterion_kind": kind, "value": value})
+
+
 def glmm_frame(judgments: pd.DataFrame) -> pd.DataFrame:
     """The binary criterion as the pipeline hands it to the model: y, system, rater, item."""
     rows = judgments[judgments["criterion"] == "meaning"]
@@ -195,10 +300,9 @@ def glmm_frame(judgments: pd.DataFrame) -> pd.DataFrame:
                          "rater": rows["rater"].to_numpy(), "item": rows["item"].to_numpy()})
 
 
-def alpha_table(raters: int, units: int, n_rated: int, seed: int
-                ) -> tuple[pd.DataFrame, np.ndarray]:
-    """Tidy nominal yes/no ratings (exactly `n_rated` of raters x units cells) and the same
-    data as the raters x units matrix (0/1, NaN where missing)."""
+def alpha_table(raters: int, units: int, n_rated: int, seed: int) -> pd.DataFrame:
+    """Tidy nominal ratings (exactly `n_rated` of raters x units cells, rows shuffled) with
+    integer keys as `judgments_tidy` gives them (rater ids, output ids) and 0/1 values."""
     if n_rated > raters * units:
         raise ValueError("more judgments than rater x unit cells")
     rng = np.random.default_rng(seed + 1)
@@ -208,59 +312,9 @@ def alpha_table(raters: int, units: int, n_rated: int, seed: int
     p_unit = rng.beta(1.2, 0.8, units)
     yes = rng.random(n_rated) < p_unit[unit]
     order = rng.permutation(n_rated)  # tidy tables come in no particular order
-    rater, unit, yes = rater[order], unit[order], yes[order]
-    frame = pd.DataFrame({
-        "unit": np.array([f"output-{k:05d}" for k in range(units)], dtype=object)[unit],
-        "rater": np.array([f"rater-{j:04d}" for j in range(raters)], dtype=object)[rater],
-        "value": np.where(yes, "yes", "no").astype(object),
-    })
-    matrix = np.full((raters, units), np.nan)
-    # The package's matrix codes categories as the tidy function does: sorted ("no" < "yes").
-    matrix[rater, unit] = yes.astype(float)
-    return frame, matrix
-
-
-# --- R directly ---------------------------------------------------------------------------
-
-# Both run in the bridge's R worker; the frame stays in R's global environment between them.
-_R_KEEP_FRAME = r"""
-function(d) { assign(".evalstudy_bench_frame", d, envir = globalenv()); nrow(d) }
-"""
-_R_FIT = r"""
-function() {
-  d <- get(".evalstudy_bench_frame", envir = globalenv())
-  t <- system.time(fit <- lme4::glmer(y ~ system + (1|rater) + (1|item), data = d,
-                                      family = stats::binomial))
-  list(elapsed = unname(t[["elapsed"]]), fixef = unname(lme4::fixef(fit)),
-       loglik = as.numeric(stats::logLik(fit)))
-}
-"""
-
-
-class DirectR:
-    """lme4::glmer on a data.frame sent to R beforehand (untimed); the fit timed in R."""
-
-    def __init__(self, frame: pd.DataFrame):
-        self.frame = frame
-        self.send()
-
-    def send(self) -> None:
-        from analysis.stats import rbridge
-
-        data, levels = rbridge.make_factors(self.frame, ["system", "rater", "item"],
-                                            levels={"system": list(SYSTEMS)})
-        rbridge.r_call(_R_KEEP_FRAME, rbridge.RFrame(data.astype({"y": int}), levels=levels))
-
-    def fit(self) -> tuple[float, list[float], float]:
-        """(seconds inside R, fixed effects, log-likelihood)."""
-        from analysis.stats import rbridge
-
-        try:
-            out = rbridge.r_call(_R_FIT)
-        except rbridge.RError:  # the worker was restarted (its global environment is new)
-            self.send()
-            out = rbridge.r_call(_R_FIT)
-        return float(out["elapsed"][0]), [float(x) for x in out["fixef"]], float(out["loglik"][0])
+    return pd.DataFrame({"unit": unit[order].astype(np.int64) + 100_001,
+                         "rater": rater[order].astype(np.int64) + 1,
+                         "value": yes[order].astype(np.int64)})
 
 
 # --- report -------------------------------------------------------------------------------
@@ -282,26 +336,45 @@ def print_environment(args: argparse.Namespace) -> None:
 
     versions = rbridge.r_versions()
     print(f"machine:    {platform.platform()}, {os.cpu_count()} CPUs, "
-          f"Python {platform.python_version()}")
+          f"Python {platform.python_version()}; {load_average()}")
     print(f"libraries:  R {versions.get('R')}, lme4 {versions.get('lme4')}, ordinal "
           f"{versions.get('ordinal')}, jsonlite {versions.get('jsonlite')} "
           f"({versions.get('bridge')}), pandas {versions.get('pandas')}, numpy {np.__version__}, "
           f"references (dev-only, GPL): krippendorff {dev_version('krippendorff')}, pingouin "
           f"{dev_version('pingouin')}")
-    print(f"parameters: raters={args.raters} items={args.items} "
-          f"ratings_per_item={args.ratings_per_item} clmm={not args.no_clmm} "
-          f"alpha_judgments={args.alpha_judgments:,} ({args.alpha_raters} raters x "
-          f"{args.alpha_units} units) repeat={args.repeat} seed={args.seed}")
+    print(f"parameters: study {args.raters} raters x {args.items} items, "
+          f"{args.ratings_per_item} per item, clmm={not args.no_clmm}, "
+          f"pipeline={not args.skip_pipeline}; glmm sizes {args.glmm_sizes} "
+          f"({args.glmm_raters} raters); crowd {args.crowd_raters} raters x "
+          f"{args.crowd_items} items ({args.crowd_kind}); alpha {args.alpha_judgments:,} "
+          f"({args.alpha_raters} raters x {args.alpha_units} units); repeat={args.repeat} "
+          f"seed={args.seed}")
 
 
 def print_table(title: str, timings: list[Timing], unit: str, reference: str | None) -> None:
     base = next((t for t in timings if t.operation == reference), None)
     header = "x ref" if base else ""
-    print(f"\n{title}\n{'operation':<44} {unit:>10} {'seconds':>9} {unit + '/s':>13} "
-          f"{header:>10}")
+    print(f"\n{title}\n{'operation':<48} {unit:>10} {'seconds':>9} {unit + '/s':>13} "
+          f"{header:>8}")
     for t in timings:
-        ratio = f"{t.seconds / base.seconds:>10.2f}" if base else ""
-        print(f"{t.operation:<44} {t.count:>10,} {t.seconds:>9.3f} {t.rate:>13,.0f} {ratio}")
+        ratio = f"{t.seconds / base.seconds:>8.3f}" if base else ""
+        print(f"{t.operation:<48} {t.count:>10,} {t.seconds:>9.3f} {t.rate:>13,.0f} {ratio}")
+
+
+def print_sections(result: dict[str, Any], total: float, n: int, title: str) -> None:
+    timings = [Timing("analyse()", n, total)]
+    for criterion in result["criteria"]:
+        sections = criterion.get("_seconds", {})
+        timings.append(Timing(f"  {criterion['key']} ({criterion['kind']})",
+                              criterion["n_judgments"], sum(sections.values())))
+        timings += [Timing(f"    {name}", criterion["n_judgments"], s)
+                    for name, s in sections.items()]
+    print_table(title, timings, "judgments", "analyse()")
+    if result["warnings"]:
+        print(f"warnings:   {result['warnings']}")
+
+
+# --- 1. the whole analysis ----------------------------------------------------------------
 
 
 def run_pipeline(judgments: pd.DataFrame, no_clmm: bool) -> None:
@@ -310,21 +383,10 @@ def run_pipeline(judgments: pd.DataFrame, no_clmm: bool) -> None:
     options: dict = {}
     if no_clmm:
         options["formulas"] = {"fluency": "rating ~ system"}
-    ticks, cpu = machine_cpu_ticks(), time.process_time()
-    seconds, result = timed(lambda: analyse(judgments, CRITERIA, None, options))
-    print_load("during the whole analysis", ticks, seconds, time.process_time() - cpu)
-    n = len(judgments)
-    timings = [Timing("analyse() (both criteria)", n, seconds)]
-    for criterion in result["criteria"]:
-        sections = criterion.get("_seconds", {})
-        timings.append(Timing(f"  {criterion['key']} ({criterion['kind']})",
-                              criterion["n_judgments"], sum(sections.values())))
-        timings += [Timing(f"    {name}", criterion["n_judgments"], s)
-                    for name, s in sections.items()]
-    print_table("1. the whole analysis (analysis.stats.pipeline.analyse; x ref: share of the "
-                "total)", timings, "judgments", "analyse() (both criteria)")
-    print(f"analyse() reports {result['seconds']:.3f} s; warnings: "
-          f"{result['warnings'] or 'none'}")
+    with Load("during the whole analysis"):
+        seconds, result = timed(lambda: analyse(judgments, CRITERIA, None, options))
+    print_sections(result, seconds, len(judgments), "1. the whole analysis "
+                   "(analysis.stats.pipeline.analyse; x ref: share of the total)")
     for criterion in result["criteria"]:
         model = criterion.get("glmm") or criterion.get("clmm") or {}
         if "coefficients" in model:
@@ -335,165 +397,269 @@ def run_pipeline(judgments: pd.DataFrame, no_clmm: bool) -> None:
                   f"{coefs}" + (f"; random-effect SDs {effects}" if effects else ""))
         elif "error" in model:
             print(f"            {criterion['key']}: model error {model['error']}")
-        agreement = criterion.get("agreement", {})
-        alpha = agreement.get("krippendorff_alpha") if isinstance(agreement, dict) else None
-        if alpha:
-            print(f"            {criterion['key']}: Krippendorff's alpha {alpha['value']:.3f} "
-                  f"[{alpha['ci_low']:.3f}, {alpha['ci_high']:.3f}]")
     print(f"truth:      binary system B {BINARY['system']}, SDs rater {BINARY['sd_rater']} "
           f"item {BINARY['sd_item']}; Likert system B {LIKERT['system']}, SDs rater "
           f"{LIKERT['sd_rater']} item {LIKERT['sd_item']}")
 
 
-def run_glmm(frame: pd.DataFrame, repeat: int) -> None:
+# --- 2. the GLMM against R ----------------------------------------------------------------
+
+# Both run in the bridge's R worker; the frame stays in R's global environment between them.
+_R_KEEP_FRAME = r"""
+function(d) { assign(".evalstudy_bench_frame", d, envir = globalenv()); nrow(d) }
+"""
+# glmer and the summaries the bridge's fit returns (evalstudy_glmer_summary, models.R), timed
+# apart; "code" requests see the functions of analysis/stats/r/*.R.
+_R_FIT = r"""
+function() {
+  d <- get(".evalstudy_bench_frame", envir = globalenv())
+  started <- proc.time()[["elapsed"]]
+  fit <- lme4::glmer(y ~ system + (1|rater) + (1|item), data = d, family = stats::binomial)
+  fitted <- proc.time()[["elapsed"]]
+  s <- evalstudy_glmer_summary(fit)
+  list(glmer = fitted - started, summaries = proc.time()[["elapsed"]] - fitted,
+       fixef = s$est, loglik = s$loglik)
+}
+"""
+
+
+class DirectR:
+    """lme4::glmer on a data.frame sent to R beforehand (untimed); the fit timed in R."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+        self.send()
+
+    def send(self) -> None:
+        from analysis.stats import rbridge
+
+        data, levels = rbridge.make_factors(self.frame, ["system", "rater", "item"],
+                                            levels={"system": list(SYSTEMS)})
+        rbridge.r_call(_R_KEEP_FRAME, rbridge.RFrame(data.astype({"y": int}), levels=levels))
+
+    def fit(self) -> dict[str, Any]:
+        """{"glmer", "summaries": seconds inside R, "fixef", "loglik"}."""
+        from analysis.stats import rbridge
+
+        try:
+            out = rbridge.r_call(_R_FIT)
+        except rbridge.RError:  # the worker was restarted (its global environment is new)
+            self.send()
+            out = rbridge.r_call(_R_FIT)
+        return {"glmer": float(out["glmer"][0]), "summaries": float(out["summaries"][0]),
+                "fixef": [float(x) for x in out["fixef"]], "loglik": float(out["loglik"][0])}
+
+
+def glmm_rounds(size: int, repeat: int) -> int:
+    """--repeat rounds, more for small sizes (up to 10x): the same time per size, roughly."""
+    return max(repeat, min(math.ceil(repeat * GLMM_ROUND_JUDGMENTS / size), 10 * repeat))
+
+
+def run_glmm_size(size: int, raters: int, repeat: int, seed: int) -> dict[str, Any]:
+    """Best-of-rounds timings of the bridge's fit and of R's at one size."""
     from analysis.stats.models import fit_binomial_glmm
 
-    direct = DirectR(frame)  # data in R beforehand, untimed
-    reference = "glmer in R (system.time)"
-    auto = "fit_binomial_glmm (auto: R via Rscript)"
-    r_side = "  of which glmer + summaries in R"
-    best: dict[str, float] = {}
-    fits: dict[str, object] = {}
-    rounds: list[str] = []
-    ratios: list[float] = []
+    per_item = min(GLMM_RATINGS_PER_ITEM, raters)
+    items = max(1, round(size / per_item))
+    frame = glmm_frame(simulate(raters, items, per_item, seed))
+    direct = DirectR(frame)
+    best = {"glmer": math.inf, "r": math.inf, "bridge": math.inf}
     overheads: list[float] = []
-    for _ in range(repeat):
-        seconds_in_r, fixef, loglik = direct.fit()
-        fits["R"] = (fixef, loglik)
-        current = {reference: seconds_in_r}
-        current[auto], fits[auto] = timed(lambda: fit_binomial_glmm(frame, GLMM_FORMULA))
-        current[r_side] = fits[auto].extra["r_seconds"]
-        for label, seconds in current.items():
-            best[label] = min(best.get(label, seconds), seconds)
-        ratios.append(current[auto] / current[reference])
-        overheads.append(current[auto] - current[r_side])
-        rounds.append(f"R {current[reference]:.3f} s, bridge {current[auto]:.3f} s "
-                      f"({current[auto] / current[reference]:.2f}x), of which glmer + "
-                      f"summaries {current[r_side]:.3f} s: overhead "
-                      f"{current[auto] - current[r_side]:.3f} s")
-    n = len(frame)
-    timings = [Timing(label, n, best[label]) for label in (reference, auto, r_side)]
-    print_table("2. binomial GLMM y ~ system + (1|rater) + (1|item), best of "
-                f"{repeat} (x ref: time / glmer's time in R)", timings, "judgments", reference)
-    for k, line in enumerate(rounds, 1):
-        print(f"round {k}:    {line}")
-    ratio = best[auto] / best[reference]
-    verdict = "met" if ratio <= 1.3 else "NOT met"
-    print(f"overhead:   fit_binomial_glmm (as the pipeline calls it) / glmer in R: {ratio:.2f} "
-          f"(best of each; target <= 1.3: {verdict}); median of the rounds' ratios "
-          f"{float(np.median(ratios)):.2f}")
-    print(f"bridge:     per fit, wall time minus glmer + summaries in R: median "
-          f"{float(np.median(overheads)) * 1000:.0f} ms (min {min(overheads) * 1000:.0f}, max "
-          f"{max(overheads) * 1000:.0f})")
-    print_bridge_costs(frame, repeat)
-    fixef, loglik = fits["R"]
-    fit = fits[auto]
+    r_out: dict[str, Any] = {}
+    fit: Any = None
+    for round_no in range(glmm_rounds(len(frame), repeat)):
+        # Alternate which goes first, so that neither always follows the other's garbage.
+        for which in (("r", "bridge") if round_no % 2 == 0 else ("bridge", "r")):
+            if which == "r":
+                r_out = direct.fit()
+                best["glmer"] = min(best["glmer"], r_out["glmer"])
+                best["r"] = min(best["r"], r_out["glmer"] + r_out["summaries"])
+            else:
+                seconds, fit = timed(lambda: fit_binomial_glmm(frame, GLMM_FORMULA))
+                best["bridge"] = min(best["bridge"], seconds)
+                overheads.append(seconds - fit.extra["r_seconds"])
     ours = [c.estimate for c in fit.coefficients]
-    diff = max(abs(a - b) for a, b in zip(ours, fixef, strict=True))
-    print(f"check:      {auto}: max |fixef diff| vs R {diff:.1e}, loglik "
-          f"{fit.extra.get('loglik', float('nan')):.2f} vs {loglik:.2f}, "
-          f"converged {fit.converged}")
+    return {"n": len(frame), "items": items, "rounds": len(overheads), **best,
+            "overhead": float(np.median(overheads)),
+            "fixef_diff": max(abs(a - b) for a, b in zip(ours, r_out["fixef"], strict=True)),
+            "loglik_diff": abs(fit.extra["loglik"] - r_out["loglik"]),
+            "converged": fit.converged, "frame": frame}
 
 
-def print_bridge_costs(frame: pd.DataFrame, repeat: int) -> None:
+def run_glmm(args: argparse.Namespace) -> float:
+    """Section 2; returns the worst ratio (the target's)."""
+    print(f"\n2. binomial GLMM {GLMM_FORMULA}: fit_binomial_glmm (auto: R via Rscript) vs "
+          "R alone on a frame already in R (glmer + the same summaries, proc.time)")
+    print(f"{'judgments':>10} {'items':>6} {'rounds':>6} {'glmer':>8} {'+summ.':>8} "
+          f"{'bridge':>8} {'x R':>7} {'x glmer':>8} {'overhead':>9} {'|fixef diff|':>13}")
+    worst = 0.0
+    results = []
+    with Load("during the GLMM comparison"):
+        for size in args.glmm_sizes:
+            out = run_glmm_size(size, args.glmm_raters, args.glmm_repeat, args.seed)
+            results.append(out)
+            ratio = out["bridge"] / out["r"]
+            worst = max(worst, ratio)
+            print(f"{out['n']:>10,} {out['items']:>6} {out['rounds']:>6} {out['glmer']:>8.3f} "
+                  f"{out['r']:>8.3f} {out['bridge']:>8.3f} {ratio:>7.3f} "
+                  f"{out['bridge'] / out['glmer']:>8.3f} {out['overhead'] * 1000:>7.0f}ms "
+                  f"{out['fixef_diff']:>13.1e}", flush=True)
+            if out["loglik_diff"] > 1e-8 or not out["converged"]:
+                print(f"            CHECK: loglik differs by {out['loglik_diff']:.2e}, "
+                      f"converged {out['converged']}")
+    print("            seconds are the best of the rounds; x R = bridge / (glmer + summaries "
+          "in R); overhead = median over rounds of the bridge's wall time minus R's own time "
+          "for the fit and summaries")
+    print_bridge_costs(results[-1]["frame"])
+    if args.profile:
+        from analysis.stats.models import fit_binomial_glmm
+
+        frame = results[-1]["frame"]
+        profile(f"fit_binomial_glmm at {len(frame):,} judgments",
+                lambda: fit_binomial_glmm(frame, GLMM_FORMULA), args.profile_top)
+    return worst
+
+
+def print_bridge_costs(frame: pd.DataFrame) -> None:
     """What the bridge's overhead is made of: an empty request, and this frame sent alone."""
     from analysis.stats import rbridge
 
     data, levels = rbridge.make_factors(frame, ["system", "rater", "item"])
     rframe = rbridge.RFrame(data, levels=levels)
-    empty = min(timed(lambda: rbridge.r_call("function() 1L"))[0] for _ in range(20 * repeat))
-    send = [timed(lambda: rbridge.r_request("function(d) nrow(d)", rframe)) for _ in range(repeat)]
+    empty = min(timed(lambda: rbridge.r_call("function() 1L"))[0] for _ in range(20))
+    prepare = min(timed(lambda: rbridge.make_factors(frame, ["system", "rater", "item"]))[0]
+                  for _ in range(3))
+    send = [timed(lambda: rbridge.r_request("function(d) nrow(d)", rframe)) for _ in range(3)]
     best_send = min(send, key=lambda t: t[0])
-    print(f"            an empty request {empty * 1000:.1f} ms; sending this frame ({len(frame):,}"
-          f" rows, {frame.shape[1]} columns) {best_send[0] * 1000:.0f} ms, of which R "
-          f"{best_send[1].elapsed * 1000:.0f} ms (read.csv, factors)")
+    print(f"bridge:     at {len(frame):,} rows: an empty request {empty * 1000:.1f} ms; factors "
+          f"{prepare * 1000:.0f} ms; sending the frame {best_send[0] * 1000:.0f} ms, of which "
+          f"R {best_send[1].elapsed * 1000:.0f} ms (readBin, factors)")
 
 
-def run_alpha(args: argparse.Namespace) -> None:
+# --- 3. a crowd study ---------------------------------------------------------------------
+
+
+def run_crowd(args: argparse.Namespace) -> float:
+    """Section 3; returns analyse()'s seconds."""
+    from analysis.stats.pipeline import analyse
+
+    judgments = simulate_crowd(args.crowd_raters, args.crowd_items, args.crowd_kind, args.seed)
+    criterion = CROWD_CRITERIA[args.crowd_kind]
+    pairs = args.crowd_raters * (args.crowd_raters - 1) // 2
+    per_item = judgments.groupby("item").size()
+    print(f"\ncrowd:      {len(judgments):,} {args.crowd_kind} judgments, "
+          f"{judgments['rater'].nunique():,} raters (one judgment each) x "
+          f"{judgments['item'].nunique():,} items ({per_item.min()}-{per_item.max()} "
+          f"judgments per item), {pairs:,} rater pairs")
+    with Load("during the crowd analysis"):
+        seconds, result = timed(lambda: analyse(judgments, [criterion], None, {}))
+    print_sections(result, seconds, len(judgments), "3. a crowd study end to end "
+                   "(analyse(); x ref: share of the total)")
+    agreement = result["criteria"][0].get("agreement") or {}
+    cohen = agreement.get("cohen_pairs") if isinstance(agreement, dict) else None
+    if cohen:
+        print(f"pairs:      {cohen['n_pairs']:,} rater pairs share >= "
+              f"{cohen['min_shared_units']} units (kappa computed for {cohen['n_computed']}); "
+              f"left out: {cohen['excluded']}")
+    elif agreement:
+        print(f"agreement:  {agreement.get('note') or agreement.get('error')}")
+    if args.profile:
+        profile("the crowd analysis", lambda: analyse(judgments, [criterion], None, {}),
+                args.profile_top)
+    return seconds
+
+
+# --- 4. Krippendorff's alpha --------------------------------------------------------------
+
+
+def run_alpha(args: argparse.Namespace) -> float:
+    """Section 4; returns our time / the pivot + package route's (nan without the package)."""
     from analysis.stats.agreement import krippendorff_alpha
 
     try:
         import krippendorff  # GPL reference: dev-only
     except ImportError:
         krippendorff = None
-    (seconds, (frame, matrix)) = timed(lambda: alpha_table(
+    seconds, frame = timed(lambda: alpha_table(
         args.alpha_raters, args.alpha_units, args.alpha_judgments, args.seed))
+    cells = args.alpha_raters * args.alpha_units
     print(f"\nalpha data: {len(frame):,} tidy judgments ({args.alpha_raters:,} raters x "
-          f"{args.alpha_units:,} units, {1 - len(frame) / matrix.size:.0%} missing), built in "
-          f"{seconds:.2f} s (untimed)")
+          f"{args.alpha_units:,} units, {1 - len(frame) / cells:.0%} missing, integer keys, "
+          f"0/1 values), built in {seconds:.2f} s (untimed)")
+
+    def pivot() -> np.ndarray:
+        wide = frame.pivot(index="rater", columns="unit", values="value")
+        return wide.to_numpy(dtype=float)
+
     best: dict[str, float] = {}
     values: dict[str, float] = {}
-    package = "krippendorff.alpha (ready matrix)"
+    reference = "df.pivot + krippendorff.alpha"
     ours = "krippendorff_alpha (tidy table)"
-    boot = "  + bootstrap CI (B=2000, units)"
-    for _ in range(args.repeat):
-        if krippendorff is not None:
-            seconds, value = timed(lambda: krippendorff.alpha(
-                reliability_data=matrix, level_of_measurement="nominal"))
-            best[package] = min(best.get(package, 1e9), seconds)
-            values[package] = float(value)
-        seconds, estimate = timed(lambda: krippendorff_alpha(frame, "nominal"))
-        best[ours] = min(best.get(ours, 1e9), seconds)
-        values[ours] = estimate.value
-    seconds, with_ci = timed(lambda: krippendorff_alpha(frame, "nominal", n_boot=2000, seed=1))
-    best[boot] = seconds
-    n = len(frame)
-    reference = package if krippendorff is not None else None
-    print_table(f"3. Krippendorff's alpha (nominal), best of {args.repeat} (x ref: time / the "
-                "package's time)", [Timing(label, n, best[label]) for label in
-                                    (package, ours, boot) if label in best], "judgments",
-                reference)
+    package = "  krippendorff.alpha alone (ready matrix)"
+    boot = "krippendorff_alpha + bootstrap CI (B=2000)"
+    matrix = pivot() if krippendorff is not None else None
+    with Load("during the alpha comparison"):
+        for _ in range(args.repeat):
+            if krippendorff is not None:
+                seconds, value = timed(lambda: krippendorff.alpha(
+                    reliability_data=pivot(), level_of_measurement="nominal"))
+                best[reference] = min(best.get(reference, math.inf), seconds)
+                values[reference] = float(value)
+                seconds, _ = timed(lambda: krippendorff.alpha(
+                    reliability_data=matrix, level_of_measurement="nominal"))
+                best[package] = min(best.get(package, math.inf), seconds)
+            seconds, estimate = timed(lambda: krippendorff_alpha(frame, "nominal"))
+            best[ours] = min(best.get(ours, math.inf), seconds)
+            values[ours] = estimate.value
+        seconds, with_ci = timed(lambda: krippendorff_alpha(frame, "nominal", n_boot=2000,
+                                                            seed=1))
+        best[boot] = seconds
+    labels = [reference, package, ours, boot]
+    print_table(f"4. Krippendorff's alpha (nominal), best of {args.repeat} (x ref: time / "
+                "pivot + package)", [Timing(label, len(frame), best[label])
+                                     for label in labels if label in best], "judgments",
+                reference if krippendorff is not None else None)
     print(f"bootstrap:  alpha {with_ci.value:.6f} [{with_ci.ci_low:.6f}, {with_ci.ci_high:.6f}] "
           f"({with_ci.ci_method})")
+    ratio = math.nan
     if krippendorff is None:
         print("reference:  krippendorff (GPL, dev-only) not installed: comparison skipped")
     else:
-        ratio = best[ours] / best[package]
-        verdict = "met" if ratio <= 2 else "NOT met"
-        difference = abs(values[ours] - values[package])
-        print(f"ratio:      tidy / package: {ratio:.2f} (target <= 2: {verdict}); alpha "
-              f"{values[ours]:.6f} vs {values[package]:.6f} "
-              f"({'agree' if difference <= 1e-12 else 'DIFFERENT'} to {difference:.1e})")
-    print_alpha_steps(frame, best.get(package))
+        ratio = best[ours] / best[reference]
+        difference = abs(values[ours] - values[reference])
+        agree = math.isclose(values[ours], values[reference], rel_tol=0.0,
+                             abs_tol=ALPHA_TOLERANCE)
+        print(f"values:     alpha {values[ours]!r} vs the package's {values[reference]!r}: "
+              f"{'agree' if agree else 'DIFFERENT'} to {ALPHA_TOLERANCE:g} "
+              f"(|difference| {difference:.1e})")
+    print_alpha_time(frame)
     run_icc_reference(args.seed)
     if args.profile:
-        profile("krippendorff_alpha on the tidy table", lambda: krippendorff_alpha(
-            frame, "nominal"), args.profile_top)
+        profile("krippendorff_alpha on the tidy table",
+                lambda: krippendorff_alpha(frame, "nominal"), args.profile_top)
+    return ratio
 
 
-def print_alpha_steps(frame: pd.DataFrame, package_seconds: float | None) -> None:
-    """Where krippendorff_alpha's time goes: its steps replayed one by one (same calls), and
-    the least any tidy-table route must do (factorize the three columns)."""
-    from analysis.stats.agreement.alpha import _alpha_point, _pairable
-    from analysis.stats.agreement.base import _validated
+def print_alpha_time(frame: pd.DataFrame) -> None:
+    """Where one real call of krippendorff_alpha spends its time: cProfile's cumulative time
+    of each function it calls (the profiler adds its own overhead to the total)."""
+    from analysis.stats.agreement import alpha as alpha_module
 
-    steps: list[tuple[str, float]] = []
-
-    def step(name: str, function: Callable[[], object]) -> object:
-        seconds, result = timed(function)
-        steps.append((name, seconds))
-        return result
-
-    rated, unit, units, _, _ = step("validate (factorize, duplicates)",
-                                    lambda: _validated(frame))
-    data, _ = step("code values, keep pairable units", lambda: _pairable(
-        rated, unit, units, "nominal", None))
-    step("alpha from within-unit matches", lambda: _alpha_point(data, "nominal"))
-
-    def floor() -> None:
-        pd.factorize(frame["rater"])
-        pd.factorize(frame["unit"])
-        pd.factorize(frame["value"], sort=True)
-
-    floor_seconds, _ = timed(floor)
-    total = sum(seconds for _, seconds in steps)
-    scale = package_seconds or float("nan")
-    print(f"steps of krippendorff_alpha, replayed one by one ({total:.3f} s in all; "
-          "x ref: time / the package's time):")
-    for name, seconds in steps:
-        print(f"    {name:<40} {seconds:>9.3f} s {seconds / scale:>8.2f}")
-    print(f"    {'floor: 3x pd.factorize':<40} {floor_seconds:>9.3f} s "
-          f"{floor_seconds / scale:>8.2f}   (the least a tidy-table route does)")
+    profiler = cProfile.Profile()
+    profiler.runcall(alpha_module.krippendorff_alpha, frame, "nominal")
+    stats = pstats.Stats(profiler)
+    entry = next(key for key in stats.stats  # type: ignore[attr-defined]
+                 if key[2] == "krippendorff_alpha" and key[0].endswith("alpha.py"))
+    total = stats.stats[entry][3]  # type: ignore[attr-defined]
+    callees = [(key, value) for key, value in stats.stats.items()  # type: ignore[attr-defined]
+               if entry in value[4]]
+    callees.sort(key=lambda item: -item[1][4][entry][3])
+    print(f"where the time goes, cProfile of one call ({total:.3f} s under the profiler):")
+    for (path, line, name), value in callees[:8]:
+        seconds = value[4][entry][3]
+        if seconds < 0.01 * total:
+            break
+        print(f"    {Path(path).name}:{line} {name:<28} {seconds:>8.3f} s {seconds / total:>6.0%}")
 
 
 def run_icc_reference(seed: int) -> None:
@@ -540,27 +706,51 @@ def profile(label: str, function: Callable[[], object], top: int) -> None:
     stats.sort_stats("tottime").print_stats(top)
 
 
+# --- main ---------------------------------------------------------------------------------
+
+
+def parse_sizes(text: str) -> list[int]:
+    sizes = [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+    if not sizes or min(sizes) < GLMM_RATINGS_PER_ITEM:
+        raise argparse.ArgumentTypeError(
+            f"comma-separated judgment counts, each at least {GLMM_RATINGS_PER_ITEM}")
+    return sizes
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--raters", type=int, default=200)
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--ratings-per-item", type=int, default=50)
     parser.add_argument("--no-clmm", action="store_true",
                         help="fit the Likert criterion with ordinal::clm instead of the CLMM")
     parser.add_argument("--skip-pipeline", action="store_true",
-                        help="only the GLMM and alpha comparisons")
+                        help="leave out section 1 (the whole analysis of a rated study)")
+    parser.add_argument("--glmm-sizes", type=parse_sizes, default=list(GLMM_SIZES),
+                        help="judgment counts of the GLMM comparison (default "
+                             f"{','.join(str(s) for s in GLMM_SIZES)})")
+    parser.add_argument("--glmm-raters", type=int, default=200)
+    parser.add_argument("--glmm-repeat", type=int, default=5,
+                        help="best of N rounds of the GLMM comparison (more for small sizes)")
+    parser.add_argument("--crowd-raters", type=int, default=7150)
+    parser.add_argument("--crowd-items", type=int, default=1000)
+    parser.add_argument("--crowd-kind", choices=sorted(CROWD_CRITERIA), default="pairwise")
     parser.add_argument("--alpha-judgments", type=int, default=1_000_000)
     parser.add_argument("--alpha-raters", type=int, default=1000)
     parser.add_argument("--alpha-units", type=int, default=1250)
     parser.add_argument("--repeat", type=int, default=3,
-                        help="best of N for the GLMM and alpha comparisons")
+                        help="best of N for the alpha comparison")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--profile", action="store_true",
-                        help="also cProfile krippendorff_alpha and fit_binomial_glmm once")
+                        help="also cProfile fit_binomial_glmm, the crowd analysis and "
+                             "krippendorff_alpha once")
     parser.add_argument("--profile-top", type=int, default=25)
     args = parser.parse_args(argv)
-    if min(args.raters, args.items, args.ratings_per_item, args.repeat) < 1:
-        parser.error("--raters, --items, --ratings-per-item and --repeat must be at least 1")
+    if min(args.raters, args.items, args.ratings_per_item, args.repeat, args.glmm_raters,
+           args.glmm_repeat, args.crowd_raters, args.crowd_items) < 1:
+        parser.error("counts and --repeat must be at least 1")
+    if args.crowd_raters < 2:
+        parser.error("--crowd-raters must be at least 2")
     return args
 
 
@@ -573,28 +763,22 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"R is not available: {rbridge.r_unavailable_reason()}")
     print_environment(args)
     print(f"R start-up: {time.perf_counter() - started:.2f} s (untimed below)")
-    seconds, judgments = timed(lambda: simulate(args.raters, args.items, args.ratings_per_item,
-                                                args.seed))
-    binary = judgments[judgments["criterion"] == "meaning"]
-    per_rater = binary.groupby("rater").size()
-    per_output = binary.groupby("output").size()
-    print(f"study:      {len(judgments):,} judgments ({len(binary):,} binary + "
-          f"{len(judgments) - len(binary):,} Likert), {binary['rater'].nunique()} raters x "
-          f"{binary['item'].nunique()} items x {len(SYSTEMS)} systems; items per rater "
-          f"{per_rater.min()}-{per_rater.max()}, raters per item {args.ratings_per_item}, "
-          f"raters per output {per_output.min()}-{per_output.max()}; "
-          f"yes {binary['numeric'].mean():.1%}; simulated in {seconds:.2f} s (untimed)")
-
     if not args.skip_pipeline:
+        seconds, judgments = timed(lambda: simulate(args.raters, args.items,
+                                                    args.ratings_per_item, args.seed))
+        binary = judgments[judgments["criterion"] == "meaning"]
+        print(f"study:      {len(judgments):,} judgments ({len(binary):,} binary + "
+              f"{len(judgments) - len(binary):,} Likert), {binary['rater'].nunique()} raters x "
+              f"{binary['item'].nunique()} items x {len(SYSTEMS)} systems; yes "
+              f"{binary['numeric'].mean():.1%}; simulated in {seconds:.2f} s (untimed)")
         run_pipeline(judgments, args.no_clmm)
-    frame = glmm_frame(judgments)
-    run_glmm(frame, args.repeat)
-    if args.profile:
-        from analysis.stats.models import fit_binomial_glmm
-
-        profile("fit_binomial_glmm (auto)", lambda: fit_binomial_glmm(frame, GLMM_FORMULA),
-                args.profile_top)
-    run_alpha(args)
+    ratios = {"glmm_vs_r": run_glmm(args)}
+    ratios["crowd_analysis_vs_60s"] = run_crowd(args) / 60.0
+    ratios["alpha_vs_pivot_package"] = run_alpha(args)
+    print(f"\nload:       at the end: {load_average()}; whole bench "
+          f"{time.perf_counter() - started:.0f} s")
+    for name, goal in GOALS.items():
+        print(f"target {name}: ratio {ratios[name]:.3f} (goal <= {goal})")
 
 
 if __name__ == "__main__":

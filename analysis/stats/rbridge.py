@@ -58,24 +58,25 @@ Protocol (one request at a time)
 
 Data frames
 -----------
-A :class:`RFrame` (or a plain ``DataFrame``) argument is written as a CSV file into the worker's
-private temporary directory (mode 0700, removed at exit; each file is deleted after its request)
-and travels as ``{"__frame__": {"path", "nrow", "columns": [{"name", "type", "levels",
-"ordered"}]}}``. The CSV has a header row (for people; R takes the names from the request) and
-only numbers or ``NA``:
+A :class:`RFrame` (or a plain ``DataFrame``) argument is written as a binary file into the
+worker's private temporary directory (mode 0700, removed at exit; each file is deleted after its
+request) and travels as ``{"__frame__": {"path", "nrow", "columns": [{"name", "type", "levels",
+"ordered"}]}}``. The file holds the columns one after the other, each ``nrow`` little-endian
+values; R reads them with ``readBin`` (no text is written or parsed: a 100,000-row frame costs
+milliseconds, where CSV text cost about 100 ms in Python and 20 ms in R):
 
-* ``factor``: the 1-based code of each value in the request's ``levels``, which are exactly the
-  level order :func:`make_factors` / :func:`factor_levels` decide; R rebuilds the factor from
-  codes and levels (``ordered`` -> an ordered factor), so level text never passes through CSV
-  quoting and the order cannot change. Columns named in ``levels``/``ordered``, Categorical,
+* ``factor``: 32-bit 1-based codes of each value in the request's ``levels``, which are exactly
+  the level order :func:`make_factors` / :func:`factor_levels` decide; R rebuilds the factor
+  from codes and levels (``ordered`` -> an ordered factor), so level text never passes through
+  the file and the order cannot change. Columns named in ``levels``/``ordered``, Categorical,
   object, string and bool columns are factors.
-* ``double``: C99 hexadecimal floats (``float.hex``: ``-0x1.8000000000000p+1``), ``Inf``,
-  ``-Inf``. R reads these exactly; R's decimal reader (``read.csv``, ``scan``, ``as.numeric``)
-  is not correctly rounded: with ``repr`` text about 1 value in 5,000 came back one ulp off.
-* ``integer``: integer columns without missing values (and nullable ``Int64`` with them) within
-  R's 32-bit range; larger integers are sent as doubles (exact up to 2**53).
-* Missing values (``NaN``, ``None``, ``pd.NA``) are ``NA`` (R does not distinguish a double's
-  ``NaN`` from ``NA`` here).
+* ``double``: IEEE 754 64-bit values, so every double (``-0.0``, subnormals, ``Inf``) arrives
+  bit for bit; R's decimal reader (``read.csv``, ``scan``, ``as.numeric``) is not correctly
+  rounded: with ``repr`` text about 1 value in 5,000 came back one ulp off.
+* ``integer``: 32-bit; integer columns without missing values (and nullable ``Int64`` with
+  them) within R's 32-bit range; larger integers are sent as doubles (exact up to 2**53).
+* Missing values (``NaN``, ``None``, ``pd.NA``) are written as R's own ``NA`` (``INT_MIN``;
+  the double NaN with payload 1954), so R reads ``NA``, not ``NaN``.
 
 Factor levels
 -------------
@@ -91,7 +92,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import csv
 import functools
 import importlib.metadata
 import json
@@ -650,11 +650,15 @@ def _encode(value: Any, worker: _Worker, files: list[Path]) -> Any:
 
 
 def _write_frame(frame: RFrame, worker: _Worker, files: list[Path]) -> dict[str, Any]:
+    """Write `frame` as one binary file of column blocks (see the module docstring) and return
+    its description for the request. Every column is converted in one vectorised step: a
+    frame of 100,000 rows goes in a few milliseconds, where CSV text cost about 100 ms on
+    each side of the pipe (the bench's GLMM comparison counts it as the bridge's overhead)."""
     df = frame.df
     levels = dict(frame.levels or {})
     ordered = set(frame.ordered)
     columns: list[dict[str, Any]] = []
-    cells: list[np.ndarray] = []
+    blocks: list[bytes] = []
     for col in df.columns:
         s = df[col]
         spec: dict[str, Any] = {"name": str(col)}
@@ -664,43 +668,53 @@ def _write_frame(frame: RFrame, worker: _Worker, files: list[Path]) -> dict[str,
             lv = factor_levels(s, levels.get(col))
             if isinstance(s.dtype, pd.CategoricalDtype) and list(s.cat.categories) == lv:
                 # make_factors' output (the models' case): its codes are already the answer.
-                codes = s.cat.codes.to_numpy().astype(np.int64) + 1
+                codes = s.cat.codes.to_numpy().astype(np.int64)
             else:
-                labels = [None if _is_missing(v) else level_label(v) for v in s]
-                codes = pd.Categorical(labels, categories=lv).codes.astype(np.int64) + 1
+                codes = _codes_in(s, lv)
             spec.update(type="factor", levels=lv, ordered=col in ordered)
-            text = np.where(codes > 0, codes.astype(str), "NA")
+            # 1-based codes; -1 (missing) becomes R's NA_integer_.
+            block = np.where(codes >= 0, codes + 1, _R_NA_INTEGER).astype("<i4")
         elif pd.api.types.is_integer_dtype(s.dtype) and _fits_r_integer(s):
             spec["type"] = "integer"
             missing = s.isna().to_numpy()
             values = s.to_numpy(dtype=np.int64, na_value=0)
-            text = np.where(missing, "NA", values.astype(str))
+            block = np.where(missing, _R_NA_INTEGER, values).astype("<i4")
         elif pd.api.types.is_numeric_dtype(s.dtype):
             values = s.to_numpy(dtype=float, na_value=np.nan)
-            if pd.api.types.is_integer_dtype(s.dtype) and np.nanmax(np.abs(values)) > 2**53:
+            if (pd.api.types.is_integer_dtype(s.dtype) and values.size
+                    and np.nanmax(np.abs(values)) > 2**53):
                 raise ValueError(f"column {col!r}: integers beyond 2**53 cannot go to R exactly")
             spec["type"] = "double"
-            text = np.array([_hex(v) for v in values], dtype=object)
+            bits = values.astype("<f8").view("<u8").copy()
+            bits[np.isnan(values)] = _R_NA_REAL_BITS  # R's NA, not a plain NaN
+            block = bits
         else:
             raise TypeError(f"column {col!r}: cannot send dtype {s.dtype} to R")
         columns.append(spec)
-        cells.append(np.asarray(text, dtype=object))
-    path = worker.dir / f"frame-{worker.next_id}-{len(files)}.csv"
+        blocks.append(np.ascontiguousarray(block).tobytes())
+    path = worker.dir / f"frame-{worker.next_id}-{len(files)}.bin"
     files.append(path)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow([c["name"] for c in columns])
-        if columns:
-            writer.writerows(zip(*cells, strict=True))
+    with open(path, "wb") as handle:
+        for block_bytes in blocks:
+            handle.write(block_bytes)
     return {"path": str(path), "nrow": int(len(df)), "columns": columns}
 
 
-def _hex(value: float) -> str:
-    if math.isnan(value):
-        return "NA"
-    if math.isinf(value):
-        return "Inf" if value > 0 else "-Inf"
-    return float(value).hex()
+#: R's NA of an integer (INT_MIN) and the bit pattern of its NA of a double (a NaN whose
+#: payload is 1954): written as such, R reads them as NA without any conversion.
+_R_NA_INTEGER = -(2**31)
+_R_NA_REAL_BITS = np.uint64(0x7FF00000000007A2)
+
+
+def _codes_in(series: pd.Series, levels: Sequence[str]) -> np.ndarray:
+    """0-based position of each value's label (`level_label`) in `levels`; -1 where missing
+    or not a level. Labels are computed once per distinct value, not once per row."""
+    codes, uniques = pd.factorize(series)  # missing values (None, NaN, pd.NA) -> -1
+    if not len(uniques):
+        return codes.astype(np.int64)
+    labels = [level_label(v) for v in np.asarray(uniques, dtype=object)]
+    position = pd.Index(list(levels), dtype=object).get_indexer(labels)
+    return np.where(codes >= 0, position[np.maximum(codes, 0)], -1).astype(np.int64)
 
 
 def _fits_r_integer(s: pd.Series) -> bool:
@@ -775,14 +789,8 @@ def make_factors(
     result: dict[str, list[str]] = {}
     for col in columns:
         lv = factor_levels(df[col], levels.get(col), reference.get(col))
-        labels = df[col].map(lambda v: None if _is_missing(v) else level_label(v))
-        out[col] = pd.Categorical(labels, categories=lv, ordered=col in ordered)
+        # Labels per distinct value, then codes: a per-row map cost 0.1 s per 50,000 rows.
+        out[col] = pd.Categorical.from_codes(_codes_in(df[col], lv), categories=lv,
+                                             ordered=col in ordered)
         result[col] = lv
     return out, result
-
-
-def _is_missing(v: Any) -> bool:
-    try:
-        return bool(pd.isna(v))
-    except (TypeError, ValueError):
-        return False

@@ -28,8 +28,8 @@ Fleiss 1979, Gwet's irrCAC, R irr) and lme4 in `tests/analysis/stats/test_agreem
 Modules: `base` (the `Agreement` result, input validation and coding), `gwet` (percent
 agreement, AC1/AC2, Fleiss' kappa), `kappa` (Cohen's kappa, pairwise kappas), `alpha`
 (Krippendorff's alpha), `icc` (intraclass correlations, REML variance components),
-`bootstrap` (cluster bootstraps), `ceiling` (the human ceiling). This package exports their
-public API.
+`bootstrap` (cluster bootstraps), `ceiling` (the human ceiling), `pairs` (which rater pairs
+share enough units, without a raters x raters table). This package exports their public API.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ from analysis.stats.agreement.icc import (
     variance_components,
 )
 from analysis.stats.agreement.kappa import cohen_kappa, paired_ratings, pairwise_kappas
+from analysis.stats.agreement.pairs import RaterPairs, rater_pair_overlaps
 
 __all__ = [
     "CONFLEV",
@@ -86,6 +87,7 @@ __all__ = [
     "KappaWeights",
     "Level",
     "RaterAgreement",
+    "RaterPairs",
     "TieBreak",
     "VarianceComponents",
     "agreement_weights",
@@ -100,6 +102,7 @@ __all__ = [
     "paired_ratings",
     "pairwise_kappas",
     "percent_agreement",
+    "rater_pair_overlaps",
     "ratings_frame",
     "variance_components",
 ]

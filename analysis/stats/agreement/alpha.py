@@ -89,11 +89,15 @@ def _pairable(rated: pd.DataFrame, unit_index: np.ndarray, units: np.ndarray, le
         values = np.arange(len(categories), dtype=float)
     per_unit = np.bincount(unit_index, minlength=len(units))
     keep_unit = per_unit >= 2
-    new_index = np.cumsum(keep_unit) - 1
-    rows = keep_unit[unit_index]
+    if keep_unit.all():  # the usual case: no unit to drop, no copy of the ratings
+        unit, kept_code = np.asarray(unit_index, dtype=np.int64), code
+    else:
+        new_index = np.cumsum(keep_unit) - 1
+        rows = keep_unit[unit_index]
+        unit, kept_code = new_index[unit_index[rows]], code[rows]
     coded = _Pairable(
-        unit=new_index[unit_index[rows]],
-        code=code[rows],
+        unit=unit,
+        code=kept_code,
         values=values,
         m=per_unit[keep_unit].astype(float),
         n_units=int(keep_unit.sum()),
@@ -204,7 +208,8 @@ def krippendorff_alpha(
         notes.append(f"{all_units - data.n_units} of {all_units} units have a single rating "
                      "and are not pairable")
     method = f"Krippendorff's alpha ({level})"
-    distinct = np.unique(data.code).size if data.n_units else 0
+    distinct = (np.count_nonzero(np.bincount(data.code, minlength=data.n_values))
+                if data.n_units else 0)
     if data.n_units == 0 or distinct < 2:
         value = float("nan")
         notes.append("fewer than two distinct values in pairable units: undefined")

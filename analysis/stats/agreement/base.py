@@ -80,24 +80,18 @@ def ratings_frame(df: pd.DataFrame, *, numeric: bool = False) -> pd.DataFrame:
 def _validated(df: pd.DataFrame, *, numeric: bool = False
                ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`ratings_frame` plus the integer codes it computes anyway: (rated, unit codes, unit
-    labels, rater codes, rater labels). Factorising a million object keys costs tens of
-    milliseconds each time, so it is done once."""
+    labels, rater codes, rater labels), codes in order of first appearance. Factorising a
+    million keys costs 10 ms (integers) to 40 ms (text) each time, so it is done once; the
+    table is not copied when no value is missing (nothing here writes into it)."""
     missing = [c for c in ("unit", "rater", "value") if c not in df.columns]
     if missing:
         raise ValueError(f"ratings table lacks column(s) {missing}; expected unit, rater, value")
-    rated = df[df["value"].notna()]
-    # Duplicate (unit, rater) pairs, found on integer codes: much faster than
-    # DataFrame.duplicated on two object columns for a million rows.
-    unit_codes, units = pd.factorize(rated["unit"])
-    rater_codes, raters = pd.factorize(rated["rater"])
-    keys = unit_codes.astype(np.int64) * max(len(raters), 1) + rater_codes
-    cells = len(units) * max(len(raters), 1)
-    if cells <= 50_000_000:  # a bincount over unit x rater cells beats hashing the keys
-        repeated = np.bincount(keys, minlength=cells) > 1
-        duplicated = repeated[keys] if repeated.any() else None
-    else:
-        duplicated = pd.Series(keys).duplicated(keep=False).to_numpy()
-    if duplicated is not None and duplicated.any():
+    present = df["value"].notna().to_numpy()
+    rated = df if present.all() else df[present]
+    unit_codes, units = factorize_keys(rated["unit"])
+    rater_codes, raters = factorize_keys(rated["rater"])
+    duplicated = _duplicated_cells(unit_codes, len(units), rater_codes, len(raters))
+    if duplicated is not None:
         first = rated.loc[duplicated, ["unit", "rater"]].iloc[0]
         raise ValueError(
             f"rater {first['rater']!r} rated unit {first['unit']!r} more than once; "
@@ -106,6 +100,48 @@ def _validated(df: pd.DataFrame, *, numeric: bool = False
     if numeric:
         rated = rated.assign(value=pd.to_numeric(rated["value"], errors="raise").astype(float))
     return rated, unit_codes, np.asarray(units), rater_codes, np.asarray(raters)
+
+
+def factorize_keys(keys: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """`pd.factorize(keys)`: (codes in order of first appearance, the distinct keys), with a
+    path for integer keys in a compact range (database ids, codes) that needs no hash table:
+    the first row of each key found with one scatter-min over the range, about 3x faster
+    than hashing a million integers. The result is the same either way (the order of first
+    appearance decides which cluster a bootstrap draws, so it must not change)."""
+    values = keys.to_numpy()
+    if values.dtype.kind not in "iu" or not values.size:
+        return pd.factorize(keys)
+    low = int(values.min())
+    span = int(values.max()) - low + 1
+    if span > 4 * values.size + 65_536:
+        return pd.factorize(keys)
+    offset = (values - low).astype(np.int64, copy=False)
+    first = np.full(span, values.size, dtype=np.int64)
+    np.minimum.at(first, offset, np.arange(values.size, dtype=np.int64))
+    present = np.flatnonzero(first < values.size)
+    by_appearance = present[np.argsort(first[present], kind="stable")]
+    code_of = np.empty(span, dtype=np.int64)
+    code_of[by_appearance] = np.arange(by_appearance.size)
+    return code_of[offset], pd.Index((by_appearance + low).astype(values.dtype))
+
+
+def _duplicated_cells(unit: np.ndarray, n_units: int, rater: np.ndarray, n_raters: int
+                      ) -> np.ndarray | None:
+    """Rows whose (unit, rater) cell occurs more than once (None when there are none).
+
+    A bincount over the units x raters cells is the fastest check when the table is fairly
+    full; a crowd design (7,150 raters x 1,000 units, one rating each) would allocate 7
+    million cells for 7,150 ratings, and its units x raters grows like raters squared, so
+    sparse tables hash the cell keys instead: time and memory follow the ratings."""
+    keys = unit.astype(np.int64) * max(n_raters, 1) + rater
+    cells = n_units * max(n_raters, 1)
+    if cells <= 8 * keys.size + 65_536:
+        repeated = np.bincount(keys, minlength=cells) > 1
+        if not repeated.any():
+            return None
+        return repeated[keys]
+    duplicated = pd.Series(keys).duplicated(keep=False).to_numpy()
+    return duplicated if duplicated.any() else None
 
 
 @dataclass
@@ -139,7 +175,7 @@ def _coded(df: pd.DataFrame, labels: Sequence | None) -> _Coded:
 def _category_codes(values: pd.Series, labels: Sequence | None) -> tuple[np.ndarray, list, str]:
     """Category codes of `values` in the order of `category_order`, from one factorisation
     (the category set is decided on the distinct values, not on every rating)."""
-    raw, uniques = pd.factorize(values)
+    raw, uniques = factorize_keys(values)
     categories = category_order(list(uniques), labels)
     position = (pd.Index(categories).get_indexer(np.asarray(uniques, dtype=object))
                 if len(uniques) else np.empty(0, dtype=np.intp))

@@ -48,6 +48,8 @@ def _replicate_sums(
     n_features: int,
     n_boot: int,
     seed: int,
+    *,
+    width: int | None = None,
 ) -> Iterator[np.ndarray]:
     """Blocks of bootstrap replicates of per-feature sums.
 
@@ -55,12 +57,14 @@ def _replicate_sums(
     cluster is drawn is multinomial, and the replicate's sums are those counts times the
     per-cluster sums (a sparse clusters x features matrix), i.e. one sparse-dense product per
     block instead of rebuilding tables per replicate. Yields (block, n_features) arrays; the
-    same `seed` gives the same replicates.
+    same `seed` gives the same replicates. Blocks hold about _BLOCK_FLOATS / `width` replicates
+    (default `n_features`; a caller that expands each replicate to more values says how many).
     """
     per_cluster = sparse.csr_matrix(
         (weight, (cluster, feature)), shape=(n_clusters, n_features)).T.tocsr()
     rng = np.random.default_rng(seed)
-    block = max(1, min(n_boot, _BLOCK_FLOATS // max(n_features, n_clusters, 1)))
+    width = n_features if width is None else width
+    block = max(1, min(n_boot, _BLOCK_FLOATS // max(width, n_clusters, 1)))
     probabilities = np.full(n_clusters, 1.0 / n_clusters)
     done = 0
     while done < n_boot:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 from scipy import optimize, sparse
 from scipy import stats as sps
 from scipy.linalg import cho_factor, cho_solve
+from scipy.sparse.linalg import splu
 from threadpoolctl import threadpool_limits
 
 from analysis.stats.agreement.base import CONFLEV, N_BOOT_ICC, Agreement, _missing, ratings_frame
@@ -64,6 +65,14 @@ class _REML:
     """
 
     _MAX_PRECOMPUTED = 30_000_000  # floats held by the N_d' N_d blocks
+    # The Schur complement is factorised sparse (SuperLU on its pattern) when it has at least
+    # this many rows and at most this share of non-zeros. In crowd designs (each rater a few
+    # units) N'N is nearly diagonal, and a dense factorisation of a few thousand rows on
+    # every evaluation of the criterion (36,000 in the parametric bootstrap) cost minutes
+    # and memory growing with the square of the levels; small or well-connected designs
+    # keep the dense Cholesky factorisation (and its exact results).
+    _SPARSE_MIN_LEVELS = 400
+    _SPARSE_MAX_DENSITY = 0.05
 
     def __init__(self, item: np.ndarray, n_items: int, rater: np.ndarray | None,
                  n_raters: int) -> None:
@@ -77,6 +86,7 @@ class _REML:
         self.l1 = n_raters if self.swap else n_items
         self.d1 = np.bincount(first, minlength=self.l1).astype(float)
         self.blocks: list[tuple[float, np.ndarray]] | None = None
+        self.sparse_schur = False
         if second is not None:  # crossed
             self.l2 = n_items if self.swap else n_raters
             self.d2 = np.bincount(second, minlength=self.l2).astype(float)
@@ -84,7 +94,14 @@ class _REML:
                                            shape=(self.l1, self.l2))
             self.cross_t = self.cross.T.tocsr()
             distinct = np.unique(self.d1[self.d1 > 0])
-            if distinct.size * self.l2 * self.l2 <= self._MAX_PRECOMPUTED:
+            self.schur_pattern: _SchurPattern | None = None
+            if self.l2 >= self._SPARSE_MIN_LEVELS:
+                pattern = (self.cross_t @ self.cross).nnz
+                self.sparse_schur = pattern <= self._SPARSE_MAX_DENSITY * self.l2 * self.l2
+                if self.sparse_schur and distinct.size * pattern <= self._MAX_PRECOMPUTED:
+                    self.schur_pattern = _SchurPattern(self.cross, self.d1, distinct, self.l2)
+            if (not self.sparse_schur
+                    and distinct.size * self.l2 * self.l2 <= self._MAX_PRECOMPUTED):
                 self.blocks = []
                 for count in distinct:
                     rows = self.cross[np.flatnonzero(self.d1 == count)]
@@ -114,22 +131,30 @@ class _REML:
         logdet = float(np.sum(np.log(p)))
         if self.crossed:
             c = t1 * t2
-            if self.blocks is not None:
-                schur = np.zeros((self.l2, self.l2))
-                for count, block in self.blocks:
-                    schur -= (g1 * g2 / (1 + g1 * count)) * block
-            else:
-                scaled = self.cross.multiply((1 / p)[:, None]).tocsr()
-                schur = -(g1 * g2) * (self.cross_t @ scaled).toarray()
-            schur[np.diag_indices_from(schur)] += 1 + g2 * self.d2
-            try:
-                factor = cho_factor(schur, lower=True, check_finite=False)
-            except np.linalg.LinAlgError:
-                return float("inf"), float("nan"), float("nan")
-            logdet += 2 * float(np.sum(np.log(np.diag(factor[0]))))
             rhs2 = np.column_stack([t2 * y2, t2 * self.d2])
-            s2 = cho_solve(factor, rhs2 - c * (self.cross_t @ (rhs1 / p[:, None])),
-                           check_finite=False)
+            reduced = rhs2 - c * (self.cross_t @ (rhs1 / p[:, None]))
+            if self.sparse_schur:
+                factored = self._sparse_factor(g1, g2, p)
+                if factored is None:
+                    return float("inf"), float("nan"), float("nan")
+                lu, logdet_schur = factored
+                logdet += logdet_schur
+                s2 = lu.solve(reduced)
+            else:
+                if self.blocks is not None:
+                    schur = np.zeros((self.l2, self.l2))
+                    for count, block in self.blocks:
+                        schur -= (g1 * g2 / (1 + g1 * count)) * block
+                else:
+                    scaled = self.cross.multiply((1 / p)[:, None]).tocsr()
+                    schur = -(g1 * g2) * (self.cross_t @ scaled).toarray()
+                schur[np.diag_indices_from(schur)] += 1 + g2 * self.d2
+                try:
+                    factor = cho_factor(schur, lower=True, check_finite=False)
+                except np.linalg.LinAlgError:
+                    return float("inf"), float("nan"), float("nan")
+                logdet += 2 * float(np.sum(np.log(np.diag(factor[0]))))
+                s2 = cho_solve(factor, reduced, check_finite=False)
             s1 = (rhs1 - c * (self.cross @ s2)) / p[:, None]
             quad = rhs1.T @ s1 + rhs2.T @ s2
         else:
@@ -145,6 +170,35 @@ class _REML:
             return float("inf"), float("nan"), float("nan")
         value = logdet + np.log(xhx) + (self.n - 1) * (1 + np.log(2 * np.pi * sigma2))
         return float(value), float(beta), float(sigma2)
+
+    def _sparse_factor(self, g1: float, g2: float, p: np.ndarray) -> tuple[Any, float] | None:
+        """SuperLU factors of the sparse Schur complement I + g2 D2 - g1 g2 N' P^-1 N and its
+        log-determinant; None when it is not positive definite. Symmetric mode with the
+        diagonal as pivots (the matrix is symmetric positive definite): U's diagonal is
+        that of the LDL' factorisation under a symmetric permutation, so the determinant
+        is its product."""
+        if self.schur_pattern is not None and self.schur_pattern.diagonal_only:
+            # Every level of the eliminated factor has one unit (a crowd rater who rated
+            # one item): the complement is diagonal, nothing to factorise.
+            diagonal = self.schur_pattern.values(g1, g2, self.d2)
+            if not np.all(diagonal > 0):
+                return None
+            return _Diagonal(diagonal), float(np.sum(np.log(diagonal)))
+        if self.schur_pattern is not None:
+            schur = self.schur_pattern.matrix(g1, g2, self.d2)
+        else:
+            scaled = self.cross.multiply((1 / p)[:, None]).tocsr()
+            schur = (sparse.diags(1 + g2 * self.d2)
+                     - (g1 * g2) * (self.cross_t @ scaled)).tocsc()
+        try:
+            lu = splu(schur, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                      options={"SymmetricMode": True})
+        except RuntimeError:  # exactly singular
+            return None
+        diagonal = lu.U.diagonal()
+        if not np.all(diagonal > 0):
+            return None
+        return lu, float(np.sum(np.log(diagonal)))
 
     def fit(self, sums: tuple, start: np.ndarray | None = None
             ) -> tuple[np.ndarray, float, float, float, bool]:
@@ -167,6 +221,51 @@ class _REML:
                                                xtol=1e-9 if warm is None else 1e-6)
         best = self.criterion(gamma, sums)
         return gamma, best[0], best[1], best[2], converged
+
+
+class _SchurPattern:
+    """The sparse Schur complement's fixed pattern and the values of its parts on it, so that
+    each evaluation of the criterion only combines vectors: I + g2 D2 - g1 g2 sum_d
+    N_d' N_d / (1 + g1 d), over the distinct counts d of the eliminated factor's levels
+    (building the sparse matrices anew cost 1.4 ms an evaluation, more than factorising)."""
+
+    def __init__(self, cross: sparse.csr_matrix, d1: np.ndarray, distinct: np.ndarray,
+                 size: int) -> None:
+        pattern = (cross.T @ cross + sparse.identity(size, format="csr")).tocsc()
+        pattern.sum_duplicates()
+        pattern.sort_indices()
+        self.indices, self.indptr, self.size = pattern.indices, pattern.indptr, size
+        columns = np.repeat(np.arange(size), np.diff(pattern.indptr))
+        keys = columns.astype(np.int64) * size + pattern.indices  # sorted: CSC order
+        self.counts = distinct
+        self.parts = np.zeros((distinct.size, keys.size))
+        for k, count in enumerate(distinct):
+            rows = cross[np.flatnonzero(d1 == count)]
+            block = (rows.T @ rows).tocoo()
+            place = np.searchsorted(keys, block.col.astype(np.int64) * size + block.row)
+            np.add.at(self.parts[k], place, block.data)
+        self.diagonal = np.searchsorted(keys, np.arange(size, dtype=np.int64) * (size + 1))
+        self.diagonal_only = keys.size == size
+
+    def values(self, g1: float, g2: float, d2: np.ndarray) -> np.ndarray:
+        """The complement's non-zeros, in the pattern's (CSC) order."""
+        data = -(g1 * g2) * ((1 / (1 + g1 * self.counts)) @ self.parts)
+        data[self.diagonal] += 1 + g2 * d2
+        return data
+
+    def matrix(self, g1: float, g2: float, d2: np.ndarray) -> sparse.csc_matrix:
+        return sparse.csc_matrix((self.values(g1, g2, d2), self.indices, self.indptr),
+                                 shape=(self.size, self.size))
+
+
+class _Diagonal:
+    """A diagonal matrix's solve, shaped as SuperLU's."""
+
+    def __init__(self, diagonal: np.ndarray) -> None:
+        self.diagonal = diagonal
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        return rhs / self.diagonal[:, None]
 
 
 def _newton_nonnegative(f: Callable[[np.ndarray], float], x0: np.ndarray, *,

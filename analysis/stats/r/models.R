@@ -99,16 +99,22 @@ evalstudy_glmer <- function(formula, data) {
 
 # What analysis/stats/models/binomial.py reads from a fitted glmerMod (also run by the optional
 # pymer4 engine on pymer4's model object, in pymer4's own embedded R).
+# The coefficient table is summary.merMod's, computed as it does (lme4 1.1-31: SEs from
+# vcov(fit), z = estimate / SE, p = 2 pnorm(-|z|)) without summary() itself, which also
+# computes Pearson residuals, the correlation of the fixed effects and more that nothing here
+# reads (25-40 ms per fit, 5-8 % of a 5,000-judgment glmer).
 evalstudy_glmer_summary <- function(fit) {
   acc <- new.env()
   acc$warns <- character()
   out <- .evalstudy_collect({
-    co <- summary(fit)$coefficients
+    est <- lme4::fixef(fit)
     vc <- as.matrix(stats::vcov(fit))
+    se <- sqrt(diag(vc))
+    z <- est / se
     vcr <- as.data.frame(lme4::VarCorr(fit))
     vcr <- vcr[is.na(vcr$var2), ]
-    list(names = rownames(co), est = unname(co[, 1]), se = unname(co[, 2]),
-         p = unname(co[, 4]), vcov = unname(vc),
+    list(names = names(est), est = unname(est), se = unname(se),
+         p = unname(2 * stats::pnorm(abs(z), lower.tail = FALSE)), vcov = unname(vc),
          re_group = as.character(vcr$grp), re_name = as.character(vcr$var1),
          re_var = as.numeric(vcr$vcov),
          ngrps = as.numeric(lme4::ngrps(fit)), ngrps_names = names(lme4::ngrps(fit)),

@@ -129,30 +129,37 @@ local({
     lapply(x, decode)
   }
 
-  # A data frame travels as a CSV file (written by Python in a private directory) plus its
-  # description in the request: columns in order, each "factor" (1-based integer codes in the
-  # file, "levels" and "ordered" in the request, so the level order is exactly Python's),
-  # "double" (C99 hexadecimal floats such as -0x1.8p+1: R reads them exactly, whereas R's
-  # decimal reader is off by one ulp for about 1 value in 5,000), "integer" or "logical".
-  # Missing values are NA in the file.
+  # A data frame travels as a binary file (written by Python in a private directory) plus its
+  # description in the request: columns in order, each one block of `nrow` little-endian
+  # values, one after the other: "factor" (1-based 32-bit integer codes; "levels" and
+  # "ordered" in the request, so the level order is exactly Python's), "integer" (32-bit),
+  # "logical" (32-bit, as R stores them) or "double" (IEEE 754 64-bit, so every double
+  # arrives bit for bit). Missing values are written as R's own NA bit patterns (INT_MIN;
+  # the NaN with payload 1954), which readBin() returns as NA. No text is parsed: CSV cost
+  # about 20 ms per 50,000 rows here, and its decimal reader is not correctly rounded.
   read_frame <- function(spec) {
     cols <- spec$columns
     n <- as.integer(spec$nrow)
     if (!length(cols)) return(structure(list(), class = "data.frame", row.names = seq_len(n)))
     types <- vapply(cols, function(c) c$type, "")
-    classes <- c(factor = "integer", double = "double", integer = "integer",
-                 logical = "logical")[types]
-    if (anyNA(classes)) stop("unknown column type in frame: ", paste(types, collapse = ", "))
-    raw <- utils::read.csv(spec$path, header = TRUE, colClasses = unname(classes),
-                           na.strings = "NA", check.names = FALSE, quote = "\"",
-                           comment.char = "", strip.white = FALSE, encoding = "UTF-8")
-    if (nrow(raw) != n || ncol(raw) != length(cols)) {
-      stop(sprintf("frame %s: read %d x %d, expected %d x %d", spec$path, nrow(raw),
-                   ncol(raw), n, length(cols)))
+    known <- c("factor", "double", "integer", "logical")
+    if (!all(types %in% known)) {
+      stop("unknown column type in frame: ", paste(types, collapse = ", "))
     }
+    con <- file(spec$path, open = "rb")
+    on.exit(close(con))
     out <- lapply(seq_along(cols), function(j) {
       col <- cols[[j]]
-      v <- raw[[j]]
+      v <- if (col$type == "double") {
+        readBin(con, what = "double", n = n, size = 8L, endian = "little")
+      } else {
+        readBin(con, what = "integer", n = n, size = 4L, endian = "little")
+      }
+      if (length(v) != n) {
+        stop(sprintf("frame %s: column %s has %d values, expected %d", spec$path, col$name,
+                     length(v), n))
+      }
+      if (col$type == "logical") return(as.logical(v))
       if (col$type != "factor") return(v)
       lev <- as.character(unlist(col$levels))
       if (any(v < 1L | v > length(lev), na.rm = TRUE)) {
@@ -161,6 +168,9 @@ local({
       structure(v, levels = lev,
                 class = if (isTRUE(col$ordered)) c("ordered", "factor") else "factor")
     })
+    if (length(readBin(con, what = "raw", n = 1L))) {
+      stop(sprintf("frame %s: more data than %d x %d", spec$path, n, length(cols)))
+    }
     names(out) <- vapply(cols, function(c) c$name, "")
     structure(out, class = "data.frame", row.names = .set_row_names(n))
   }

@@ -19,10 +19,12 @@ would compile a dozen queries for the same work, and compiling them costs more t
 them; the SQL here is written once per process from the models' table and column names.
 
 The general path (`annotation.services.judgment_submit`, `evalstudy.services.assignment_next`,
-`annotation.selectors.slot_view`) handles every case. This module only takes the case that
-path would accept without question; for anything else (another database, a revision, a repeat,
-invalid answers, a rater without a seat, a refused or stopped rater, a session bound under an
-old crowd session) it returns None and writes nothing, and the caller takes the general path.
+`annotation.selectors.slot_view`) handles every case. This module only takes the cases that
+path would accept without question: a first answer to the current item, and the same answers
+to an answered item again (a double click or a retry: nothing stored, the rater gets the item
+they are on). For anything else (another database, a revision, invalid answers, a rater
+without a seat, a refused or stopped rater, a session bound under an old crowd session) it
+returns None and writes nothing, and the caller takes the general path.
 Every condition checked here is at least as strict as the general path's, so the fast path can
 never accept what the general path would refuse (tests/annotation/test_rater_loop.py runs the
 same scenarios through both).
@@ -437,14 +439,17 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
         context = _read(slug=slug, rater_id=rater_id, user_id=user_id, slot_id=slot_id)
         if (context is None or not _may_rate(context, platform_session,
                                              bound=rater_id is not None)
-                or context.slot_id is None or context.slot_completed
-                or context.first_open_id != slot_id):
+                or context.slot_id is None):
             return None
         try:
             cleaned, errors = clean_answers(context.criteria, answers)
         except SubmissionRefused:  # a misconfigured condition: the general path says so
             return None
         if errors:
+            return None
+        if context.slot_completed:
+            return _repeated(context, cleaned, now)
+        if context.first_open_id != slot_id:
             return None
         by_key = {c.key: c for c in context.criteria}
         rows = [(slot_id, by_key[key].pk, context.rater.pk, value,
@@ -472,6 +477,49 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
         return page
 
 
+def _repeated(context: SeatContext, cleaned: dict[str, str],
+              now: dt.datetime) -> LoopPage | None:
+    """The same answers to an answered slot again (a double click, a retry after a lost
+    answer): nothing to store, and the rater gets the item they are on, as the first answer
+    did. Any other answer to an answered slot (a revision, a refusal) is the general path's."""
+    keys = {c.pk: c.key for c in context.criteria}
+    with connection.cursor() as cursor:
+        _execute(cursor, "evalstudy_loop_stored", _stored_sql(), [context.slot_id])
+        stored = {keys.get(criterion): value for criterion, value in cursor.fetchall()}
+    if stored != cleaned:
+        return None
+    page = LoopPage(study=context.study,
+                    counts=StoreCounts(unchanged=len(cleaned), slot_kind=context.slot_kind))
+    if context.slot_kind == AssignmentSlot.Kind.CALIBRATION:
+        page.feedback_slot = context.slot_id
+    elif context.next is None:
+        page.done = True
+    else:
+        _serve(context, now)
+        page.view = _view(context)
+        page.questions_html = questions_html(context.criteria_json)
+        if context.study.allow_revision:
+            page.previous_slot_id = context.previous_target_id
+    return page
+
+
+@functools.cache
+def _stored_sql() -> str:
+    return (f"SELECT {_column(Judgment, 'criterion')}, value FROM {_table(Judgment)} "
+            f"WHERE {_column(Judgment, 'slot')} = $1")
+
+
+def _serve(context: SeatContext, now: dt.datetime) -> None:
+    """Mark the next slot served and renew the seat's lease, each only when due."""
+    assert context.next is not None
+    seat = Assignment(pk=context.seat_id, lease_expires_at=context.lease_expires_at)
+    renewed = seat.lease_expires_at if lease_renew(seat, context.study, now) else None
+    if not context.next_served or renewed is not None:
+        with connection.cursor() as cursor:
+            _execute(cursor, "evalstudy_loop_serve", _serve_sql(),
+                     [now, context.next.slot_id, renewed, seat.pk])
+
+
 def serve_current(*, slug: str, rater_id: int | None, user_id: int | None,
                   platform_session: str = "", now: dt.datetime | None = None) -> LoopPage | None:
     """The rater's current item (marked served, the lease renewed when due), or None for the
@@ -485,12 +533,7 @@ def serve_current(*, slug: str, rater_id: int | None, user_id: int | None,
         if (context is None or context.next is None
                 or not _may_rate(context, platform_session, bound=rater_id is not None)):
             return None
-        seat = Assignment(pk=context.seat_id, lease_expires_at=context.lease_expires_at)
-        renewed = seat.lease_expires_at if lease_renew(seat, context.study, now) else None
-        if not context.next_served or renewed is not None:
-            with connection.cursor() as cursor:
-                _execute(cursor, "evalstudy_loop_serve", _serve_sql(),
-                         [now, context.next.slot_id, renewed, seat.pk])
+        _serve(context, now)
         page = LoopPage(study=context.study, view=_view(context),
                         questions_html=questions_html(context.criteria_json))
         if context.study.allow_revision:

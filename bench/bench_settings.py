@@ -14,3 +14,5 @@ from config.settings.test import *  # noqa: E402,F403
 ROOT_URLCONF = "bench.bench_urls"
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+# The bench study gives every simulated rater (hundreds) a seat on the same two lists.
+EVALSTUDY_MAX_RATINGS_PER_OUTPUT = 1000

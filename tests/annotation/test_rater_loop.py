@@ -138,14 +138,19 @@ def test_the_fast_path_leaves_what_it_cannot_take_to_the_general_path(study, mon
     bad = client.post(action, {"severity": "0"}, **HX)
     assert bad.status_code == 400 and "an answer is required" in bad.content.decode()
     assert not Judgment.objects.filter(slot_id=slot_id).exists()
-    # A first answer: the fast path; the same answers again: unchanged, through the general one.
-    assert client.post(action, GOOD, **HX).status_code == 200
-    again = client.post(action, GOOD, **HX)
-    assert again.status_code == 200 and again["HX-Redirect"]
+    # A first answer, then the same answers again (a retry): both on the fast path, both
+    # answered with the next item, stored once.
+    first = client.post(action, GOOD, **HX)
+    with CaptureQueriesContext(connection) as queries:
+        again = client.post(action, GOOD, **HX)
+    assert first.status_code == again.status_code == 200 and not again.get("HX-Redirect")
+    assert _form(again.content.decode())[1] == _form(first.content.decode())[1] != slot_id
+    assert len(queries) <= MAX_STATEMENTS + 1  # the stored answers are read to compare
+    assert Judgment.objects.filter(slot_id=slot_id).count() == 2
     # A revision of that answer: the general path keeps the earlier value.
     client.post(action, {"severity": "1", "usable": "yes"}, **HX)
     assert JudgmentRevision.objects.filter(judgment__slot_id=slot_id).count() == 1
-    assert taken == [False, True, False, False]
+    assert taken == [False, True, True, False]
 
 
 def test_refusals_stay_refusals(study):

@@ -1,11 +1,15 @@
-"""URLs for `bench/raters.py`: the product's URLs plus one bare reference endpoint.
+"""URLs for `bench/raters.py`: the product's URLs plus two reference endpoints.
 
 `/bench/insert/` does exactly one `INSERT` through the Django connection and answers 200: what
 any request to this app costs at least (WSGI, middleware, a database connection, one write).
-The bench creates the `bench_insert` table itself.
+
+`/bench/floor/` does what any request that takes a rater's answer with the loop's guarantees
+costs at least, and nothing of the loop itself: it checks the CSRF token, reads the session,
+and in one transaction locks a row, inserts two rows and updates one (the loop's five
+statements), then answers a line of HTML. The bench creates both tables itself.
 """
 
-from django.db import connection
+from django.db import connection, transaction
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
@@ -22,4 +26,15 @@ def bench_insert(request: HttpRequest) -> HttpResponse:
     return HttpResponse("ok", content_type="text/plain")
 
 
-urlpatterns = [*product_urlpatterns, path("bench/insert/", bench_insert)]
+@require_POST
+def bench_floor(request: HttpRequest) -> HttpResponse:
+    request.session.get("evalstudy_rater_id")
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM bench_floor WHERE id = 1 FOR UPDATE")
+        cursor.execute("INSERT INTO bench_floor_rows (at) VALUES (now()), (now())")
+        cursor.execute("UPDATE bench_floor SET at = now() WHERE id = 1")
+    return HttpResponse("<main>ok</main>")
+
+
+urlpatterns = [*product_urlpatterns, path("bench/insert/", bench_insert),
+               path("bench/floor/", bench_floor)]

@@ -11,8 +11,12 @@ POSTed with ``HX-Request: true`` and the answer is the next item itself (one rou
 judgment). Only the pages that leave the loop (a practice item's feedback, the end) come as an
 ``HX-Redirect`` the browser then loads.
 
-1. **Closed loop** (throughput): ``--raters`` raters rate ``--judgments-per-rater`` items
-   each, every rater submitting again as soon as the next item arrives, so the server is
+1. **Closed loop** (throughput; between the bare endpoint's two runs, the same threads also
+   measure a *floor*, ``/bench/floor/``: a request with the loop's guarantees and none of its
+   work, i.e. the CSRF check, the session read, and a transaction that locks a row, inserts two
+   and updates one, answered with a line of HTML): ``--raters`` raters rate
+   ``--judgments-per-rater`` items each, every rater submitting again as soon as the next item
+   arrives, so the server is
    saturated. One sample is one submission and whatever it takes to reach the next item (one
    request; two at the end). Throughput is items judged per second from the moment every rater
    stands on their first target item (entry and the practice item come before, untimed) until
@@ -126,6 +130,11 @@ def reset_insert_table() -> None:
     execute("CREATE TABLE IF NOT EXISTS bench_insert "
             "(id bigserial PRIMARY KEY, at timestamptz NOT NULL)")
     execute("TRUNCATE bench_insert RESTART IDENTITY")
+    execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigint PRIMARY KEY, at timestamptz)")
+    execute("INSERT INTO bench_floor VALUES (1, now()) ON CONFLICT DO NOTHING")
+    execute("CREATE TABLE IF NOT EXISTS bench_floor_rows "
+            "(id bigserial PRIMARY KEY, at timestamptz NOT NULL)")
+    execute("TRUNCATE bench_floor_rows RESTART IDENTITY")
 
 
 def delete_bench_data(*, drop_table: bool) -> None:
@@ -140,7 +149,7 @@ def delete_bench_data(*, drop_table: bool) -> None:
     Study.objects.filter(slug=SLUG).delete()
     Rater.objects.filter(kind=Rater.Kind.CROWD, external_id__startswith=PID_PREFIX).delete()
     if drop_table:
-        execute("DROP TABLE IF EXISTS bench_insert")
+        execute("DROP TABLE IF EXISTS bench_insert, bench_floor, bench_floor_rows")
 
 
 def create_study(n_raters: int, n_items: int):
@@ -397,6 +406,7 @@ class SimulatedRater:
     single_ms: list[float] = field(default_factory=list)
     double_ms: list[float] = field(default_factory=list)
     reference_ms: list[float] = field(default_factory=list)
+    floor_ms: list[float] = field(default_factory=list)
     practice: int = 0
     targets: int = 0
     done: bool = False
@@ -491,6 +501,19 @@ class SimulatedRater:
             (self.single_ms if mode == "single" else self.double_ms).append(elapsed)
             self.targets += 1
         self.done = True
+        self.finished_at = time.perf_counter()
+
+    def floor(self, count: int) -> None:
+        """`count` POSTs to the floor endpoint (CSRF, session, the loop's five statements,
+        no loop), with the current page's CSRF token, one sample each."""
+        token = CSRF_RE.search(self.page.text if self.page else "")
+        form = {"csrfmiddlewaretoken": token.group(1) if token else ""}
+        for _ in range(count):
+            start = time.perf_counter()
+            response = self.client.request("POST", "/bench/floor/", form)
+            self.floor_ms.append((time.perf_counter() - start) * 1000)
+            if response.status != 200:
+                raise BenchError(f"{self.pid}: /bench/floor/ answered {response.status}")
         self.finished_at = time.perf_counter()
 
     def reference(self, count: int) -> None:
@@ -706,6 +729,7 @@ def main(argv: list[str] | None = None) -> int:
         # The reference runs before and after the rater loop, so that a change in the
         # machine's load during the run shows as a difference between the two.
         for name, work in (("reference", lambda r: r.reference(n)),
+                           ("floor", lambda r: r.floor(n)),
                            ("rating", lambda r: r.rate(n + 5)),
                            ("reference after", lambda r: r.reference(n))):
             if not stats.failures:
@@ -747,6 +771,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = [  # label, phase name, count, latency samples
             ("bare INSERT, before", "reference", n * len(raters),
              [ms for r in raters for ms in r.reference_ms[:n]]),
+            ("guarantees' floor", "floor", n * len(raters),
+             [ms for r in raters for ms in r.floor_ms]),
             ("submit-and-next", "rating", judged, single_ms),
             ("bare INSERT, after", "reference after", n * len(raters),
              [ms for r in raters for ms in r.reference_ms[n:]]),
@@ -760,7 +786,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{count / current.seconds:>7.1f} {requests[name] / current.seconds:>7.1f} "
                   f"{current.client_cpu_s:>8.1f} s {busy:>9}   {latency(samples)}")
         print(f"{'  of which sent twice':<22} {len(double_ms):>6} {'':>44}{latency(double_ms)}")
-        reference_ms = rows[0][3] + rows[2][3]
+        reference_ms = rows[0][3] + rows[3][3]
         reference_s = phases["reference"].seconds + phases["reference after"].seconds
         reference_rate = len(reference_ms) / reference_s
         rating_rate = judged / phases["rating"].seconds
@@ -769,6 +795,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{reference_rate:.1f} inserts/s), p50 latency "
               f"{percentile(single_ms, 50) / percentile(reference_ms, 50):.1f}x "
               f"(sent-once samples only)")
+        floor_rate = n * len(raters) / phases["floor"].seconds
+        print(f"floor:      a request with the loop's guarantees and none of its work (CSRF, "
+              f"session, lock, two inserts, an update, a line of HTML): "
+              f"{floor_rate / reference_rate:.3f}x the bare endpoint; the loop runs at "
+              f"{rating_rate / floor_rate:.3f}x that floor")
         targets.append(f"target rater_loop: ratio {rating_rate / reference_rate:.3f} "
                        "(goal >= 0.5)")
         if "realistic" in phases:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +80,8 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
              study.items.values_list("id", "external_id", "metadata")}
     systems = {pk: (name, meta) for pk, name, meta in
                study.systems.values_list("id", "name", "metadata")}
-    raters = {r.pk: str(r) for r in Rater.objects.filter(pk__in=frame["rater"].unique())}
+    raters = _rater_labels({r.pk: str(r) for r in
+                            Rater.objects.filter(pk__in=frame["rater"].unique())})
     frame["rater_id"] = frame["rater"].astype("int64")
     frame["rater"] = frame["rater"].map(raters)
     for field in sorted({key for _, meta in items.values() for key in meta}):
@@ -92,6 +94,14 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
     for column in ("system", "system_b"):
         frame[column] = frame[column].map(lambda pk: systems[pk][0] if pk in systems else None)
     return frame.sort_values(["criterion", "item", "system", "rater"]).reset_index(drop=True)
+
+
+def _rater_labels(names: dict[int, str]) -> dict[int, str]:
+    """Each rater's name, made unique: raters who share a display name (two invitees both
+    called "Anna") get their id beside it, so that every statistic grouping by name (a model's
+    random effect, a count of raters, a report's table) still sees two raters."""
+    shared = {name for name, count in Counter(names.values()).items() if count > 1}
+    return {pk: f"{name} (#{pk})" if name in shared else name for pk, name in names.items()}
 
 
 def metric_scores(study: Study) -> pd.DataFrame:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import json
 import re
 import weakref
@@ -186,6 +187,7 @@ FOR UPDATE OF seat{", cur" if answering else ""}
 # Statements prepared on each database connection (`_execute`), by connection.
 _PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 _PARAMETER = re.compile(r"\$(\d+)")
+_BIGINT_END = 2**63
 
 
 def _execute(cursor: Any, name: str, sql: str, params: list[Any]) -> None:
@@ -199,6 +201,9 @@ def _execute(cursor: Any, name: str, sql: str, params: list[Any]) -> None:
         cursor.execute(_PARAMETER.sub(r"%(p\1)s", sql),
                        {f"p{index}": value for index, value in enumerate(params, start=1)})
         return
+    # The name carries the statement's digest: a server session that outlived a deploy (or is
+    # shared by mistake) never runs another version's statement under the same name.
+    name = f"{name}_{hashlib.sha256(sql.encode()).hexdigest()[:12]}"
     prepared = _PREPARED.setdefault(connection.connection, set())
     if name not in prepared:
         cursor.execute(f"PREPARE {name} AS {sql}")
@@ -385,15 +390,15 @@ def _write_sql(n_judgments: int) -> str:
 
 
 def _write(context: SeatContext, rows: list[tuple], now: dt.datetime,
-           upcoming: SlotTexts | None) -> None:
+           upcoming: SlotTexts | None, *, serve: bool) -> None:
     """The submission's writes in one statement (`_write_sql`): the judgments, the answered
-    slot completed and the next one served, and the seat's lease renewed when due
-    (`lease_renew`) and its end when no slot is left."""
+    slot completed and, with `serve`, the next one served (it is shown in the answer), and the
+    seat's lease renewed when due (`lease_renew`) and its end when no slot is left."""
     seat = Assignment(pk=context.seat_id, lease_expires_at=context.lease_expires_at)
     renew = lease_renew(seat, context.study, now)
     done = upcoming is None
     slot_id = context.slot_id
-    next_id = upcoming.slot_id if upcoming else slot_id
+    next_id = upcoming.slot_id if upcoming and serve else None
     params = [v for row in rows for v in row] + [
         slot_id, now, next_id,
         seat.lease_expires_at if renew else None, Assignment.State.DONE.value if done else None,
@@ -432,8 +437,8 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
     once and an expiry cannot interleave; the slot must be the first open one of a live seat;
     the answers are checked by the same `clean_answers`.
     """
-    if not fast_path_available():
-        return None
+    if not fast_path_available() or not 0 < slot_id < _BIGINT_END:
+        return None  # (an id no row can have: the general path answers 404)
     now = now or timezone.now()
     with transaction.atomic():
         context = _read(slug=slug, rater_id=rater_id, user_id=user_id, slot_id=slot_id)
@@ -456,11 +461,17 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
                  by_key[key].rule.numeric(value), context.slot_served_at, now, 0)
                 for key, value in cleaned.items()]
         upcoming = context.next
-        _write(context, rows, now, upcoming)
+        # The next item is served now only when this answer shows it: a practice item's
+        # feedback comes first, and an attention check may stop the rater (time on task starts
+        # when an item is shown, as on the general path).
+        _write(context, rows, now, upcoming,
+               serve=context.slot_kind == AssignmentSlot.Kind.TARGET)
         counts = StoreCounts(created=len(rows), slot_kind=context.slot_kind)
         page = LoopPage(study=context.study, counts=counts)
         if context.slot_kind == AssignmentSlot.Kind.ATTENTION:
             counts.stopped = after_attention_check(study=context.study, rater=context.rater)
+            if not counts.stopped and upcoming is not None:
+                _serve(context, now, renew=False)
         if counts.stopped:
             page.stopped = True
         elif context.slot_kind == AssignmentSlot.Kind.CALIBRATION:
@@ -509,11 +520,13 @@ def _stored_sql() -> str:
             f"WHERE {_column(Judgment, 'slot')} = $1")
 
 
-def _serve(context: SeatContext, now: dt.datetime) -> None:
-    """Mark the next slot served and renew the seat's lease, each only when due."""
+def _serve(context: SeatContext, now: dt.datetime, *, renew: bool = True) -> None:
+    """Mark the next slot served and renew the seat's lease (with `renew`), each only when
+    due."""
     assert context.next is not None
     seat = Assignment(pk=context.seat_id, lease_expires_at=context.lease_expires_at)
-    renewed = seat.lease_expires_at if lease_renew(seat, context.study, now) else None
+    renewed = (seat.lease_expires_at if renew and lease_renew(seat, context.study, now)
+               else None)
     if not context.next_served or renewed is not None:
         with connection.cursor() as cursor:
             _execute(cursor, "evalstudy_loop_serve", _serve_sql(),

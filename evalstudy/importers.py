@@ -14,7 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import ProtectedError
 
-from .audit import SYSTEM, audit_export, audit_record
+from .audit import SYSTEM, actor_user, audit_export, audit_record
 from .models import (
     Assignment,
     AttentionCheck,
@@ -153,6 +153,23 @@ def _started(study: Study) -> bool:
     ).exists()
 
 
+def _check_may_update(study: Study, actor: Any, file_name: str) -> None:
+    """SpecInvalid unless `actor` (a user; None for the shell) may change `study`."""
+    from .permissions import EDITOR, ROLE_RANK, study_access
+
+    user = actor_user(actor)
+    if user is None:
+        return
+    role = study_access(user, study)
+    if role is None:
+        raise SpecInvalid([SpecError(file_name, None, "study.slug",
+                                     f"slug {study.slug!r} is taken")])
+    if ROLE_RANK[role] < ROLE_RANK[EDITOR]:
+        raise SpecInvalid([SpecError(
+            file_name, None, "study.slug",
+            f"your role on study {study.slug!r} is {role}; updating it needs editor or above")])
+
+
 def study_spec_export(*, study: Study, fmt: str, file: str = "", actor: Any = None,
                       source: str = SYSTEM) -> dict[str, Any]:
     """The study as a spec document (`spec_to_document`), for the caller to write as `fmt`
@@ -168,6 +185,10 @@ def study_import_spec(*, spec: StudySpec, file_name: str, owner: Any = None, act
     "unchanged"). Raises SpecInvalid (nothing written) when the spec would change a study that
     raters have started, or when the database refuses a change. Audited as "import" with the
     file and the outcome (an unchanged re-import too: someone sent the file).
+
+    A user (`actor`) may update only a study they edit: another's slug is taken, as if the
+    study did not exist for them (SpecInvalid, nothing written). The shell and the system
+    (no user) may import over any study.
     """
     slug = spec.settings["slug"]
 
@@ -179,6 +200,7 @@ def study_import_spec(*, spec: StudySpec, file_name: str, owner: Any = None, act
     with transaction.atomic():
         study = Study.objects.select_for_update().filter(slug=slug).first()
         if study is not None:
+            _check_may_update(study, actor, file_name)
             if _same_content(study_to_spec(study), spec):
                 return record(study, "unchanged")
             if _started(study):

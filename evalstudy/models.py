@@ -306,6 +306,10 @@ class Rater(models.Model):
         ACCOUNT = "account", "Account holder"
 
     HUMAN_KINDS = (Kind.SLP, Kind.CROWD, Kind.EXPERT)
+    # Personal data hidden from the study's other collaborators (e.g. an email in the
+    # metadata, as the rater admin and API hide it): the audit trail says it changed, never to
+    # what (kit.audit).
+    AUDIT_REDACTED = ("metadata",)
 
     kind = models.CharField(max_length=10, choices=Kind.choices)
     # How the rater came in. A crowd entry URL resumes only raters it created: an invited

@@ -714,15 +714,16 @@ def rater_invite(
     the account shown to the inviter). The account's rater is created on its first invitation
     as an SLP (an account's kind is the installation's business, not one inviter's).
 
-    Audited as "create": the new rater, or for an account the invitation by the name the
-    inviter typed (`username`; the same event whether or not the account exists).
+    Audited as "create": the new rater, or for an account the invitation (without the
+    username, and the same event whether or not the account exists).
     """
     if kind not in Rater.HUMAN_KINDS:
         raise ValidationError(f"Invitations are for people: {', '.join(Rater.HUMAN_KINDS)}.")
     if user is not None or username:
-        named = username or user.get_username()
+        # Not the name typed: an account's username is personal data that every collaborator
+        # reads in the trail and that erasing the account could not reach there.
         audit_record(actor=actor, source=source, action=AuditEvent.Action.CREATE, study=study,
-                     changes={"invitation": [None, f"account {named!r}"]})
+                     changes={"invitation": [None, "an account, by its username"]})
         if user is None or not getattr(user, "is_active", False):
             return None
         rater, _ = Rater.objects.get_or_create(

@@ -9,11 +9,13 @@ import hashlib
 import secrets
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from .models import ApiToken
+from .audit import SYSTEM, audit_record
+from .models import ApiToken, AuditEvent
 
 TOKEN_PREFIX = "es_"
 
@@ -23,20 +25,35 @@ def token_hash(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def api_token_create(*, user: Any, name: str = "", expires_at=None) -> tuple[ApiToken, str]:
-    """A new token for `user`; returns (row, secret). The secret is shown once, never stored."""
+@transaction.atomic
+def api_token_create(*, user: Any, name: str = "", expires_at=None, actor: Any = None,
+                     source: str = SYSTEM) -> tuple[ApiToken, str]:
+    """A new token for `user`; returns (row, secret). The secret is shown once, never stored.
+    Audited as "create" (the token's prefix and name, never the secret)."""
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(user=user, name=name[:100], prefix=raw[:10],
                                     key_hash=token_hash(raw), expires_at=expires_at)
+    audit_record(actor=actor, source=source, action=AuditEvent.Action.CREATE,
+                 target=("evalstudy.apitoken", token.pk, f"API token {token.prefix}..."),
+                 changes={"token": [None, f"{token.prefix}... of {user.get_username()}"],
+                          "name": [None, token.name]})
     return token, raw
 
 
-def api_token_revoke(*, user: Any, prefix: str | None = None) -> int:
-    """Delete the user's tokens (those starting with `prefix`, or all); returns how many."""
+@transaction.atomic
+def api_token_revoke(*, user: Any, prefix: str | None = None, actor: Any = None,
+                     source: str = SYSTEM) -> int:
+    """Delete the user's tokens (those starting with `prefix`, or all); returns how many.
+    Audited as "delete" with the prefixes revoked."""
     tokens = ApiToken.objects.filter(user=user)
     if prefix:
         tokens = tokens.filter(prefix__startswith=prefix[:16])
+    prefixes = sorted(tokens.values_list("prefix", flat=True))
     deleted, _ = tokens.delete()
+    if deleted:
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.DELETE,
+                     target=("evalstudy.apitoken", "", f"API tokens of {user.get_username()}"),
+                     changes={"tokens": [[f"{p}..." for p in prefixes], None]})
     return deleted
 
 

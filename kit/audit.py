@@ -47,7 +47,24 @@ def record(**event: Any) -> Any:
 # is not a second copy of every instruction text.
 MAX_VALUE_CHARS = 500
 # Never copied into the trail: secrets stay where they are.
-SECRET_FIELDS = frozenset({"password", "access_token", "key_hash", "token"})
+SECRET_FIELDS = frozenset({"password", "access_token", "key_hash", "token",
+                           "platform_session_id"})
+# What the trail says of a field a model lists in `AUDIT_REDACTED` (personal data such as a
+# rater's name or email): that it changed, never the values, since the trail is read by every
+# collaborator of the study.
+REDACTED = "<personal data>"
+
+
+def redacted_fields(model: Any) -> frozenset[str]:
+    """The fields of `model` (a class or an instance) whose values the trail never shows."""
+    return frozenset(getattr(model, "AUDIT_REDACTED", ()))
+
+
+def _redact(changes: dict[str, list[Any]], model: Any) -> dict[str, list[Any]]:
+    hidden = redacted_fields(model)
+    return {name: [None if old in (None, "", {}, []) else REDACTED,
+                   None if new in (None, "", {}, []) else REDACTED]
+            if name in hidden else [old, new] for name, (old, new) in changes.items()}
 
 
 def json_safe(value: Any) -> Any:
@@ -115,11 +132,13 @@ def instance_changes(
     """
     old = model_snapshot(before) if isinstance(before, models.Model) else dict(before or {})
     new = model_snapshot(after) if isinstance(after, models.Model) else dict(after or {})
-    return {
+    changes = {
         name: [old.get(name), new.get(name)]
         for name in sorted(set(old) | set(new))
         if old.get(name) != new.get(name)
     }
+    model = after if isinstance(after, models.Model) else before
+    return _redact(changes, model) if isinstance(model, models.Model) else changes
 
 
 def form_changes(form) -> dict[str, list[Any]]:
@@ -129,4 +148,5 @@ def form_changes(form) -> dict[str, list[Any]]:
         if name in SECRET_FIELDS:
             continue
         changes[name] = [json_safe(form.initial.get(name)), json_safe(form.cleaned_data.get(name))]
-    return changes
+    instance = getattr(form, "instance", None)
+    return _redact(changes, instance) if instance is not None else changes

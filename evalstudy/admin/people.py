@@ -188,8 +188,8 @@ class RaterAdmin(AuditedAdmin):
         exported = []
         scope = perms.privacy_scope(request.user)
         for rater in self._managed(request, queryset):
-            exported.append(rater_data_export(rater, studies=scope, actor=request.user,
-                                              source=ADMIN))
+            exported.append(rater_data_export(rater, studies=scope, study=rater.study,
+                                              actor=request.user, source=ADMIN))
         if not exported:
             return None
         document = exported[0] if len(exported) == 1 else exported

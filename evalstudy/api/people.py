@@ -268,6 +268,7 @@ class TokenObtain(APIView):
             raise ApiValidationError({"detail": ["Wrong username or password."]},
                                      code="invalid_credentials")
         login_throttle.record_success(request, username)
-        token, raw = api_token_create(user=user, name=str(data.get("name", "")))
+        token, raw = api_token_create(user=user, name=str(data.get("name", "")), actor=user,
+                                      source=API)
         return Response({"token": raw, "prefix": token.prefix, "name": token.name,
                          "created_at": token.created_at}, status=status.HTTP_201_CREATED)

@@ -263,3 +263,44 @@ def test_without_prepared_statements_the_loop_sends_each_statement_whole(study, 
     assert response.status_code == 200 and _form(response.content.decode())[1] != slot_id
     assert not any(q["sql"].startswith(("PREPARE", "EXECUTE")) for q in queries)
     assert len(queries) <= MAX_STATEMENTS
+
+
+def test_time_on_task_starts_when_an_item_is_shown_not_behind_a_feedback_page(study):
+    client = Client()
+    page = _enter(client, study)
+    action, practice_id = _form(page)
+    seat = AssignmentSlot.objects.get(pk=practice_id).assignment
+    first_item = seat.slots.get(position=1)
+    assert client.post(action, GOOD, **HX)["HX-Redirect"].endswith("/feedback/")
+    # The rater reads the feedback: the next item is not on screen yet.
+    first_item.refresh_from_db()
+    assert first_item.served_at is None
+    client.get(reverse("annotation:rate", args=[study.slug]))
+    first_item.refresh_from_db()
+    assert first_item.served_at is not None
+
+
+def test_an_attention_check_that_stops_the_rater_serves_nothing_more(db):
+    study = make_study(n_items=4, n_systems=2, status=Study.Status.OPEN,
+                       attention_check_every=1, attention_fail_limit=1)
+    client = Client()
+    page = _through_practice(client, study, _enter(client, study))
+    for _ in range(4):
+        action, slot_id = _form(page)
+        kind = AssignmentSlot.objects.get(pk=slot_id).kind
+        response = client.post(action, GOOD, **HX)  # fails the check (it expects severity 2)
+        if kind == "attention":
+            break
+        page = response.content.decode()
+    assert Enrollment.objects.get(study=study).stop_reason == "attention"
+    later = AssignmentSlot.objects.filter(assignment__slots__pk=slot_id,
+                                          position__gt=AssignmentSlot.objects.get(
+                                              pk=slot_id).position)
+    assert not later.filter(served_at__isnull=False).exists()
+
+
+def test_a_slot_id_no_row_can_have_is_a_404_not_a_500(study):
+    client = Client()
+    _enter(client, study)
+    response = client.post(f"/s/{study.slug}/slots/99999999999999999999/", GOOD, **HX)
+    assert response.status_code == 404

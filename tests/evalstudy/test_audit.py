@@ -254,3 +254,28 @@ def test_audit_admin_is_read_only_and_scoped(db, client):
     assert theirs.slug not in page.content.decode()  # not even in the filters
     assert as_researcher.get(reverse("admin:evalstudy_auditevent_change",
                                      args=[theirs_event.pk])).status_code == 302
+
+
+def test_the_trail_keeps_personal_data_and_secrets_out_of_collaborators_sight(client, boss):
+    """A rater's metadata (an email) and a crowd participant's platform session id, which the
+    admin and the API show to the study's owner only, never reach the trail every collaborator
+    reads: a metadata change is recorded as a change, without its values."""
+    from evalstudy.models import Enrollment, Rater
+    from tests.factories import invite
+
+    study = make_study()
+    rater = invite(study, external_id="P-1", metadata={"email": "ann@example.org"})
+    form = {"kind": "crowd", "external_id": "P-1", "display_name": "Ann",
+            "metadata": '{"email": "ann.new@example.org"}', "user": ""}
+    assert client.post(reverse("admin:evalstudy_rater_change", args=[rater.pk]),
+                       form).status_code == 302
+    Rater.objects.get(pk=rater.pk)
+    edit = AuditEvent.objects.get(action="update", target_type="evalstudy.rater")
+    assert edit.changes["metadata"] == ["<personal data>", "<personal data>"]
+    assert "example.org" not in str(edit.changes)
+    Enrollment.objects.filter(rater=rater).update(platform_session_id="SECRETSESSION")
+    enrollment = Enrollment.objects.get(rater=rater)
+    client.post(reverse("admin:evalstudy_enrollment_delete", args=[enrollment.pk]),
+                {"post": "yes"})
+    deleted = AuditEvent.objects.get(action="delete", target_type="evalstudy.enrollment")
+    assert "SECRETSESSION" not in str(deleted.changes)

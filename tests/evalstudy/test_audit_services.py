@@ -4,6 +4,8 @@ page, command), naming who acted and through what; a change that rolls back leav
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.core.management import call_command
 from django.test import Client
@@ -11,7 +13,7 @@ from django.urls import reverse
 
 from analysis.models import AnalysisRun
 from evalstudy import audit
-from evalstudy.models import AuditEvent, Study, StudyCollaborator
+from evalstudy.models import AuditEvent, Rater, Study, StudyCollaborator
 from evalstudy.services import study_open
 from metrics.models import MetricRun
 from metrics.services import metric_run_start
@@ -184,3 +186,73 @@ def test_study_configuration_through_the_api_is_audited_with_its_changes(owner):
     assert [e.changes["collaborator"] for e in events[4:]] == [
         [None, "colleague:viewer"], ["colleague:viewer", "colleague:editor"],
         ["colleague", None]]
+
+
+# --- the review's findings ------------------------------------------------------------------
+def _researcher(username: str):
+    from django.contrib.auth.models import Permission
+
+    user = UserFactory(username=username, is_staff=True)
+    user.user_permissions.set(Permission.objects.filter(content_type__app_label="evalstudy"))
+    client = Client()
+    client.force_login(user)
+    return user, client
+
+
+def test_a_spec_import_never_overwrites_a_study_the_importer_does_not_edit():
+    import yaml
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from evalstudy.importers import spec_to_document, study_to_spec
+
+    owner, _ = _researcher("owner")
+    attacker, admin = _researcher("attacker")
+    victim = make_study(owner=owner, slug="victim", title="Owner's study")
+    document = spec_to_document(study_to_spec(victim))
+    document["study"]["title"] = "PWNED"
+    upload = SimpleUploadedFile("x.yaml", yaml.safe_dump(document).encode())
+    page = admin.post(reverse("admin:evalstudy_study_import_spec"), {"file": upload},
+                      follow=True).content.decode()
+    assert "is taken" in page
+    viewer, admin_as_viewer = _researcher("viewer")
+    StudyCollaborator.objects.create(study=victim, user=viewer, role="viewer")
+    upload = SimpleUploadedFile("x.yaml", yaml.safe_dump(document).encode())
+    page = admin_as_viewer.post(reverse("admin:evalstudy_study_import_spec"), {"file": upload},
+                                follow=True).content.decode()
+    assert "needs editor" in page
+    victim.refresh_from_db()
+    assert victim.title == "Owner's study"
+    assert not AuditEvent.objects.filter(action="import", study=victim).exists()
+
+
+def test_an_account_invitation_leaves_no_username_in_the_trail():
+    from evalstudy.privacy import rater_data_erase
+
+    owner = UserFactory(username="owner", is_staff=True)
+    make_study(owner=owner, slug="s1")
+    alice = UserFactory(username="alice.smith")
+    api = token_client(owner)
+    for username in ("alice.smith", "nobody.here"):
+        assert api.post(reverse("api-study-raters", args=["s1"]),
+                        {"kind": "slp", "username": username},
+                        content_type="application/json").status_code == 202
+    invitations = AuditEvent.objects.filter(changes__has_key="invitation")
+    # The same event whether or not the account exists, and no name in it.
+    assert [e.changes for e in invitations] == [{"invitation": [None, "an account, by its "
+                                                                      "username"]}] * 2
+    rater_data_erase(Rater.objects.get(user=alice))
+    assert not [e for e in AuditEvent.objects.all()
+                if "alice.smith" in json.dumps(e.changes) + e.target_repr + e.actor_repr]
+
+
+def test_api_tokens_made_and_revoked_are_audited_without_their_secret():
+    from evalstudy.tokens import api_token_create, api_token_revoke
+
+    user = UserFactory(username="scripter")
+    token, raw = api_token_create(user=user, name="nightly", source="command")
+    assert api_token_revoke(user=user, source="command") == 1
+    made = AuditEvent.objects.get(action="create", target_type="evalstudy.apitoken")
+    gone = AuditEvent.objects.get(action="delete", target_type="evalstudy.apitoken")
+    assert made.changes["token"] == [None, f"{token.prefix}... of scripter"]
+    assert gone.changes["tokens"] == [[f"{token.prefix}..."], None]
+    assert raw not in json.dumps(made.changes) + json.dumps(gone.changes)

@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from evalstudy.audit import COMMAND
 from evalstudy.models import ApiToken
 from evalstudy.tokens import api_token_create, api_token_revoke
 
@@ -38,7 +39,7 @@ class Command(BaseCommand):
             if days is not None and days < 1:
                 raise CommandError("--days must be at least 1")
             expires = timezone.now() + dt.timedelta(days=days) if days else None
-            _, raw = api_token_create(user=user, name=name, expires_at=expires)
+            _, raw = api_token_create(user=user, name=name, expires_at=expires, source=COMMAND)
             self.stdout.write(raw)
             self.stderr.write("Store this token now: it is not shown again.")
         elif action == "list":
@@ -50,7 +51,7 @@ class Command(BaseCommand):
         else:
             if not prefix and not all:
                 raise CommandError("give --prefix (see `api_token list`) or --all")
-            count = api_token_revoke(user=user, prefix=None if all else prefix)
+            count = api_token_revoke(user=user, prefix=None if all else prefix, source=COMMAND)
             if count == 0:
                 raise CommandError(f"no token of {username!r} matches")
             self.stdout.write(f"revoked {count} token(s)")

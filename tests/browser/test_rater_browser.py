@@ -77,17 +77,20 @@ def _submit(page, press):
     in place (htmx, no page load), a page load (`HX-Redirect`: feedback, the end), or the
     same item with its errors (400). Returns the submission's response."""
     old = page.locator("#rate-form").get_attribute("action")
+    page.evaluate("window.__beforeSubmit = true")  # gone once another document is loaded
     with page.expect_response(lambda r: r.request.method == "POST" and "/slots/" in r.url
                               ) as answered:
         press()
     response = answered.value
-    if response.status == 200:
-        # Re-run across the page load an `HX-Redirect` makes.
-        page.wait_for_function("""(old) => {
-            const form = document.getElementById("rate-form");
-            return !form || form.getAttribute("action") !== old;
-        }""", arg=old)
-        page.wait_for_load_state()
+    # Every submission from the rating page is htmx's: a plain form post (a page load) would
+    # mean the form was swapped in but not yet wired up when the rater pressed Enter.
+    assert response.request.headers.get("hx-request") == "true", "a plain form post"
+    if response.headers.get("hx-redirect"):
+        # Re-run across the page load: true only in the new document, once it is loaded.
+        page.wait_for_function(
+            "() => !window.__beforeSubmit && document.readyState === 'complete'")
+    elif response.status == 200:
+        expect(page.locator("#rate-form")).not_to_have_attribute("action", old)
     return response
 
 
@@ -200,6 +203,28 @@ def test_keyboard_only_run(live_server, new_page, shot):
     assert values["fluency"] == "4" and values["usable"] == "yes"
     assert values["error_type"] == "none"
     shot(page, "09-keyboard-done")
+
+
+def test_enter_pressed_the_moment_an_item_arrives_stays_one_round_trip(live_server, new_page):
+    """htmx wires up swapped-in content when it settles, by default 20 ms after the swap: a
+    rater's Enter inside that window used to post the new form as a plain page load."""
+    study = every_kind_study(consent_text="", instructions="")
+    page = new_page()
+    page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
+    _answer_item_with_mouse(page, attention=False)  # practice item
+    page.get_by_role("link", name=re.compile("Continue")).click()
+    posts = []
+    page.on("request", lambda r: posts.append(r) if r.method == "POST" else None)
+    # The first answer is swapped in; the next task after the swap presses Enter on the new,
+    # unanswered item, as a key already held down would.
+    page.evaluate("""() => document.addEventListener("htmx:afterSwap", () => setTimeout(() => {
+        document.dispatchEvent(new KeyboardEvent("keydown", {key: "Enter", bubbles: true}));
+    }, 0), {once: true})""")
+    _answer_item_with_mouse(page, attention="purple elephant" in page.content())
+    expect(page.locator(".errors, .error").first).to_be_visible()  # the unanswered item's errors
+    assert len(posts) == 2
+    assert [post.headers.get("hx-request") for post in posts] == ["true", "true"]
+    assert "/c/" not in page.url and page.locator("#rate-form").count() == 1
 
 
 def test_resumed_session_continues_where_it_left(live_server, new_page):

@@ -10,6 +10,9 @@ from urllib.parse import unquote, urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/evalstudy_bench"
+# Rows of the raters bench's floor table: each session locks its own, as each rater's seat is
+# their own (`bench/bench_urls.py`).
+FLOOR_ROWS = 1024
 
 
 def ensure_database(url: str) -> None:

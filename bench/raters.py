@@ -90,7 +90,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, the repository is not
     sys.path.insert(0, str(ROOT))
 
-from bench.common import setup_django  # noqa: E402
+from bench.common import FLOOR_ROWS, setup_django  # noqa: E402
 
 SETTINGS = "bench.bench_settings"
 SLUG = "bench-raters"
@@ -131,7 +131,8 @@ def reset_insert_table() -> None:
             "(id bigserial PRIMARY KEY, at timestamptz NOT NULL)")
     execute("TRUNCATE bench_insert RESTART IDENTITY")
     execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigint PRIMARY KEY, at timestamptz)")
-    execute("INSERT INTO bench_floor VALUES (1, now()) ON CONFLICT DO NOTHING")
+    execute("INSERT INTO bench_floor SELECT g, now() FROM generate_series(0, %s) g "
+            "ON CONFLICT DO NOTHING", [FLOOR_ROWS - 1])
     execute("CREATE TABLE IF NOT EXISTS bench_floor_rows "
             "(id bigserial PRIMARY KEY, at timestamptz NOT NULL)")
     execute("TRUNCATE bench_floor_rows RESTART IDENTITY")

@@ -40,7 +40,6 @@ very large jobs in chunks of a few thousand pairs.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import os
 import sys
@@ -53,6 +52,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from .heap import heap_settle
 
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_CACHE_SIZE = 10_000
@@ -330,7 +331,7 @@ class Encoder:
                             hf_logging.enable_progress_bar()
                     model.eval()
                     self._model = model.to(self.device)
-                    _heap_settle()
+                    heap_settle()  # see .heap: the model's objects live as long as us
         return self._model
 
     @property
@@ -504,20 +505,6 @@ class Encoder:
         with self._lock:
             self._cache.clear()
             self._words.clear()
-
-
-def _heap_settle() -> None:
-    """Move what the process holds once a model is loaded out of the cycle collector's scans.
-
-    Importing torch and transformers and loading a model leave about half a million
-    long-lived Python objects; every full collection walks them all (about 0.15 s here), and
-    the text metrics' many small objects trigger such collections during a batch (0.27 s of
-    the 1.0 s a 2,000-pair suite spent beyond its encoder pass, `bench/metrics.py`). They live
-    as long as the worker, so they are collected once and frozen (`gc.freeze`, as CPython's
-    documentation suggests for long-lived processes); what is allocated later is collected as
-    before."""
-    gc.collect()
-    gc.freeze()
 
 
 _ENCODERS: dict[tuple[str, str], Encoder] = {}

@@ -33,6 +33,7 @@ from rouge_score import rouge_scorer, tokenize, tokenizers
 from sacrebleu.metrics import BLEU, CHRF
 
 from metrics.scorers.base import Pair, Score, Scorer
+from metrics.scorers.heap import fewer_collections
 from metrics.scorers.memo import memoised
 from metrics.scorers.normalise import Normaliser, coerce_normaliser
 
@@ -65,7 +66,8 @@ class _TextScorer(Scorer):
 
     def score(self, pairs: Sequence[Pair], *, encoder: Any = None) -> list[Score]:
         """One Score per pair, in order; `encoder` is ignored (no model involved)."""
-        return [self._safe_score(pair) for pair in pairs]
+        with fewer_collections():
+            return [self._safe_score(pair) for pair in pairs]
 
     def _safe_score(self, pair: Pair) -> Score:
         for role, text in (("reference", pair.reference), ("hypothesis", pair.hypothesis)):

@@ -194,22 +194,3 @@ def test_prepare_shared_encodes_every_layer_and_word_once(shared, forward_log):
         scorer.score(pairs, encoder=encoder)
     assert len(forward_log) == before  # everything came from the cache
 
-
-def test_loading_a_model_freezes_the_long_lived_heap_after_collecting_garbage(shared):
-    """The half million objects a loaded model leaves are kept out of every later cycle
-    collection (each full one walked them all); garbage made before is collected, not kept."""
-    import gc
-    import weakref
-
-    class Node:
-        pass
-
-    cycle = Node()
-    cycle.self = cycle  # garbage only the cycle collector frees
-    gone = weakref.ref(cycle)
-    del cycle
-    gc.unfreeze()
-    assert gc.get_freeze_count() == 0
-    assert Encoder(shared.model_path, "cpu").model is not None  # a second copy of the weights
-    assert gc.get_freeze_count() > 100_000
-    assert gone() is None

@@ -148,6 +148,7 @@ SELECT seat.id, seat.{_column(Assignment, 'state')},
        seat.{_column(Assignment, 'lease_expires_at')},
        st.id, st.slug, st.title, st.status, st.instructions, st.consent_text,
        st.reference_shown, st.allow_revision, st.lease_minutes, st.attention_fail_limit,
+       st.rater_labels,
        r.id, r.kind, r.{_column(Rater, 'user')}, r.{_column(Rater, 'study')}, r.origin,
        en.id, en.invitation_pending, en.stopped_at, en.platform_session_id,
        en.consented_at, en.instructions_seen_at,
@@ -261,7 +262,7 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
     if row is None:
         return None
     (seat_id, seat_state, lease, study_id, study_slug, title, status, instructions, consent,
-     reference_shown, allow_revision, lease_minutes, fail_limit,
+     reference_shown, allow_revision, lease_minutes, fail_limit, rater_labels,
      r_id, r_kind, r_user, r_study, r_origin,
      en_id, pending, stopped_at, platform_session, consented_at, seen_at,
      cur_id, cur_kind, cur_completed, cur_served, cur_calibration,
@@ -270,7 +271,10 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
     study = Study(pk=study_id, slug=study_slug, title=title, status=status,
                   instructions=instructions, consent_text=consent,
                   reference_shown=reference_shown, allow_revision=allow_revision,
-                  lease_minutes=lease_minutes, attention_fail_limit=fail_limit)
+                  lease_minutes=lease_minutes, attention_fail_limit=fail_limit,
+                  # Django reads JSON columns as text and decodes them itself
+                  rater_labels=(json.loads(rater_labels) if isinstance(rater_labels, str)
+                                else rater_labels))
     rater = Rater(pk=r_id, kind=r_kind, user_id=r_user, study_id=r_study, origin=r_origin)
     upcoming = None
     if n_id is not None:

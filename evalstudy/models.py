@@ -15,10 +15,20 @@ from django.db import models
 from django.db.models import Q
 
 from . import criteria as rules
+from .spec.fields import RATER_LABEL_DEFAULTS, rater_labels_clean, rater_labels_for
 
 
 def _new_seed() -> int:
     return secrets.randbits(62)
+
+
+def _rater_labels_validate(value) -> None:
+    from django.core.exceptions import ValidationError
+
+    try:
+        rater_labels_clean(value)
+    except ValueError as error:
+        raise ValidationError(str(error)) from None
 
 
 def _new_token() -> str:
@@ -73,6 +83,12 @@ class Study(models.Model):
         null=True, blank=True, help_text="Stop a rater after this many failed attention checks."
     )
     allow_revision = models.BooleanField(default=True)
+    rater_labels = models.JSONField(
+        default=dict, blank=True, validators=[_rater_labels_validate],
+        help_text="What raters see the panes, buttons and end page called, e.g. "
+                  '{"reference": "What was said", "output": "Transcript"}. Keys: '
+                  + ", ".join(RATER_LABEL_DEFAULTS) + "; those left out keep their defaults.",
+    )
     encoder_path = models.CharField(
         max_length=500, blank=True,
         help_text="Local Hugging Face model directory for the model-backed metrics of this "
@@ -105,6 +121,11 @@ class Study(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Every label raters see in this study: its own words, defaults for the rest."""
+        return rater_labels_for(self.rater_labels)
 
 
 class StudyCollaborator(models.Model):

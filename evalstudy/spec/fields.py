@@ -95,6 +95,57 @@ def _short(limit: int) -> Callable[[Any], str]:
     return check
 
 
+# What raters see the panes, buttons and end page called, by key, when the study names nothing
+# else: neutral words, so that a study about summaries or notes never reads like one about ASR
+# (an ASR study names the reference "What was said", as the demo does).
+RATER_LABEL_DEFAULTS = {
+    "reference": "Reference",
+    "context": "Context",
+    "output": "Output",
+    "output_a": "A",
+    "output_b": "B",
+    "submit": "Submit",
+    "previous": "Previous item",
+    "done": "You have finished every item. Thank you!",
+}
+RATER_LABEL_MAX_CHARS = 200
+
+
+def rater_labels_clean(value: Any) -> dict[str, str]:
+    """A study's own words for what raters see: a mapping from keys of RATER_LABEL_DEFAULTS to
+    non-blank text of at most RATER_LABEL_MAX_CHARS characters (surrounding spaces removed);
+    keys left out keep their default. Raises ValueError naming the key and why."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of label names to text, got {_kind(value)}")
+    cleaned = {}
+    for key, text in value.items():
+        if key not in RATER_LABEL_DEFAULTS:
+            raise ValueError(f"{key!r} is not a label raters see; the labels are "
+                             f"{', '.join(RATER_LABEL_DEFAULTS)}")
+        if isinstance(text, bool) or not isinstance(text, str | int | float):
+            raise ValueError(f"{key}: expected text, got {_kind(text)}")
+        text = str(text).strip()
+        if not text:
+            raise ValueError(f"{key}: blank (leave the label out to keep {key!r}'s default)")
+        if len(text) > RATER_LABEL_MAX_CHARS:
+            raise ValueError(f"{key}: longer than {RATER_LABEL_MAX_CHARS} characters")
+        cleaned[key] = text
+    return cleaned
+
+
+def rater_labels_for(stored: Any) -> dict[str, str]:
+    """Every label raters see for a study whose stored labels are `stored` (defaults filled
+    in). What was stored was checked on the way in; anything unusable falls back to the
+    defaults rather than break a rater's page."""
+    try:
+        own = rater_labels_clean(stored)
+    except ValueError:
+        own = {}
+    return {**RATER_LABEL_DEFAULTS, **own}
+
+
 _REQUIRED = object()
 STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "slug": (_slug, _REQUIRED),
@@ -115,6 +166,7 @@ STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "attention_fail_limit": (_int(1, nullable=True), None),
     "allow_revision": (_bool, True),
     "encoder_path": (_short(500), ""),
+    "rater_labels": (rater_labels_clean, {}),
 }
 
 

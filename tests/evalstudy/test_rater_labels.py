@@ -1,0 +1,163 @@
+"""A study's own words for what raters see: the panes, the buttons and the end page, from the
+spec, the admin and the API, on the page served by the general path and by the fast loop; the
+defaults say nothing about ASR."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import Client
+from django.urls import reverse
+
+from evalstudy.importers import spec_to_document, study_import_spec, study_to_spec
+from evalstudy.models import Study
+from evalstudy.services import study_open
+from evalstudy.spec.errors import SpecInvalid
+from evalstudy.spec.fields import RATER_LABEL_DEFAULTS, rater_labels_clean
+from evalstudy.spec.study import parse_study_spec
+from tests.factories import UserFactory, invite, make_study, token_client
+
+HX = {"HTTP_HX_REQUEST": "true"}
+ANSWERS = {"severity": "0", "usable": "yes"}
+NOTES = {"reference": "Original clinical note", "output": "Simplified note",
+         "submit": "Save and continue", "previous": "Back", "done": "All notes are rated."}
+
+SPEC = textwrap.dedent("""\
+    study:
+      slug: notes
+      title: Note simplification
+      rater_labels:
+        reference: Original clinical note
+        output: Simplified note
+    systems:
+      - name: a
+    criteria:
+      - key: usable
+        kind: binary
+        prompt: Is it usable?
+    items:
+      - id: i1
+        reference: r1
+        outputs: {a: x1}
+""")
+
+
+def test_the_defaults_are_neutral_words():
+    words = " ".join(RATER_LABEL_DEFAULTS.values()).lower()
+    for asr_word in ("said", "transcript", "speech", "audio", "asr"):
+        assert asr_word not in words
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ({"refrence": "x"}, "'refrence' is not a label raters see; the labels are reference, "),
+    ({"output": ""}, "output: blank (leave the label out to keep 'output''s default)"),
+    ({"output": "   "}, "output: blank"),
+    ({"submit": ["Go"]}, "submit: expected text, got a list"),
+    ({"done": "x" * 201}, "done: longer than 200 characters"),
+    (["reference"], "expected a mapping of label names to text, got a list"),
+])
+def test_bad_labels_are_refused_naming_the_label_and_why(value, message):
+    with pytest.raises(ValueError) as refused:
+        rater_labels_clean(value)
+    assert str(refused.value).startswith(message)
+
+
+def test_a_spec_names_the_labels_and_a_bad_one_is_located():
+    spec = parse_study_spec(SPEC, "notes.yaml")
+    assert spec.settings["rater_labels"] == {"reference": "Original clinical note",
+                                             "output": "Simplified note"}
+    bad = SPEC.replace("    output: Simplified note\n", "    outptu: Simplified note\n")
+    with pytest.raises(SpecInvalid) as caught:
+        parse_study_spec(bad, "notes.yaml")
+    [error] = caught.value.errors
+    assert (error.source, error.line, error.path) == ("notes.yaml", 4, "study.rater_labels")
+    assert "'outptu' is not a label raters see" in error.message
+
+
+@pytest.mark.django_db
+def test_imported_labels_are_stored_and_exported_again():
+    owner = UserFactory()
+    study, _ = study_import_spec(spec=parse_study_spec(SPEC, "notes.yaml"),
+                                 file_name="notes.yaml", owner=owner, actor=owner)
+    assert study.rater_labels == {"reference": "Original clinical note",
+                                  "output": "Simplified note"}
+    assert study.labels["output"] == "Simplified note" and study.labels["submit"] == "Submit"
+    document = spec_to_document(study_to_spec(study))
+    assert document["study"]["rater_labels"] == study.rater_labels
+
+
+@pytest.mark.django_db
+def test_the_admin_form_refuses_an_unknown_label_and_stores_nothing():
+    study = make_study(n_items=2, n_systems=2)
+    study.rater_labels = {"button": "Go"}
+    with pytest.raises(ValidationError) as refused:
+        study.full_clean()
+    assert "'button' is not a label raters see" in str(refused.value.message_dict["rater_labels"])
+    assert Study.objects.get(pk=study.pk).rater_labels == {}
+
+
+@pytest.mark.django_db
+def test_the_api_sets_labels_and_refuses_bad_ones_with_the_field_named():
+    owner = UserFactory(is_staff=True)
+    study = make_study(n_items=2, n_systems=2, owner=owner)
+    api = token_client(owner)
+    url = reverse("api-study", args=[study.slug])
+    refused = api.patch(url, data={"rater_labels": {"output": ""}},
+                        content_type="application/json")
+    assert refused.status_code == 400
+    body = refused.content.decode()
+    assert "rater_labels" in body and "output: blank" in body
+    study.refresh_from_db()
+    assert study.rater_labels == {}
+    changed = api.patch(url, data={"rater_labels": {"output": "Summary"}},
+                        content_type="application/json")
+    assert changed.status_code == 200, changed.content
+    assert changed.json()["rater_labels"] == {"output": "Summary"}
+
+
+def _heading_texts(html: str) -> list[str]:
+    return re.findall(r"<h2>([^<]*)</h2>", html)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fast", [True, False])
+def test_raters_see_the_studys_words_on_every_item_and_at_the_end(fast, monkeypatch):
+    if not fast:  # the general path serves every page
+        monkeypatch.setattr("annotation.loop.fast_path_available", lambda: False)
+    study = make_study(n_items=2, n_systems=2, rater_labels=NOTES)
+    study_open(study=study)
+    rater = invite(study)
+    client = Client()
+    client.get(reverse("annotation:enter", args=[rater.access_token]))
+    page = client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    seen = []
+    for _ in range(10):
+        if "<form" not in page:
+            break
+        seen.append(page)
+        assert "Simplified note" in _heading_texts(page)
+        assert "What was said" not in page and "<h2>Output</h2>" not in page
+        assert "Save and continue" in page
+        action = re.search(r'<form[^>]*action="(/s/[^"]+/slots/\d+/)"', page).group(1)
+        response = client.post(action, ANSWERS, **HX)
+        if response.get("HX-Redirect"):
+            page = client.get(reverse("annotation:rate", args=[study.slug]),
+                              follow=True).content.decode()
+        else:
+            page = response.content.decode()
+    assert len(seen) == 3  # the practice item, then both items (the second swapped in)
+    assert "All notes are rated." in page and "You have finished every item" not in page
+
+
+@pytest.mark.django_db
+def test_a_study_without_labels_shows_the_defaults():
+    study = make_study(n_items=1, n_systems=1)
+    study_open(study=study)
+    client = Client()
+    client.get(reverse("annotation:enter", args=[invite(study).access_token]))
+    page = client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    assert {"Reference", "Output"} <= set(_heading_texts(page))
+    assert "What was said" not in page

@@ -2,7 +2,7 @@
 Chromium: consent, instructions, a practice item and its feedback, items with every answer
 kind, an item swapped in by htmx, an item with errors, the end page, the stopped page, on a
 desktop and a 375 px screen. axe finds about half of what a person would; the rest (reading
-order, what a screen reader announces) is checked by hand (README, "Accessibility")."""
+order, what a screen reader announces) no test checks (README, "Accessibility")."""
 
 from __future__ import annotations
 

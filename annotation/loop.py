@@ -148,7 +148,7 @@ SELECT seat.id, seat.{_column(Assignment, 'state')},
        seat.{_column(Assignment, 'lease_expires_at')},
        st.id, st.slug, st.title, st.status, st.instructions, st.consent_text,
        st.reference_shown, st.allow_revision, st.lease_minutes, st.attention_fail_limit,
-       st.rater_labels,
+       st.language, st.rater_labels,
        r.id, r.kind, r.{_column(Rater, 'user')}, r.{_column(Rater, 'study')}, r.origin,
        en.id, en.invitation_pending, en.stopped_at, en.platform_session_id,
        en.consented_at, en.instructions_seen_at,
@@ -240,14 +240,17 @@ def _criteria(rows_json: str | None) -> tuple[Criterion, ...]:
 
 
 @functools.lru_cache(maxsize=_CRITERIA_CACHE)
-def questions_html(rows_json: str) -> str:
-    """The questions of a fresh item (no answer, no error) for these criteria, rendered once:
-    the same for every item of a study, and most of what a rating page costs to render."""
+def questions_html(rows_json: str, language: str) -> str:
+    """The questions of a fresh item (no answer, no error) for these criteria, in the rater
+    interface's `language`, rendered once: the same for every item of a study, and most of what
+    a rating page costs to render."""
     from django.template.loader import render_to_string
+    from django.utils import translation
 
-    questions = [Question(c, _choices(c), "") for c in _criteria(rows_json)]
-    return render_to_string("annotation/_questions.html", {"questions": questions,
-                                                           "errors": {}})
+    with translation.override(language):
+        questions = [Question(c, _choices(c), "") for c in _criteria(rows_json)]
+        return render_to_string("annotation/_questions.html", {"questions": questions,
+                                                               "errors": {}})
 
 
 def _read(*, slug: str, rater_id: int | None, user_id: int | None,
@@ -262,7 +265,7 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
     if row is None:
         return None
     (seat_id, seat_state, lease, study_id, study_slug, title, status, instructions, consent,
-     reference_shown, allow_revision, lease_minutes, fail_limit, rater_labels,
+     reference_shown, allow_revision, lease_minutes, fail_limit, language, rater_labels,
      r_id, r_kind, r_user, r_study, r_origin,
      en_id, pending, stopped_at, platform_session, consented_at, seen_at,
      cur_id, cur_kind, cur_completed, cur_served, cur_calibration,
@@ -272,6 +275,7 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
                   instructions=instructions, consent_text=consent,
                   reference_shown=reference_shown, allow_revision=allow_revision,
                   lease_minutes=lease_minutes, attention_fail_limit=fail_limit,
+                  language=language,
                   # Django reads JSON columns as text and decodes them itself
                   rater_labels=(json.loads(rater_labels) if isinstance(rater_labels, str)
                                 else rater_labels))
@@ -484,7 +488,8 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
             page.done = True
         else:
             page.view = _view(context)
-            page.questions_html = questions_html(context.criteria_json)
+            page.questions_html = questions_html(context.criteria_json,
+                                                 context.study.language)
             if context.study.allow_revision:
                 page.previous_slot_id = (slot_id if context.slot_kind
                                          == AssignmentSlot.Kind.TARGET
@@ -512,7 +517,8 @@ def _repeated(context: SeatContext, cleaned: dict[str, str],
     else:
         _serve(context, now)
         page.view = _view(context)
-        page.questions_html = questions_html(context.criteria_json)
+        page.questions_html = questions_html(context.criteria_json,
+                                             context.study.language)
         if context.study.allow_revision:
             page.previous_slot_id = context.previous_target_id
     return page
@@ -552,7 +558,8 @@ def serve_current(*, slug: str, rater_id: int | None, user_id: int | None,
             return None
         _serve(context, now)
         page = LoopPage(study=context.study, view=_view(context),
-                        questions_html=questions_html(context.criteria_json))
+                        questions_html=questions_html(context.criteria_json,
+                                                      context.study.language))
         if context.study.allow_revision:
             page.previous_slot_id = context.previous_target_id
         return page

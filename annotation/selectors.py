@@ -9,6 +9,7 @@ import markdown
 import nh3
 from django.db.models import Count, Q
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext
 
 from evalstudy import criteria as rules
 from evalstudy.models import Assignment, AssignmentSlot, Criterion, Rater, Study
@@ -107,16 +108,17 @@ def _choices(criterion: Criterion) -> list[Choice] | None:
     for index, value in enumerate(values):
         if criterion.kind == "severity":
             names = labels if isinstance(labels, list) and len(labels) == 3 else (
-                list(rules.SEVERITY_DEFAULT_LABELS)
+                [gettext(label) for label in rules.SEVERITY_DEFAULT_LABELS]
             )
             label, key = names[index], value
         elif criterion.kind == "likert":
             anchor = labels.get(value, "") if isinstance(labels, dict) else ""
             label, key = anchor, value if index < 9 else ""
         elif criterion.kind == "binary":
-            label, key = value.capitalize(), value[0]
+            label, key = (gettext("Yes") if value == "yes" else gettext("No")), value[0]
         elif criterion.kind == "pairwise":
-            label = "Tie" if value == "tie" else f"{value} is better"
+            label = (gettext("Tie") if value == "tie"
+                     else gettext("%(side)s is better") % {"side": value})
             key = value.lower()[0] if value != "tie" else "t"
         else:
             label, key = value, str(index + 1) if index < 9 else ""

@@ -12,6 +12,7 @@ from typing import IO, Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from evalstudy.audit import SYSTEM, audit_export, audit_record
 from evalstudy.models import (
@@ -113,7 +114,7 @@ def clean_answers(
         value = raw.get(criterion.key)
         if value is None or (isinstance(value, str) and value.strip() == ""):
             if criterion.required:
-                errors[criterion.key] = "an answer is required"
+                errors[criterion.key] = gettext("an answer is required")
             continue
         try:
             answers[criterion.key] = criterion.rule.normalise(value)

@@ -10,6 +10,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import translation
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -99,6 +100,13 @@ def invitation(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("annotation:dashboard")
 
 
+def _speak(study: Study | None) -> None:
+    """Answer in the study's language from here on (the request started in the installation's:
+    kit.i18n)."""
+    if study is not None:
+        translation.activate(study.language)
+
+
 def _rater_or_404(request: HttpRequest) -> Rater:
     rater = current_rater(request)
     if rater is None:
@@ -115,10 +123,12 @@ def _rater_and_study(request: HttpRequest, slug: str) -> tuple[Rater, Study]:
         enrollment_of(study=study, rater=rater)
     except NotEnrolled:
         raise Http404("No such study.") from None
+    _speak(study)
     return rater, study
 
 
 def _message(request, study, message, status=409):
+    _speak(study)
     return render(request, "annotation/message.html", {"study": study, "message": message},
                   status=status)
 
@@ -152,6 +162,7 @@ def _render_item(request, study, view, *, previous_id=None, errors=None, revisin
     """The rating page (or, for htmx, its <main> alone). `questions_html`: the questions
     already rendered (a fresh item: annotation.loop.questions_html)."""
     template = "annotation/_item_swap.html" if _htmx(request) else "annotation/rate.html"
+    _speak(study)
     return render(request, template, {
         "study": study, "view": view, "errors": errors or {},
         "questions_html": mark_safe(questions_html),  # noqa: S308 - rendered by our template

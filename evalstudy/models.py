@@ -15,7 +15,11 @@ from django.db import models
 from django.db.models import Q
 
 from . import criteria as rules
-from .spec.fields import RATER_LABEL_DEFAULTS, rater_labels_clean, rater_labels_for
+from .spec.fields import (
+    RATER_LABEL_DEFAULTS,
+    RATER_LANGUAGES,
+    rater_labels_clean,
+)
 
 
 def _new_seed() -> int:
@@ -83,6 +87,12 @@ class Study(models.Model):
         null=True, blank=True, help_text="Stop a rater after this many failed attention checks."
     )
     allow_revision = models.BooleanField(default=True)
+    language = models.CharField(
+        max_length=10, default="en",
+        choices=[(code, code) for code in RATER_LANGUAGES],
+        help_text="The language of the rater interface (buttons, messages, default labels); "
+                  "the study's own texts are shown as written.",
+    )
     rater_labels = models.JSONField(
         default=dict, blank=True, validators=[_rater_labels_validate],
         help_text="What raters see the panes, buttons and end page called, e.g. "
@@ -124,8 +134,16 @@ class Study(models.Model):
 
     @property
     def labels(self) -> dict[str, str]:
-        """Every label raters see in this study: its own words, defaults for the rest."""
-        return rater_labels_for(self.rater_labels)
+        """Every label raters see in this study: its own words, and for the rest the defaults
+        in the active language. What was stored was checked on the way in; anything unusable
+        falls back to the defaults rather than break a rater's page."""
+        from django.utils.translation import gettext
+
+        try:
+            own = rater_labels_clean(self.rater_labels)
+        except ValueError:
+            own = {}
+        return {**{key: gettext(text) for key, text in RATER_LABEL_DEFAULTS.items()}, **own}
 
 
 class StudyCollaborator(models.Model):

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import criteria as rules
+from ..criteria import gettext_noop
 from .errors import SpecError
 from .limits import MAX_FIELD_CHARS
 from .load import _Map, _Seq
@@ -99,16 +100,19 @@ def _short(limit: int) -> Callable[[Any], str]:
 # else: neutral words, so that a study about summaries or notes never reads like one about ASR
 # (an ASR study names the reference "What was said", as the demo does).
 RATER_LABEL_DEFAULTS = {
-    "reference": "Reference",
-    "context": "Context",
-    "output": "Output",
+    "reference": gettext_noop("Reference"),
+    "context": gettext_noop("Context"),
+    "output": gettext_noop("Output"),
     "output_a": "A",
     "output_b": "B",
-    "submit": "Submit",
-    "previous": "Previous item",
-    "done": "You have finished every item. Thank you!",
+    "submit": gettext_noop("Submit"),
+    "previous": gettext_noop("Previous item"),
+    "done": gettext_noop("You have finished every item. Thank you!"),
 }
 RATER_LABEL_MAX_CHARS = 200
+# The languages the rater interface is translated into (settings.LANGUAGES).
+RATER_LANGUAGES = ("en", "fr", "es")
+
 
 
 def rater_labels_clean(value: Any) -> dict[str, str]:
@@ -135,17 +139,6 @@ def rater_labels_clean(value: Any) -> dict[str, str]:
     return cleaned
 
 
-def rater_labels_for(stored: Any) -> dict[str, str]:
-    """Every label raters see for a study whose stored labels are `stored` (defaults filled
-    in). What was stored was checked on the way in; anything unusable falls back to the
-    defaults rather than break a rater's page."""
-    try:
-        own = rater_labels_clean(stored)
-    except ValueError:
-        own = {}
-    return {**RATER_LABEL_DEFAULTS, **own}
-
-
 _REQUIRED = object()
 STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "slug": (_slug, _REQUIRED),
@@ -166,6 +159,7 @@ STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "attention_fail_limit": (_int(1, nullable=True), None),
     "allow_revision": (_bool, True),
     "encoder_path": (_short(500), ""),
+    "language": (_choice(RATER_LANGUAGES), "en"),
     "rater_labels": (rater_labels_clean, {}),
 }
 

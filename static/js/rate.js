@@ -35,7 +35,7 @@
     refresh();
     const f = form();
     const announcer = document.getElementById("item-announcer");
-    if (f && announcer) announcer.textContent = `Item ${f.dataset.item}`;
+    if (f && announcer) announcer.textContent = f.dataset.item;  // "Item 3 of 9", in the study's language
     const main = document.getElementById("main");
     if (main) {
       main.setAttribute("tabindex", "-1");

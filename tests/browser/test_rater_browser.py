@@ -363,3 +363,43 @@ def _answer_item_with_mouse_no_js(page):
     page.locator('input[name="error_type"][value="word"]').check()
     with page.expect_navigation():  # without JavaScript: a POST, a redirect, the next page
         page.get_by_role("button", name=re.compile("Submit")).click()
+
+
+def test_a_seat_in_french_with_a_right_to_left_output(live_server, new_page, shot):
+    """The whole journey in a French interface; an Arabic transcript reads right to left
+    inside it; the researcher's own texts stay as written."""
+    study = every_kind_study(language="fr")
+    Output.objects.filter(item__external_id="i0").update(text="شغل الضوء")
+    page = new_page()
+    page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
+    expect(page.locator("html")).to_have_attribute("lang", "fr")
+    page.get_by_role("button", name="J’accepte et je souhaite participer").click()
+    page.get_by_role("button", name=re.compile("Commencer")).click()
+    expect(page.get_by_text("Élément d’entraînement : vous verrez ensuite")).to_be_visible()
+    assert page.get_by_text("How much meaning is preserved?").is_visible()  # as written
+    seen_arabic = False
+    for _ in range(14):
+        if "/feedback/" in page.url:
+            expect(page.get_by_role("heading", name="Élément d’entraînement : retour")
+                   ).to_be_visible()
+            page.get_by_role("link", name=re.compile("Continuer")).click()
+            continue
+        if page.locator("#rate-form").count() == 0:
+            break
+        arabic = page.locator(".text.output p", has_text="شغل الضوء")
+        if arabic.count():
+            seen_arabic = True
+            assert arabic.evaluate("e => getComputedStyle(e).direction") == "rtl"
+            shot(page, "10-french-rtl-output")
+        attention = "purple elephant" in page.content()
+        page.locator(f'input[name="severity"][value="{2 if attention else 0}"]').check()
+        if attention:
+            page.locator('textarea[name="note"]').fill("sans rapport")
+        page.get_by_label("Oui").check()
+        page.locator('input[name="fluency"][value="4"]').check()
+        page.locator('input[name="error_type"][value="none"]').check()
+        _submit(page, page.get_by_role("button", name=re.compile("Envoyer")).click)
+    assert seen_arabic
+    expect(page.get_by_text("Vous avez terminé tous les éléments. Merci !")).to_be_visible()
+    assert page.locator("#completion-code").inner_text() == "BRW0K42"
+    shot(page, "11-french-done")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from evalstudy.models import Assignment, AssignmentSlot, Enrollment, Rater, Study
 from evalstudy.services import (
@@ -58,20 +59,21 @@ def crowd_enter(
     participant_id = (participant_id or "").strip()
     session_id = (session_id or "").strip()[:100]
     if not PARTICIPANT_ID_RE.match(participant_id):
-        raise EntryRefused(
+        raise EntryRefused(gettext(
             "This link is missing a valid participant id (PROLIFIC_PID). Please open the study "
             "from the crowd platform again."
-        )
+        ))
     rater = Rater.objects.filter(study=study, kind=Rater.Kind.CROWD,
                                  external_id=participant_id).first()
     if rater is not None and rater.origin != Rater.Origin.CROWD:
-        raise EntryRefused(
+        raise EntryRefused(gettext(
             "This participant id belongs to a rater invited to this study: please use the "
             "personal link you were sent."
-        )
+        ))
     if rater is None:
         if study.status != Study.Status.OPEN:
-            raise EntryRefused("This study is not taking part in new participants any more.")
+            raise EntryRefused(
+                gettext("This study is not taking part in new participants any more."))
         rater, _ = Rater.objects.get_or_create(
             study=study, kind=Rater.Kind.CROWD, external_id=participant_id,
             defaults={"display_name": participant_id, "origin": Rater.Origin.CROWD},
@@ -87,11 +89,11 @@ def crowd_enter(
     bound = enrollment.platform_session_id
     if bound and session_rater_id != rater.pk and session_id != bound:
         if _has_started(enrollment):
-            raise EntryRefused(
+            raise EntryRefused(gettext(
                 "This participation was started from another session of the crowd platform. "
                 "Please open the study from the crowd platform again, or contact the "
                 "researcher."
-            )
+            ))
         if session_id:  # not started yet: the newcomer's session takes it over
             enrollment.platform_session_id = session_id
             enrollment.save(update_fields=["platform_session_id"])

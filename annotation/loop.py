@@ -62,7 +62,7 @@ from evalstudy.services import lease_renew
 
 from .flow import after_attention_check
 from .models import Judgment
-from .selectors import Question, SlotView, _choices
+from .selectors import Question, SlotView, _choices, study_sides
 from .services import StoreCounts, SubmissionRefused, clean_answers
 
 
@@ -239,16 +239,21 @@ def _criteria(rows_json: str | None) -> tuple[Criterion, ...]:
     return tuple(criteria)
 
 
+def questions_html(rows_json: str, study: Study) -> str:
+    """The questions of a fresh item (no answer, no error) for these criteria, as `study`'s
+    raters see them (its language, what it calls outputs A and B), rendered once per such
+    combination: the same for every item of a study, and most of what a page costs to
+    render."""
+    return _questions_html(rows_json, study.language, study_sides(study))
+
+
 @functools.lru_cache(maxsize=_CRITERIA_CACHE)
-def questions_html(rows_json: str, language: str) -> str:
-    """The questions of a fresh item (no answer, no error) for these criteria, in the rater
-    interface's `language`, rendered once: the same for every item of a study, and most of what
-    a rating page costs to render."""
+def _questions_html(rows_json: str, language: str, sides: tuple[str, str]) -> str:
     from django.template.loader import render_to_string
     from django.utils import translation
 
     with translation.override(language):
-        questions = [Question(c, _choices(c), "") for c in _criteria(rows_json)]
+        questions = [Question(c, _choices(c, sides), "") for c in _criteria(rows_json)]
         return render_to_string("annotation/_questions.html", {"questions": questions,
                                                                "errors": {}})
 
@@ -353,7 +358,8 @@ def _view(context: SeatContext) -> SlotView | None:
         reference=upcoming.reference if context.study.reference_shown else "",
         context=upcoming.context, text=upcoming.text, text_b=upcoming.text_b,
         position=upcoming.position + 1, total=context.total,
-        questions=[Question(c, _choices(c), "") for c in context.criteria])
+        questions=[Question(c, _choices(c, study_sides(context.study)), "")
+                   for c in context.criteria])
 
 
 _JUDGMENT_COLUMNS = ("slot", "criterion", "rater", "value", "numeric_value", "served_at",
@@ -488,8 +494,7 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
             page.done = True
         else:
             page.view = _view(context)
-            page.questions_html = questions_html(context.criteria_json,
-                                                 context.study.language)
+            page.questions_html = questions_html(context.criteria_json, context.study)
             if context.study.allow_revision:
                 page.previous_slot_id = (slot_id if context.slot_kind
                                          == AssignmentSlot.Kind.TARGET
@@ -517,8 +522,7 @@ def _repeated(context: SeatContext, cleaned: dict[str, str],
     else:
         _serve(context, now)
         page.view = _view(context)
-        page.questions_html = questions_html(context.criteria_json,
-                                             context.study.language)
+        page.questions_html = questions_html(context.criteria_json, context.study)
         if context.study.allow_revision:
             page.previous_slot_id = context.previous_target_id
     return page
@@ -558,8 +562,7 @@ def serve_current(*, slug: str, rater_id: int | None, user_id: int | None,
             return None
         _serve(context, now)
         page = LoopPage(study=context.study, view=_view(context),
-                        questions_html=questions_html(context.criteria_json,
-                                                      context.study.language))
+                        questions_html=questions_html(context.criteria_json, context.study))
         if context.study.allow_revision:
             page.previous_slot_id = context.previous_target_id
         return page

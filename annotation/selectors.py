@@ -99,7 +99,9 @@ class Question:
         return "|".join(str(v) for v in self.criterion.show_if_values)
 
 
-def _choices(criterion: Criterion) -> list[Choice] | None:
+def _choices(criterion: Criterion, sides: tuple[str, str] = ("A", "B")) -> list[Choice] | None:
+    """The choices of `criterion` as the rater sees them, in the active language; `sides`:
+    what the study calls outputs A and B (its `output_a` and `output_b` labels)."""
     values = criterion.rule.choices()
     if values is None:
         return None
@@ -117,8 +119,9 @@ def _choices(criterion: Criterion) -> list[Choice] | None:
         elif criterion.kind == "binary":
             label, key = (gettext("Yes") if value == "yes" else gettext("No")), value[0]
         elif criterion.kind == "pairwise":
+            side = sides[0] if value == "A" else sides[1]
             label = (gettext("Tie") if value == "tie"
-                     else gettext("%(side)s is better") % {"side": value})
+                     else gettext("%(side)s is better") % {"side": side})
             key = value.lower()[0] if value != "tie" else "t"
         else:
             label, key = value, str(index + 1) if index < 9 else ""
@@ -162,7 +165,8 @@ def slot_view(slot: AssignmentSlot) -> SlotView:
         context=context, text=text, text_b=text_b, position=slot.position + 1,
         total=slot.assignment.slots.count(),
         questions=[
-            Question(criterion, _choices(criterion), answers.get(criterion.key, ""))
+            Question(criterion, _choices(criterion, study_sides(study)),
+                     answers.get(criterion.key, ""))
             for criterion in study.criteria.select_related("show_if_criterion")
             .order_by("order", "id")
         ],
@@ -190,23 +194,31 @@ class Feedback:
         return all(line.correct for line in self.lines)
 
 
-def _label(criterion: Criterion, value: str) -> str:
-    for choice in _choices(criterion) or []:
+def study_sides(study: Study) -> tuple[str, str]:
+    """What `study` calls outputs A and B (its labels, else the defaults)."""
+    labels = study.labels
+    return labels["output_a"], labels["output_b"]
+
+
+def _label(criterion: Criterion, value: str, sides: tuple[str, str]) -> str:
+    for choice in _choices(criterion, sides) or []:
         if choice.value == value:
             if criterion.kind in ("severity", "likert"):
                 return f"{value}: {choice.label}" if choice.label else value
             return choice.label
-    return value or "(no answer)"
+    return value or gettext("(no answer)")
 
 
 def calibration_feedback(slot: AssignmentSlot) -> Feedback:
     """The rater's answers to a practice item beside the expected ones, as labels."""
     control = slot.calibration_item
     given = dict(Judgment.objects.filter(slot=slot).values_list("criterion__key", "value"))
-    criteria = {c.key: c for c in slot.assignment.study.criteria.all()}
+    study = slot.assignment.study
+    criteria = {c.key: c for c in study.criteria.all()}
+    sides = study_sides(study)
     lines = [
-        FeedbackLine(criteria[key].prompt, _label(criteria[key], given.get(key, "")),
-                     _label(criteria[key], str(value)))
+        FeedbackLine(criteria[key].prompt, _label(criteria[key], given.get(key, ""), sides),
+                     _label(criteria[key], str(value), sides))
         for key, value in control.expected.items() if key in criteria
     ]
     return Feedback(lines, control.feedback)

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from evalstudy import criteria as rules
 from evalstudy.audit import SYSTEM, audit_export, audit_record
 from evalstudy.models import (
     Assignment,
@@ -105,9 +106,9 @@ def clean_answers(
             # never shown; were all hidden, an empty post would complete the slot. study_open
             # refuses such studies (evalstudy.spec.study.show_if_problems), but rows can change
             # after: fail closed.
-            raise SubmissionRefused(
+            raise SubmissionRefused(gettext(
                 "This study's questions are misconfigured (a question depends on a later one); "
-                "please tell the researcher.", status=409)
+                "please tell the researcher."), status=409)
         earlier.add(criterion.key)
         if not criterion.shown_for(answers):
             continue
@@ -118,8 +119,15 @@ def clean_answers(
             continue
         try:
             answers[criterion.key] = criterion.rule.normalise(value)
-        except ValueError as error:
-            errors[criterion.key] = str(error)
+        except ValueError:
+            # The rule's own reason names values a rater never typed (the form offers only
+            # valid choices): say what to do instead, in the rater's language.
+            errors[criterion.key] = (
+                gettext("the answer is longer than %(limit)s characters")
+                % {"limit": rules.TEXT_MAX_LENGTH}
+                if criterion.kind == rules.TEXT
+                else gettext("choose one of: %(choices)s")
+                % {"choices": ", ".join(criterion.rule.choices() or [])})
     return answers, errors
 
 
@@ -139,7 +147,7 @@ def judgment_submit(
             .values_list("assignment_id", flat=True).first()
         )
         if found is None:
-            raise SubmissionRefused("This item is not in your list.", status=404)
+            raise SubmissionRefused(gettext("This item is not in your list."), status=404)
         # Lock order seat, then slot (as assignment_next and the lease expiry do), so a
         # submission and an expiry cannot interleave: an expired seat stays expired.
         seat = (Assignment.objects.select_for_update(of=("self",)).select_related("study")
@@ -147,20 +155,21 @@ def judgment_submit(
         slot = AssignmentSlot.objects.select_for_update().get(pk=slot_id)
         study = seat.study
         if seat.state == Assignment.State.EXPIRED:
-            raise SubmissionRefused("Your time on this study ran out.", status=409)
+            raise SubmissionRefused(gettext("Your time on this study ran out."), status=409)
         if study.status != Study.Status.OPEN:
-            raise SubmissionRefused("This study is not open.", status=409)
+            raise SubmissionRefused(gettext("This study is not open."), status=409)
         try:
             enrollment = enrollment_of(study=study, rater=rater)
         except NotEnrolled:
-            raise SubmissionRefused("This item is not in your list.", status=404) from None
+            raise SubmissionRefused(gettext("This item is not in your list."), status=404) from None
         if enrollment.stopped_at is not None:
-            raise SubmissionRefused("Your participation in this study has ended.", status=409)
+            raise SubmissionRefused(gettext("Your participation in this study has ended."),
+                                    status=409)
         criteria = list(study.criteria.select_related("show_if_criterion").order_by("order", "id"))
         if slot.completed_at is None:
             current = seat.slots.filter(completed_at__isnull=True).order_by("position").first()
             if current is None or current.pk != slot.pk:
-                raise SubmissionRefused("This is not your current item.", status=409)
+                raise SubmissionRefused(gettext("This is not your current item."), status=409)
         cleaned, errors = clean_answers(criteria, answers)
         if errors:
             raise SubmissionInvalid(errors)
@@ -169,11 +178,12 @@ def judgment_submit(
             if stored == cleaned:
                 return StoreCounts(unchanged=len(cleaned), slot_kind=slot.kind)
             if not study.allow_revision:
-                raise SubmissionRefused("This study does not allow changing answers.", status=409)
+                raise SubmissionRefused(
+                    gettext("This study does not allow changing answers."), status=409)
             if slot.kind != AssignmentSlot.Kind.TARGET:
                 # Practice items were already answered with feedback, and a check that could
                 # be retried would check nothing.
-                raise SubmissionRefused("Practice items and checks cannot be changed.",
+                raise SubmissionRefused(gettext("Practice items and checks cannot be changed."),
                                         status=409)
         counts = StoreCounts(slot_kind=slot.kind)
         by_key = {c.key: c for c in criteria}

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import translation
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext
 from django.views.decorators.http import require_http_methods, require_POST
 
 from evalstudy.models import AssignmentSlot, Rater, Study
@@ -59,6 +60,7 @@ def enter(request: HttpRequest, token: str) -> HttpResponse:
 def crowd_entry(request: HttpRequest, slug: str) -> HttpResponse:
     """The study's crowd URL, e.g. /c/SLUG/?PROLIFIC_PID=...&STUDY_ID=...&SESSION_ID=..."""
     study = get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT), slug=slug)
+    _speak(study)  # a refusal is told in the study's language
     try:
         enrollment = flow.crowd_enter(
             study=study, participant_id=request.GET.get("PROLIFIC_PID", ""),
@@ -133,6 +135,17 @@ def _message(request, study, message, status=409):
                   status=status)
 
 
+def _seat_refusal(error: Exception) -> str:
+    """What a rater is told when no item can be served: in their study's language, and without
+    the study's internal name (the services' own messages are for researchers and logs)."""
+    if isinstance(error, StudyFull):
+        return gettext("Every place in this study is taken. Thank you for your interest.")
+    if isinstance(error, AssignmentExpired):
+        return gettext("Your time on this study ran out and your remaining items went to "
+                       "another rater. What you submitted is kept.")
+    return gettext("This study is not open.")
+
+
 def _htmx(request: HttpRequest) -> bool:
     return request.headers.get("HX-Request") == "true"
 
@@ -198,7 +211,7 @@ def rate(request: HttpRequest, slug: str) -> HttpResponse:
     try:
         slot = assignment_next(study=study, rater=rater)
     except (StudyFull, StudyNotOpen, AssignmentExpired) as error:
-        return _message(request, study, str(error))
+        return _message(request, study, _seat_refusal(error))
     if slot is None:
         return render(request, "annotation/done.html", {"study": study, "rater": rater})
     return _render_slot(request, study, slot)

@@ -127,6 +127,10 @@ class Study(models.Model):
                 condition=Q(items_per_rater__isnull=True) | Q(items_per_rater__gte=1),
                 name="study_items_per_rater_positive",
             ),
+            # The rater pages speak only a language they have translations for.
+            models.CheckConstraint(
+                condition=Q(language__in=RATER_LANGUAGES), name="study_language_translated",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -1,4 +1,4 @@
-"""Every request starts in the installation's language (settings.LANGUAGE_CODE).
+"""Every request starts and ends in the installation's language (settings.LANGUAGE_CODE).
 
 The rater pages speak their study's language (`annotation.views` activates it once the study
 is known); Django keeps an activated language per thread, so without this a worker thread
@@ -22,6 +22,11 @@ class DefaultLanguageMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         translation.activate(settings.LANGUAGE_CODE)
-        response = self.get_response(request)
-        response.headers.setdefault("Content-Language", translation.get_language())
-        return response
+        try:
+            response = self.get_response(request)  # rendered by now (TemplateResponse too)
+            response.headers.setdefault("Content-Language", translation.get_language())
+            return response
+        finally:
+            # ...and ends in it: what the thread does next outside a request (a log line, a
+            # test) does not speak the last study's language either.
+            translation.activate(settings.LANGUAGE_CODE)

@@ -23,17 +23,19 @@ LOCALE = Path(__file__).resolve().parents[1] / "locale"
 HX = {"HTTP_HX_REQUEST": "true"}
 
 
-def _po_messages(path: Path) -> dict[str, str]:
-    """msgid -> msgstr of a .po file (the header left out)."""
+def _po_messages(path: Path) -> dict[tuple[str | None, str], str]:
+    """(context, msgid) -> msgstr of a .po file (the header left out)."""
     def text(block: str) -> str:
         parts = re.findall(r'"((?:[^"\\]|\\.)*)"', block)
         return "".join(parts).replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
 
     messages = {}
-    for entry in path.read_text(encoding="utf-8").split("\nmsgid ")[1:]:
-        msgid, _, msgstr = entry.partition("\nmsgstr ")
-        if text(msgid):
-            messages[text(msgid)] = text(msgstr)
+    for entry in path.read_text(encoding="utf-8").split("\n\n"):
+        found = re.search(r'^(?:msgctxt ((?:".*"\n)+))?msgid ((?:".*"\n)+)msgstr ((?:".*"\n?)+)',
+                          entry, re.M)
+        if found and text(found.group(2)):
+            context = text(found.group(1)) if found.group(1) else None
+            messages[(context, text(found.group(2)))] = text(found.group(3))
     return messages
 
 
@@ -47,12 +49,14 @@ def test_every_message_is_translated_and_compiled(language):
     po = LOCALE / language / "LC_MESSAGES" / "django.po"
     messages = _po_messages(po)
     assert len(messages) >= 45
-    assert [msgid for msgid, msgstr in messages.items() if not msgstr] == []
+    assert [key for key, msgstr in messages.items() if not msgstr] == []
+    assert "#, fuzzy" not in po.read_text(encoding="utf-8")  # a guess is not a translation
     # The compiled catalogue (what Django reads) says the same as the source.
     with (po.with_suffix(".mo")).open("rb") as compiled:
         catalogue = gettext.GNUTranslations(compiled)
-    assert {msgid: catalogue.gettext(msgid) for msgid in messages} == messages
-    for msgid, msgstr in messages.items():  # placeholders survive translation
+    assert {(context, msgid): catalogue.pgettext(context, msgid) if context
+            else catalogue.gettext(msgid) for context, msgid in messages} == messages
+    for (_, msgid), msgstr in messages.items():  # placeholders survive translation
         assert set(re.findall(r"%\(\w+\)s", msgid)) == set(re.findall(r"%\(\w+\)s", msgstr))
 
 
@@ -139,18 +143,63 @@ def test_the_language_of_one_study_never_reaches_the_next_request():
     for study in (french, english):
         study_open(study=study)
     assert "Envoyer" in _enter(Client(), french)
-    page = _enter(Client(), english)  # same thread, next request
+    login = Client().get(reverse("login"))  # same thread, next request: no study involved
+    assert login["Content-Language"] == "en" and '<html lang="en"' in login.content.decode()
+    page = _enter(Client(), english)
     assert '<html lang="en"' in page and "Submit" in page and "Envoyer" not in page
-    login = Client().get(reverse("login"))
-    assert login["Content-Language"] == "en"
 
 
 @pytest.mark.django_db
-def test_the_fast_loop_renders_each_languages_questions_once():
+def test_the_fast_loop_renders_a_studys_questions_once_per_language():
     from annotation import loop
 
-    loop.questions_html.cache_clear()
-    for language, word in (("fr", "Oui"), ("es", "Sí"), ("en", "Yes")):
-        study = make_study(n_items=1, n_systems=1, language=language)
-        study_open(study=study)
-        assert word in _enter(Client(), study)
+    study = make_study(n_items=4, n_systems=1, language="es")
+    study_open(study=study)
+    client = Client()
+    practice = _enter(client, study)  # the first page claims the seat: the general path
+    client.post(_action(practice), {"severity": "0", "usable": "yes"}, **HX)
+    loop._questions_html.cache_clear()
+    page = client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    assert "Sí" in page and loop._questions_html.cache_info().misses == 1
+    page = client.post(_action(page), {"severity": "0", "usable": "yes"}, **HX).content.decode()
+    assert "Sí" in page and loop._questions_html.cache_info().hits == 1  # the same questions
+    Study.objects.filter(pk=study.pk).update(language="fr")  # same criteria, another language
+    page = client.post(_action(page), {"severity": "0", "usable": "yes"}, **HX).content.decode()
+    assert "Oui" in page and "Sí" not in page
+    assert loop._questions_html.cache_info().misses == 2
+
+
+@pytest.mark.django_db
+def test_refusals_and_missing_pages_are_told_in_the_studys_language():
+    study = make_study(n_items=1, n_systems=1, language="fr")
+    study_open(study=study)
+    refused = Client().get(reverse("annotation:crowd_entry", args=[study.slug]))
+    assert refused.status_code == 400
+    assert "identifiant de participant valide" in refused.content.decode()
+    client = Client()
+    _enter(client, study)
+    missing = client.get(reverse("annotation:slot", args=[study.slug, 999_999]))
+    assert missing.status_code == 404
+    body = missing.content.decode()
+    assert '<html lang="fr"' in body and "Page introuvable" in body
+
+
+@pytest.mark.django_db
+def test_a_study_with_no_free_place_says_so_in_its_language_without_its_name():
+    study = make_study(n_items=1, n_systems=1, language="es")
+    study_open(study=study)
+    _enter(Client(), study)  # the only seat is taken
+    page = _enter(Client(), study)
+    assert "Todas las plazas de este estudio están ocupadas" in page
+    assert study.slug not in page.split("<main", 1)[1]
+
+
+@pytest.mark.django_db
+def test_pairwise_choices_and_feedback_use_the_studys_names_for_a_and_b():
+    study = make_study(n_items=2, n_systems=2, design="pairwise", language="fr",
+                       rater_labels={"output_a": "Gauche", "output_b": "Droite"})
+    study_open(study=study)
+    client = Client()
+    page = _enter(client, study)
+    assert "Gauche est meilleur" in page and "Droite est meilleur" in page
+    assert "A est meilleur" not in page

@@ -41,6 +41,7 @@ from ..models import (
 )
 from ..permissions import studies_visible_to
 from ..spec.errors import SpecInvalid
+from ..spec.fields import rater_labels_clean
 from ..spec.files import parse_items_file
 from ..spec.limits import study_setting_problems
 from ..spec.load import decode
@@ -138,6 +139,14 @@ class CollaboratorInline(admin.TabularInline):
 class StudyAdminForm(forms.ModelForm):
     """The design settings bounded as the spec reader and the API bound them (the model has no
     validators for this: they would need a migration, and the limits are settings)."""
+
+    def clean_rater_labels(self):
+        """What is stored is what the spec and the API would store: surrounding spaces removed,
+        an empty box meaning no labels of the study's own."""
+        try:
+            return rater_labels_clean(self.cleaned_data.get("rater_labels") or {})
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from None
 
     def clean(self):
         data = super().clean()

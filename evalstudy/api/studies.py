@@ -28,6 +28,7 @@ from ..services import (
     system_create,
 )
 from ..spec.errors import SpecError, SpecInvalid
+from ..spec.fields import rater_labels_clean
 from ..spec.files import json_value_problem
 from ..spec.limits import study_setting_problems
 from ..spec.study import parse_study_spec
@@ -60,6 +61,13 @@ class StudySerializer(serializers.ModelSerializer):
                   "your_role",
                   "url", "created_at", "updated_at")
         read_only_fields = ("status", "owner", "created_at", "updated_at")
+
+    def validate_rater_labels(self, value):
+        """Stored as the spec and the admin store them (spaces around a label removed)."""
+        try:
+            return rater_labels_clean(value)
+        except ValueError as error:
+            raise serializers.ValidationError(str(error)) from None
 
     def get_your_role(self, study) -> str | None:
         return perms.study_access(self.context["request"].user, study)

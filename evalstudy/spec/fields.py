@@ -128,9 +128,9 @@ def rater_labels_clean(value: Any) -> dict[str, str]:
         if key not in RATER_LABEL_DEFAULTS:
             raise ValueError(f"{key!r} is not a label raters see; the labels are "
                              f"{', '.join(RATER_LABEL_DEFAULTS)}")
-        if isinstance(text, bool) or not isinstance(text, str | int | float):
+        if not isinstance(text, str):  # a number is refused too: write the text you mean
             raise ValueError(f"{key}: expected text, got {_kind(text)}")
-        text = str(text).strip()
+        text = text.strip()
         if not text:
             raise ValueError(f"{key}: blank (leave the label out to keep {key!r}'s default)")
         if len(text) > RATER_LABEL_MAX_CHARS:

@@ -30,7 +30,11 @@ _saved: tuple[int, int, int] | None = None
 
 
 def heap_settle() -> None:
-    """Collect the garbage there is, then freeze every object that is left (see the module)."""
+    """Collect the garbage there is, then freeze every object that is left (see the module).
+
+    Called when the first model loads, which is inside the first batch that needs it: that
+    batch's own objects are frozen too. Frozen objects are still freed when nothing refers to
+    them; only a reference cycle among them outlives its use, a bounded, one-time cost."""
     gc.collect()
     gc.freeze()
 
@@ -44,7 +48,8 @@ def fewer_collections() -> Iterator[None]:
     with _lock:
         if _depth == 0:
             _saved = gc.get_threshold()
-            gc.set_threshold(max(_saved[0], BATCH_THRESHOLD), *_saved[1:])
+            if _saved[0]:  # 0: automatic collection is off, and stays off
+                gc.set_threshold(max(_saved[0], BATCH_THRESHOLD), *_saved[1:])
         _depth += 1
     try:
         yield

@@ -84,6 +84,7 @@ def test_every_rater_page_passes_axe(live_server, new_page, width):
         _answer_item_with_mouse(page, attention=attention)
         if page.locator("#rate-form").count():
             assert_accessible(page, "an item swapped in by htmx")
+    expect(page.locator("#completion-code")).to_have_text("BRW0K42")
     assert_accessible(page, "end page")
 
 
@@ -110,8 +111,21 @@ def test_the_stopped_page_a_closed_study_and_the_sign_in_pass_axe(live_server, n
     expect(page.get_by_text(study.screen_out_code)).to_be_visible()
     assert_accessible(page, "stopped page")
 
-    closed = new_page()
-    closed.goto(f"{live_server.url}/c/no-such-study/?PROLIFIC_PID={PID}")
-    assert_accessible(closed, "a study that does not exist")
-    closed.goto(f"{live_server.url}/accounts/login/")
-    assert_accessible(closed, "sign-in page")
+    other = new_page()
+    other.goto(f"{live_server.url}/c/{study.slug}/")  # no participant id: the app's message
+    expect(other.get_by_role("alert")).to_contain_text("valid participant id")
+    assert_accessible(other, "a refusal (the message page)")
+    other.goto(f"{live_server.url}/c/no-such-study/?PROLIFIC_PID={PID}")
+    expect(other.get_by_role("heading", name="Page not found")).to_be_visible()
+    assert_accessible(other, "a study that does not exist (the 404 page)")
+    other.goto(f"{live_server.url}/accounts/login/")
+    assert_accessible(other, "sign-in page")
+
+
+def test_a_translated_rater_page_passes_axe(live_server, new_page):
+    study = every_kind_study(language="es", consent_text="", instructions="")
+    page = new_page()
+    page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
+    expect(page.locator("html")).to_have_attribute("lang", "es")
+    expect(page.get_by_role("button", name=re.compile("Enviar"))).to_be_visible()
+    assert_accessible(page, "a practice item in Spanish")

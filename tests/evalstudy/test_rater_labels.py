@@ -56,6 +56,7 @@ def test_the_defaults_are_neutral_words():
     ({"output": ""}, "output: blank (leave the label out to keep 'output''s default)"),
     ({"output": "   "}, "output: blank"),
     ({"submit": ["Go"]}, "submit: expected text, got a list"),
+    ({"submit": 12}, "submit: expected text, got int"),
     ({"done": "x" * 201}, "done: longer than 200 characters"),
     (["reference"], "expected a mapping of label names to text, got a list"),
 ])
@@ -100,6 +101,47 @@ def test_the_admin_form_refuses_an_unknown_label_and_stores_nothing():
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize(("typed", "stored"), [
+    ("", {}),  # an emptied box: no labels of the study's own (was a 500: NULL stored)
+    ("null", {}),
+    ('{"submit": "  Go on  "}', {"submit": "Go on"}),  # stored as the spec would store it
+])
+def test_the_admin_form_stores_the_cleaned_labels(typed, stored):
+    from django.forms import modelform_factory
+
+    from evalstudy.admin.studies import StudyAdminForm
+
+    study = make_study(n_items=1, n_systems=1)
+    form = modelform_factory(Study, form=StudyAdminForm, fields=["rater_labels"])(
+        data={"rater_labels": typed}, instance=study)
+    assert form.is_valid(), form.errors
+    form.save()
+    assert Study.objects.get(pk=study.pk).rater_labels == stored
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("typed", ['{"submit": 1e400}', '{"done": 3}', '["submit"]'])
+def test_the_admin_form_refuses_labels_that_are_not_text(typed):
+    from django.forms import modelform_factory
+
+    from evalstudy.admin.studies import StudyAdminForm
+
+    study = make_study(n_items=1, n_systems=1)
+    form = modelform_factory(Study, form=StudyAdminForm, fields=["rater_labels"])(
+        data={"rater_labels": typed}, instance=study)
+    assert not form.is_valid() and "rater_labels" in form.errors
+
+
+@pytest.mark.django_db
+def test_the_database_refuses_a_language_without_translations():
+    from django.db import IntegrityError, transaction
+
+    study = make_study(n_items=1, n_systems=1)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Study.objects.filter(pk=study.pk).update(language="xx")
+
+
+@pytest.mark.django_db
 def test_the_api_sets_labels_and_refuses_bad_ones_with_the_field_named():
     owner = UserFactory(is_staff=True)
     study = make_study(n_items=2, n_systems=2, owner=owner)
@@ -112,10 +154,14 @@ def test_the_api_sets_labels_and_refuses_bad_ones_with_the_field_named():
     assert "rater_labels" in body and "output: blank" in body
     study.refresh_from_db()
     assert study.rater_labels == {}
-    changed = api.patch(url, data={"rater_labels": {"output": "Summary"}},
+    for bad in ({"submit": 12}, {"submit": None}):
+        assert api.patch(url, data={"rater_labels": bad},
+                         content_type="application/json").status_code == 400
+    changed = api.patch(url, data={"rater_labels": {"output": "  Summary  "}},
                         content_type="application/json")
     assert changed.status_code == 200, changed.content
     assert changed.json()["rater_labels"] == {"output": "Summary"}
+    assert Study.objects.get(pk=study.pk).rater_labels == {"output": "Summary"}
 
 
 def _heading_texts(html: str) -> list[str]:

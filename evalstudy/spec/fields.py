@@ -108,6 +108,10 @@ RATER_LABEL_DEFAULTS = {
     "submit": gettext_noop("Submit"),
     "previous": gettext_noop("Previous item"),
     "done": gettext_noop("You have finished every item. Thank you!"),
+    "consent_agree": gettext_noop("I agree and want to take part"),
+    "consent_decline": gettext_noop("I do not agree"),
+    "start": gettext_noop("Start"),
+    "continue": gettext_noop("Continue"),
 }
 RATER_LABEL_MAX_CHARS = 200
 # The languages the rater interface is translated into (settings.LANGUAGES).

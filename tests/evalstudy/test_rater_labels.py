@@ -207,3 +207,25 @@ def test_a_study_without_labels_shows_the_defaults():
     page = client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
     assert {"Reference", "Output"} <= set(_heading_texts(page))
     assert "What was said" not in page
+
+
+@pytest.mark.django_db
+def test_the_consent_start_and_continue_buttons_say_what_the_study_says():
+    labels = {"consent_agree": "Yes, I take part", "consent_decline": "No, thanks",
+              "start": "Begin", "continue": "Next note"}
+    study = make_study(n_items=1, n_systems=1, rater_labels=labels, consent_text="Agree?",
+                       instructions="Read this.", language="fr")
+    study_open(study=study)
+    client = Client()
+    client.get(reverse("annotation:enter", args=[invite(study).access_token]))
+    consent = client.get(reverse("annotation:consent", args=[study.slug])).content.decode()
+    assert "Yes, I take part" in consent and "No, thanks" in consent
+    assert "J’accepte" not in consent  # the study's words win over the translated default
+    client.post(reverse("annotation:consent", args=[study.slug]), {"consent": "yes"})
+    instructions = client.get(reverse("annotation:instructions", args=[study.slug]))
+    assert "Begin" in instructions.content.decode()
+    client.post(reverse("annotation:instructions", args=[study.slug]))
+    page = client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    action = re.search(r'<form[^>]*action="(/s/[^"]+/slots/\d+/)"', page).group(1)
+    feedback = client.get(client.post(action, ANSWERS, **HX)["HX-Redirect"])
+    assert "Next note" in feedback.content.decode()

@@ -60,6 +60,7 @@ from evalstudy.models import (
 )
 from evalstudy.services import lease_renew
 
+from .alignment import alignment_for
 from .flow import after_attention_check
 from .models import Judgment
 from .selectors import Question, SlotView, _choices, study_sides
@@ -148,7 +149,7 @@ SELECT seat.id, seat.{_column(Assignment, 'state')},
        seat.{_column(Assignment, 'lease_expires_at')},
        st.id, st.slug, st.title, st.status, st.instructions, st.consent_text,
        st.reference_shown, st.allow_revision, st.lease_minutes, st.attention_fail_limit,
-       st.language, st.rater_labels,
+       st.language, st.rater_labels, st.alignment_shown,
        r.id, r.kind, r.{_column(Rater, 'user')}, r.{_column(Rater, 'study')}, r.origin,
        en.id, en.invitation_pending, en.stopped_at, en.platform_session_id,
        en.consented_at, en.instructions_seen_at,
@@ -271,6 +272,7 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
         return None
     (seat_id, seat_state, lease, study_id, study_slug, title, status, instructions, consent,
      reference_shown, allow_revision, lease_minutes, fail_limit, language, rater_labels,
+     alignment_shown,
      r_id, r_kind, r_user, r_study, r_origin,
      en_id, pending, stopped_at, platform_session, consented_at, seen_at,
      cur_id, cur_kind, cur_completed, cur_served, cur_calibration,
@@ -280,7 +282,7 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
                   instructions=instructions, consent_text=consent,
                   reference_shown=reference_shown, allow_revision=allow_revision,
                   lease_minutes=lease_minutes, attention_fail_limit=fail_limit,
-                  language=language,
+                  language=language, alignment_shown=alignment_shown,
                   # Django reads JSON columns as text and decodes them itself
                   rater_labels=(json.loads(rater_labels) if isinstance(rater_labels, str)
                                 else rater_labels))
@@ -353,9 +355,11 @@ def _view(context: SeatContext) -> SlotView | None:
         return None
     slot = AssignmentSlot(pk=upcoming.slot_id, kind=upcoming.kind, position=upcoming.position,
                           assignment_id=context.seat_id)
+    reference = upcoming.reference if context.study.reference_shown else ""
     return SlotView(
-        slot=slot, kind=upcoming.kind,
-        reference=upcoming.reference if context.study.reference_shown else "",
+        alignment=(None if upcoming.text_b
+                   else alignment_for(context.study, reference, upcoming.text)),
+        slot=slot, kind=upcoming.kind, reference=reference,
         context=upcoming.context, text=upcoming.text, text_b=upcoming.text_b,
         position=upcoming.position + 1, total=context.total,
         questions=[Question(c, _choices(c, study_sides(context.study)), "")

@@ -14,6 +14,7 @@ from django.utils.translation import gettext
 from evalstudy import criteria as rules
 from evalstudy.models import Assignment, AssignmentSlot, Criterion, Rater, Study
 
+from .alignment import alignment_for
 from .models import Judgment
 
 
@@ -140,6 +141,8 @@ class SlotView:
     position: int
     total: int
     questions: list[Question]
+    # The word alignment under a single output, when the study shows it (annotation.alignment).
+    alignment: list[dict[str, str]] | None = None
 
 
 def slot_texts(slot: AssignmentSlot) -> tuple[str, str, str, str]:
@@ -160,8 +163,10 @@ def slot_view(slot: AssignmentSlot) -> SlotView:
     answers = dict(
         Judgment.objects.filter(slot=slot).values_list("criterion__key", "value")
     )
+    shown_reference = reference if study.reference_shown else ""
     return SlotView(
-        slot=slot, kind=slot.kind, reference=reference if study.reference_shown else "",
+        alignment=None if text_b else alignment_for(study, shown_reference, text),
+        slot=slot, kind=slot.kind, reference=shown_reference,
         context=context, text=text, text_b=text_b, position=slot.position + 1,
         total=slot.assignment.slots.count(),
         questions=[

@@ -87,6 +87,12 @@ class Study(models.Model):
         null=True, blank=True, help_text="Stop a rater after this many failed attention checks."
     )
     allow_revision = models.BooleanField(default=True)
+    alignment_shown = models.BooleanField(
+        default=False,
+        help_text="Show raters the word alignment of each output with its reference "
+                  "(replaced, missing and added words marked). Off by default: it changes "
+                  "how raters judge.",
+    )
     language = models.CharField(
         max_length=10, default="en",
         choices=[(code, code) for code in RATER_LANGUAGES],

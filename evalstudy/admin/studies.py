@@ -186,7 +186,8 @@ class StudyAdmin(AuditedAdmin):
                                "randomise_order", "seed")}),
         ("Automatic metrics", {"fields": ("encoder_path",)}),
         ("What raters see", {"fields": ("reference_shown", "instructions", "consent_text",
-                                        "allow_revision", "language", "rater_labels")}),
+                                        "allow_revision", "alignment_shown", "language",
+                                        "rater_labels")}),
         ("Crowd platforms and quality", {"fields": (
             "crowd_url", "completion_url", "completion_code", "screen_out_url",
             "screen_out_code", "excluded_studies", "lease_minutes", "attention_check_every",

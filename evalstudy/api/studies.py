@@ -57,7 +57,8 @@ class StudySerializer(serializers.ModelSerializer):
                   "ratings_per_output", "items_per_rater", "randomise_order",
                   "reference_shown", "allow_revision", "completion_url", "completion_code",
                   "screen_out_url", "screen_out_code", "lease_minutes", "attention_check_every",
-                  "attention_fail_limit", "encoder_path", "language", "rater_labels", "owner",
+                  "attention_fail_limit", "encoder_path", "language", "rater_labels",
+                  "alignment_shown", "owner",
                   "your_role",
                   "url", "created_at", "updated_at")
         read_only_fields = ("status", "owner", "created_at", "updated_at")

@@ -164,6 +164,7 @@ STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "allow_revision": (_bool, True),
     "encoder_path": (_short(500), ""),
     "language": (_choice(RATER_LANGUAGES), "en"),
+    "alignment_shown": (_bool, False),
     "rater_labels": (rater_labels_clean, {}),
 }
 

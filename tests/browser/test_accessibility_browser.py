@@ -123,7 +123,8 @@ def test_the_stopped_page_a_closed_study_and_the_sign_in_pass_axe(live_server, n
 
 
 def test_a_translated_rater_page_passes_axe(live_server, new_page):
-    study = every_kind_study(language="es", consent_text="", instructions="")
+    study = every_kind_study(language="es", consent_text="", instructions="",
+                             alignment_shown=True)
     page = new_page()
     page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
     expect(page.locator("html")).to_have_attribute("lang", "es")

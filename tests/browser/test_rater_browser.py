@@ -368,7 +368,7 @@ def _answer_item_with_mouse_no_js(page):
 def test_a_seat_in_french_with_a_right_to_left_output(live_server, new_page, shot):
     """The whole journey in a French interface; an Arabic transcript reads right to left
     inside it; the researcher's own texts stay as written."""
-    study = every_kind_study(language="fr")
+    study = every_kind_study(language="fr", alignment_shown=True)
     Output.objects.filter(item__external_id="i0").update(text="شغل الضوء")
     page = new_page()
     page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
@@ -390,7 +390,9 @@ def test_a_seat_in_french_with_a_right_to_left_output(live_server, new_page, sho
         if arabic.count():
             seen_arabic = True
             assert arabic.evaluate("e => getComputedStyle(e).direction") == "rtl"
-            shot(page, "10-french-rtl-output")
+            shot(page, "13-french-rtl-output")
+        elif page.locator(".alignment mark").count():
+            shot(page, "15-french-alignment-shown")
         attention = "purple elephant" in page.content()
         page.locator(f'input[name="severity"][value="{2 if attention else 0}"]').check()
         if attention:
@@ -402,4 +404,4 @@ def test_a_seat_in_french_with_a_right_to_left_output(live_server, new_page, sho
     assert seen_arabic
     expect(page.get_by_text("Vous avez terminé tous les éléments. Merci !")).to_be_visible()
     assert page.locator("#completion-code").inner_text() == "BRW0K42"
-    shot(page, "11-french-done")
+    shot(page, "14-french-done")

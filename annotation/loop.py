@@ -46,6 +46,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from evalstudy import criteria as rules
 from evalstudy.models import (
     Assignment,
     AssignmentSlot,
@@ -63,7 +64,7 @@ from evalstudy.services import lease_renew
 from .alignment import alignment_for
 from .flow import after_attention_check
 from .models import Judgment
-from .selectors import Question, SlotView, _choices, study_sides
+from .selectors import Question, SlotView, _choices, marked_sides, study_sides
 from .services import StoreCounts, SubmissionRefused, clean_answers
 
 
@@ -120,7 +121,8 @@ class SeatContext:
 def _criteria_json_sql() -> str:
     """The study's criteria as one JSON array (PostgreSQL), in the order raters see them."""
     fields = ("id", "key", "prompt", "description", "kind", "scale_points", "labels", "options",
-              "allow_tie", "required", "show_if_criterion", "show_if_values", "order")
+              "allow_tie", "required", "show_if_criterion", "show_if_values", "order",
+              "scale_min", "scale_max", "severity_weights", "span_reference")
     pairs = ", ".join(f"'{name}', c.{_column(Criterion, name)}" for name in fields)
     order = _column(Criterion, "order")
     return (f"(SELECT json_agg(json_build_object({pairs}) ORDER BY c.{order}, c.id)::text "
@@ -363,7 +365,9 @@ def _view(context: SeatContext) -> SlotView | None:
         context=upcoming.context, text=upcoming.text, text_b=upcoming.text_b,
         position=upcoming.position + 1, total=context.total,
         questions=[Question(c, _choices(c, study_sides(context.study)), "")
-                   for c in context.criteria])
+                   for c in context.criteria],
+        marked=marked_sides(context.criteria))
+
 
 
 _JUDGMENT_COLUMNS = ("slot", "criterion", "rater", "value", "numeric_value", "served_at",
@@ -464,6 +468,8 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
                                              bound=rater_id is not None)
                 or context.slot_id is None):
             return None
+        if any(c.kind == rules.SPAN for c in context.criteria):
+            return None  # span answers are read against the answered slot's text: not read here
         try:
             cleaned, errors = clean_answers(context.criteria, answers)
         except SubmissionRefused:  # a misconfigured condition: the general path says so

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import markdown
@@ -99,6 +100,34 @@ class Question:
     def depends_values(self) -> str:
         return "|".join(str(v) for v in self.criterion.show_if_values)
 
+    @property
+    def slider(self) -> dict[str, object] | None:
+        """A slider's range, its middle (where the handle starts: no answer until moved) and
+        its anchor labels in order; None for other kinds."""
+        if self.criterion.kind != rules.SLIDER:
+            return None
+        low, high = self.criterion.rule.slider_range
+        labels = self.criterion.labels if isinstance(self.criterion.labels, dict) else {}
+        anchors = sorted(((int(point), text) for point, text in labels.items()
+                          if str(point).lstrip("-").isdigit()), key=lambda pair: pair[0])
+        return {"min": low, "max": high, "middle": (low + high) // 2,
+                "anchors": [{"value": v, "label": t} for v, t in anchors]}
+
+    @property
+    def span(self) -> dict[str, object] | None:
+        """A span criterion's error categories and severities (with their weights); None
+        for other kinds."""
+        if self.criterion.kind != rules.SPAN:
+            return None
+        rule = self.criterion.rule
+        return {"categories": list(rule.options),
+                # MQM's own severity names are translated for the rater; a study's are its own.
+                "severities": [{"name": name, "weight": weight,
+                                "label": gettext(name) if name in rules.MQM_DEFAULT_WEIGHTS
+                                else name}
+                               for name, weight in rule.weights.items()],
+                "reference": rule.span_reference}
+
 
 def _choices(criterion: Criterion, sides: tuple[str, str] = ("A", "B")) -> list[Choice] | None:
     """The choices of `criterion` as the rater sees them, in the active language; `sides`:
@@ -143,6 +172,23 @@ class SlotView:
     questions: list[Question]
     # The word alignment under a single output, when the study shows it (annotation.alignment).
     alignment: list[dict[str, str]] | None = None
+    # The panes a span criterion marks ("output", and "reference" where it may): the page makes
+    # them markable and carries their exact text.
+    marked: tuple[str, ...] = ()
+
+    @property
+    def text_sha256(self) -> str:
+        """The digest of the output shown, which span answers carry (evalstudy.criteria)."""
+        return rules.text_sha256(self.text)
+
+
+def marked_sides(criteria: Iterable[Criterion]) -> tuple[str, ...]:
+    """The panes raters mark errors in (span criteria): "output", and "reference" where a span
+    criterion allows it; the page makes them markable and carries their exact text."""
+    rules_ = [c.rule for c in criteria if c.kind == rules.SPAN]
+    if not rules_:
+        return ()
+    return ("output", "reference") if any(r.span_reference for r in rules_) else ("output",)
 
 
 def slot_texts(slot: AssignmentSlot) -> tuple[str, str, str, str]:
@@ -164,7 +210,9 @@ def slot_view(slot: AssignmentSlot) -> SlotView:
         Judgment.objects.filter(slot=slot).values_list("criterion__key", "value")
     )
     shown_reference = reference if study.reference_shown else ""
+    criteria = list(study.criteria.select_related("show_if_criterion").order_by("order", "id"))
     return SlotView(
+        marked=marked_sides(criteria),
         alignment=None if text_b else alignment_for(study, shown_reference, text),
         slot=slot, kind=slot.kind, reference=shown_reference,
         context=context, text=text, text_b=text_b, position=slot.position + 1,
@@ -172,8 +220,7 @@ def slot_view(slot: AssignmentSlot) -> SlotView:
         questions=[
             Question(criterion, _choices(criterion, study_sides(study)),
                      answers.get(criterion.key, ""))
-            for criterion in study.criteria.select_related("show_if_criterion")
-            .order_by("order", "id")
+            for criterion in criteria
         ],
     )
 

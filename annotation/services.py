@@ -6,6 +6,7 @@ changed one keeps the earlier value in history.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
@@ -34,6 +35,7 @@ from kit.csvsafe import SafeDictWriter
 from .flow import after_attention_check
 from .models import Judgment, JudgmentRevision
 from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
+from .selectors import slot_texts
 
 
 class SubmissionRefused(Exception):
@@ -89,12 +91,13 @@ def _store_value(
 
 
 def clean_answers(
-    criteria: list[Criterion], raw: Mapping[str, object]
+    criteria: list[Criterion], raw: Mapping[str, object], shown: rules.ShownText | None = None,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(answers, errors) for a posted form: canonical values of the criteria that are shown.
 
     A conditional criterion counts only when its condition holds on the other answers; then
-    it is required if it says so. Hidden criteria are dropped even when posted.
+    it is required if it says so. Hidden criteria are dropped even when posted. `shown`: the
+    texts of the slot as the rater saw them, which span answers are checked against.
     """
     answers: dict[str, str] = {}
     errors: dict[str, str] = {}
@@ -118,17 +121,27 @@ def clean_answers(
                 errors[criterion.key] = gettext("an answer is required")
             continue
         try:
-            answers[criterion.key] = criterion.rule.normalise(value)
-        except ValueError:
-            # The rule's own reason names values a rater never typed (the form offers only
-            # valid choices): say what to do instead, in the rater's language.
-            errors[criterion.key] = (
-                gettext("the answer is longer than %(limit)s characters")
-                % {"limit": rules.TEXT_MAX_LENGTH}
-                if criterion.kind == rules.TEXT
-                else gettext("choose one of: %(choices)s")
-                % {"choices": ", ".join(criterion.rule.choices() or [])})
+            answers[criterion.key] = criterion.rule.normalise(value, shown)
+        except ValueError as error:
+            errors[criterion.key] = _answer_error(criterion, error)
     return answers, errors
+
+
+def _answer_error(criterion: Criterion, error: ValueError) -> str:
+    """Why an answer was refused, in the rater's language. The rule's own reason names values
+    a rater never typed (the form offers only valid choices): say what to do instead. A span
+    answer keeps the rule's reason (an overlap, a text changed since it was shown)."""
+    rule = criterion.rule
+    if criterion.kind == rules.TEXT:
+        return (gettext("the answer is longer than %(limit)s characters")
+                % {"limit": rules.TEXT_MAX_LENGTH})
+    if criterion.kind == rules.SLIDER:
+        low, high = rule.slider_range
+        return (gettext("give a whole number from %(low)s to %(high)s")
+                % {"low": low, "high": high})
+    if criterion.kind == rules.SPAN:
+        return gettext("the marked errors could not be saved: %(reason)s") % {"reason": error}
+    return gettext("choose one of: %(choices)s") % {"choices": ", ".join(rule.choices() or [])}
 
 
 def judgment_submit(
@@ -170,7 +183,10 @@ def judgment_submit(
             current = seat.slots.filter(completed_at__isnull=True).order_by("position").first()
             if current is None or current.pk != slot.pk:
                 raise SubmissionRefused(gettext("This is not your current item."), status=409)
-        cleaned, errors = clean_answers(criteria, answers)
+        # Only span answers are read against the text (fetched only for them).
+        shown = (shown_text(slot, study) if any(c.kind == rules.SPAN for c in criteria)
+                 else None)
+        cleaned, errors = clean_answers(criteria, answers, shown)
         if errors:
             raise SubmissionInvalid(errors)
         if slot.completed_at is not None:
@@ -228,6 +244,11 @@ def judgments_import(
         )
     }
     criteria = {c.key: c for c in study.criteria.all()}
+    texts: dict[int, rules.ShownText] = {}
+    if any(c.kind == rules.SPAN for c in criteria.values()):
+        texts = {pk: rules.ShownText(text, reference) for pk, text, reference in
+                 Output.objects.filter(item__study=study)
+                 .values_list("id", "text", "item__reference")}
     kinds = set(Rater.Kind.values)
     plan: dict[tuple[str, str], dict[tuple[int, int | None], dict[str, tuple[str, int]]]] = {}
     for row in rows:
@@ -262,7 +283,9 @@ def judgments_import(
             fail("system_b", f"criterion {criterion.key!r} is not pairwise")
             continue
         try:
-            value = criterion.rule.normalise(row.value)
+            value = criterion.rule.normalise(
+                *_imported_spans(row.value, output, texts) if criterion.kind == rules.SPAN
+                else (row.value,))
         except ValueError as error:
             fail("value", f"criterion {criterion.key!r}: {error}")
             continue
@@ -313,6 +336,29 @@ def judgments_import(
                      changes={"what": "judgments", "file": file_name, "created": counts.created,
                               "revised": counts.revised, "unchanged": counts.unchanged})
     return counts
+
+
+def _imported_spans(raw: str, output: int, texts: Mapping[int, rules.ShownText]
+                    ) -> tuple[object, rules.ShownText]:
+    """An imported span answer and the texts it marks. A file made elsewhere does not carry
+    the digest of the text: the output's current text is the one it marks, and its digest is
+    added (one that is given must still match)."""
+    shown = texts[output]
+    try:
+        value = json.loads(raw) if raw.strip() else {"spans": []}
+    except ValueError:
+        raise ValueError("the spans are not valid JSON") from None
+    if isinstance(value, list):
+        value = {"spans": value}
+    if isinstance(value, dict):
+        value.setdefault("text_sha256", rules.text_sha256(shown.output))
+    return value, shown
+
+
+def shown_text(slot: AssignmentSlot, study: Study) -> rules.ShownText:
+    """The texts of `slot` its rater sees (the reference only where the study shows it)."""
+    reference, _context, text, _text_b = slot_texts(slot)
+    return rules.ShownText(text, reference if study.reference_shown else "")
 
 
 def progress_export(*, study: Study, stream: IO[str], file: str = "", actor: Any = None,

@@ -5,13 +5,22 @@ browser, an import file or a proxy judge compares equal when it means the same t
 
 - likert: "1".."n";  binary: "yes"/"no";  severity: "0"/"1"/"2";
 - pairwise: "A"/"B" (or "tie" when the criterion allows ties);
-- categorical: one of the options, spelled as configured;  text: any string.
+- categorical: one of the options, spelled as configured;  text: any string;
+- slider: a whole number in the criterion's range ("0".."100" by default: direct assessment);
+- span: the error spans a rater marked in the text shown, as canonical JSON
+  {"spans": [{"start", "end", "side", "category", "severity"}], "text_sha256"}: character
+  offsets (Python string indices, end exclusive) into the exact text, whose SHA-256 is stored
+  with them so that an answer can never be read against another text (MQM, ESA).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 LIKERT = "likert"
 BINARY = "binary"
@@ -19,12 +28,9 @@ SEVERITY = "severity"
 PAIRWISE = "pairwise"
 CATEGORICAL = "categorical"
 TEXT = "text"
-KINDS = (LIKERT, BINARY, SEVERITY, PAIRWISE, CATEGORICAL, TEXT)
-
-LIKERT_MIN_POINTS = 2
-LIKERT_MAX_POINTS = 11
-TEXT_MAX_LENGTH = 10_000
-
+SLIDER = "slider"
+SPAN = "span"
+KINDS = (LIKERT, BINARY, SEVERITY, PAIRWISE, CATEGORICAL, TEXT, SLIDER, SPAN)
 
 
 def gettext_noop(text: str) -> str:
@@ -32,6 +38,24 @@ def gettext_noop(text: str) -> str:
     it when it shows it to a rater). The identity: this module knows nothing of Django."""
     return text
 
+
+LIKERT_MIN_POINTS = 2
+LIKERT_MAX_POINTS = 11
+TEXT_MAX_LENGTH = 10_000
+# Direct assessment's 0-100 scale (WMT, Graham et al. 2013), the default slider range; a
+# configured range stays within SLIDER_LIMIT either side of 0 and spans at least 2 points.
+SLIDER_DEFAULT_RANGE = (0, 100)
+SLIDER_LIMIT = 10_000
+# MQM's standard severity weights (Freitag et al. 2021, "Experts, errors, and context"): a
+# minor error costs 1, a major one 5; a critical error (non-translation, or output that
+# endangers a reader) is given 25 as in their non-translation category. A criterion may set
+# its own weights (and its own severity names).
+MQM_DEFAULT_WEIGHTS: Mapping[str, float] = {
+    gettext_noop("minor"): 1.0, gettext_noop("major"): 5.0, gettext_noop("critical"): 25.0}
+SPAN_MAX_SPANS = 200
+SPAN_SIDES = ("output", "reference")
+SPAN_MAX_CATEGORIES = 50
+SPAN_MAX_SEVERITIES = 10
 
 # LATTE's human scale: 0 meaning fully preserved, 1 mostly preserved, 2 meaning lost.
 SEVERITY_DEFAULT_LABELS = (
@@ -52,9 +76,26 @@ class CriterionRule:
     scale_points: int | None = None
     options: Sequence[str] = field(default_factory=tuple)
     allow_tie: bool = False
+    scale_min: int | None = None
+    scale_max: int | None = None
+    severity_weights: Mapping[str, float] | None = None
+    span_reference: bool = False
+
+    @property
+    def slider_range(self) -> tuple[int, int]:
+        """The slider's (lowest, highest) value: its own range, else direct assessment's."""
+        if self.scale_min is None or self.scale_max is None:
+            return SLIDER_DEFAULT_RANGE
+        return int(self.scale_min), int(self.scale_max)
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """A span criterion's severities and what each costs (MQM's unless it sets its own)."""
+        own = self.severity_weights
+        return {str(k): float(v) for k, v in own.items()} if own else dict(MQM_DEFAULT_WEIGHTS)
 
     def choices(self) -> list[str] | None:
-        """The canonical values, in display order; None for free text."""
+        """The canonical values, in display order; None for free text, sliders and spans."""
         if self.kind == LIKERT:
             return [str(point) for point in range(1, (self.scale_points or 0) + 1)]
         if self.kind == BINARY:
@@ -67,10 +108,15 @@ class CriterionRule:
             return list(self.options)
         return None
 
-    def normalise(self, raw: object) -> str:
-        """Return the canonical spelling of `raw`, or raise ValueError saying why it is invalid."""
+    def normalise(self, raw: object, shown: ShownText | None = None) -> str:
+        """Return the canonical spelling of `raw`, or raise ValueError saying why it is invalid.
+
+        `shown`: the texts the rater saw, which a span answer is checked against (a span answer
+        without them is refused: its offsets mean nothing without the text)."""
         if raw is None:
             raise ValueError("a value is required")
+        if self.kind == SPAN:
+            return _spans_canonical(self, raw, shown)
         if isinstance(raw, bool):
             text = "yes" if raw else "no"
         elif isinstance(raw, float) and raw.is_integer():
@@ -99,6 +145,8 @@ class CriterionRule:
             for option in self.options:
                 if text == option or text.lower() == option.lower():
                     return option
+        elif self.kind == SLIDER:
+            return self._slider_value(text)
         else:
             choices = self.choices() or []
             if text in choices:
@@ -106,11 +154,102 @@ class CriterionRule:
         allowed = ", ".join(repr(choice) for choice in self.choices() or [])
         raise ValueError(f"{text!r} is not one of {allowed}")
 
+    def _slider_value(self, text: str) -> str:
+        low, high = self.slider_range
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a number from {low} to {high}") from None
+        if not math.isfinite(number) or not number.is_integer() or not low <= number <= high:
+            raise ValueError(f"{text!r} is not a whole number from {low} to {high}")
+        return str(int(number))
+
     def numeric(self, value: str) -> float | None:
-        """A number for ordered kinds (likert points, severity levels); None otherwise."""
-        if self.kind in (LIKERT, SEVERITY) and value != "":
+        """A number for ordered kinds (likert points, severity levels, slider positions), and
+        for spans their MQM penalty (the sum of the spans' severity weights); None otherwise."""
+        if value == "":
+            return None
+        if self.kind in (LIKERT, SEVERITY, SLIDER):
             return float(value)
+        if self.kind == SPAN:
+            weights = self.weights
+            return float(sum(weights.get(span["severity"], 0.0)
+                             for span in json.loads(value)["spans"]))
         return None
+
+
+@dataclass(frozen=True)
+class ShownText:
+    """What a rater saw of one slot: the output marked, and the reference when shown."""
+
+    output: str
+    reference: str = ""
+
+
+def text_sha256(text: str) -> str:
+    """The digest a span answer carries of the text it marks (UTF-8, as shown)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _spans_canonical(rule: CriterionRule, raw: object, shown: ShownText | None) -> str:
+    """A span answer as canonical JSON, every span checked against the text shown."""
+    if shown is None:
+        raise ValueError("span answers are checked against the text they mark, which is "
+                         "not known here")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            raise ValueError("the spans are not valid JSON") from None
+    if not isinstance(raw, Mapping):
+        raise ValueError('the spans must be an object {"spans": [...], "text_sha256": ...}')
+    digest = text_sha256(shown.output)
+    if raw.get("text_sha256") != digest:
+        raise ValueError("the spans were marked on another text than the one shown (its "
+                         "SHA-256 differs): reload the item")
+    spans = raw.get("spans", [])
+    if not isinstance(spans, list) or len(spans) > SPAN_MAX_SPANS:
+        raise ValueError(f"spans must be a list of at most {SPAN_MAX_SPANS}")
+    categories = {str(option).lower(): str(option) for option in rule.options}
+    weights = rule.weights
+    sides = SPAN_SIDES if rule.span_reference else SPAN_SIDES[:1]
+    texts = {"output": shown.output, "reference": shown.reference}
+    cleaned: list[dict[str, Any]] = []
+    for number, span in enumerate(spans, start=1):
+        if not isinstance(span, Mapping):
+            raise ValueError(f"span {number} is not an object")
+        side = str(span.get("side", "output"))
+        if side not in sides:
+            raise ValueError(f"span {number}: side {side!r} is not one of {', '.join(sides)}")
+        start, end = span.get("start"), span.get("end")
+        if (not isinstance(start, int) or not isinstance(end, int) or isinstance(start, bool)
+                or isinstance(end, bool) or not 0 <= start < end <= len(texts[side])):
+            raise ValueError(f"span {number}: start and end must be offsets into the "
+                             f"{side} (0 <= start < end <= {len(texts[side])})")
+        if not texts[side][start:end].strip():
+            raise ValueError(f"span {number} marks only white space")
+        category = categories.get(str(span.get("category", "")).lower())
+        if category is None:
+            raise ValueError(f"span {number}: category {span.get('category')!r} is not one "
+                             f"of {', '.join(repr(c) for c in categories.values())}")
+        severity = str(span.get("severity", ""))
+        if severity not in weights:
+            raise ValueError(f"span {number}: severity {severity!r} is not one of "
+                             f"{', '.join(repr(s) for s in weights)}")
+        cleaned.append({"start": start, "end": end, "side": side, "category": category,
+                        "severity": severity})
+    cleaned.sort(key=lambda s: (SPAN_SIDES.index(str(s["side"])), s["start"], s["end"]))
+    for before, after in zip(cleaned, cleaned[1:], strict=False):
+        if before["side"] == after["side"] and after["start"] < before["end"]:
+            raise ValueError(f"spans overlap in the {before['side']} at characters "
+                             f"{after['start']}-{before['end']}: mark each error once")
+    return json.dumps({"spans": cleaned, "text_sha256": digest}, ensure_ascii=False,
+                      separators=(",", ":"))
+
+
+def spans_of(value: str) -> list[dict[str, object]]:
+    """The spans of a stored span answer (canonical JSON); [] for an empty answer."""
+    return list(json.loads(value)["spans"]) if value else []
 
 
 def check_rule(
@@ -119,6 +258,10 @@ def check_rule(
     scale_points: int | None,
     labels: Sequence[str] | Mapping[str, str] | None,
     options: Sequence[str],
+    scale_min: int | None = None,
+    scale_max: int | None = None,
+    severity_weights: Mapping[str, object] | None = None,
+    span_reference: bool = False,
 ) -> list[str]:
     """Problems with a criterion's configuration, as readable sentences (empty when valid)."""
     problems: list[str] = []
@@ -137,15 +280,73 @@ def check_rule(
                     )
     elif scale_points is not None:
         problems.append(f"scale_points only applies to likert criteria, not {kind}")
+    if kind == SLIDER:
+        problems += _slider_problems(scale_min, scale_max, labels)
+    elif scale_min is not None or scale_max is not None:
+        problems.append(f"scale_min and scale_max only apply to slider criteria, not {kind}")
     if kind == SEVERITY and labels and (isinstance(labels, Mapping) or len(labels) != 3):
         problems.append("severity labels must be a list of exactly 3 descriptions (levels 0, 1, 2)")
-    if kind == CATEGORICAL:
-        if len(options) < 2:
-            problems.append("categorical needs at least 2 options")
-        if len({option.lower() for option in options}) != len(options):
-            problems.append("categorical options must be distinct (ignoring case)")
+    if kind in (CATEGORICAL, SPAN):
+        what = "categorical needs at least 2 options" if kind == CATEGORICAL else (
+            "span needs at least 1 error category (its options)")
+        if len(options) < (2 if kind == CATEGORICAL else 1):
+            problems.append(what)
+        if len(options) > SPAN_MAX_CATEGORIES and kind == SPAN:
+            problems.append(f"span takes at most {SPAN_MAX_CATEGORIES} error categories")
+        if len({str(option).lower() for option in options}) != len(options):
+            problems.append(f"{kind} options must be distinct (ignoring case)")
     elif options:
-        problems.append(f"options only apply to categorical criteria, not {kind}")
+        problems.append(f"options only apply to categorical and span criteria, not {kind}")
+    if kind == SPAN:
+        problems += _weight_problems(severity_weights)
+        if labels:
+            problems.append("span criteria take no labels (their categories are the options)")
+    elif severity_weights:
+        problems.append(f"severity_weights only apply to span criteria, not {kind}")
+    elif span_reference:
+        problems.append(f"span_reference only applies to span criteria, not {kind}")
+    return problems
+
+
+def _slider_problems(scale_min: int | None, scale_max: int | None,
+                     labels: Sequence[str] | Mapping[str, str] | None) -> list[str]:
+    if (scale_min is None) != (scale_max is None):
+        return ["a slider needs both scale_min and scale_max, or neither (0 to 100)"]
+    low, high = (SLIDER_DEFAULT_RANGE if scale_min is None or scale_max is None
+                 else (scale_min, scale_max))
+    problems = []
+    if not -SLIDER_LIMIT <= low < high <= SLIDER_LIMIT:
+        problems.append(f"a slider's scale_min must be below its scale_max, both within "
+                        f"{-SLIDER_LIMIT}..{SLIDER_LIMIT}")
+    if labels and not isinstance(labels, Mapping):
+        problems.append('slider labels name points of the range, e.g. {"0": "nonsense", '
+                        '"100": "perfect"}')
+    elif labels:
+        for point in labels:
+            try:
+                inside = low <= int(str(point)) <= high
+            except ValueError:
+                inside = False
+            if not inside:
+                problems.append(f"slider label for {point!r} is outside {low}..{high}")
+    return problems
+
+
+def _weight_problems(weights: Mapping[str, object] | None) -> list[str]:
+    if weights is None or weights == {}:
+        return []
+    if not isinstance(weights, Mapping):
+        return ['severity_weights must map severity names to weights, e.g. {"minor": 1, '
+                '"major": 5, "critical": 25}']
+    problems = []
+    if len(weights) > SPAN_MAX_SEVERITIES:
+        problems.append(f"at most {SPAN_MAX_SEVERITIES} severities")
+    for name, weight in weights.items():
+        if not str(name).strip() or len(str(name)) > 40:
+            problems.append(f"severity name {name!r} must be 1 to 40 characters")
+        if (isinstance(weight, bool) or not isinstance(weight, int | float)
+                or not math.isfinite(weight) or not 0 <= weight <= 1000):
+            problems.append(f"severity {name!r}: the weight must be a number from 0 to 1000")
     return problems
 
 

@@ -74,7 +74,9 @@ def study_to_spec(study: Study) -> StudySpec:
             CriterionSpec(
                 key=c.key, kind=c.kind, prompt=c.prompt, description=c.description,
                 scale_points=c.scale_points, labels=c.labels, options=list(c.options),
-                allow_tie=c.allow_tie, required=c.required,
+                allow_tie=c.allow_tie, required=c.required, scale_min=c.scale_min,
+                scale_max=c.scale_max, severity_weights=dict(c.severity_weights or {}),
+                span_reference=c.span_reference,
                 show_if_criterion=c.show_if_criterion.key if c.show_if_criterion else None,
                 show_if_values=list(c.show_if_values),
             )
@@ -114,6 +116,12 @@ def spec_to_document(spec: StudySpec) -> dict[str, Any]:
             doc["options"] = c.options
         if c.allow_tie:
             doc["allow_tie"] = True
+        if c.scale_min is not None:
+            doc["scale_min"], doc["scale_max"] = c.scale_min, c.scale_max
+        if c.severity_weights:
+            doc["severity_weights"] = c.severity_weights
+        if c.span_reference:
+            doc["span_reference"] = True
         doc["required"] = c.required
         if c.show_if_criterion:
             doc["show_if"] = {"criterion": c.show_if_criterion, "in": c.show_if_values}
@@ -254,7 +262,8 @@ def _sync(study: Study, spec: StudySpec) -> None:
     for order, c in enumerate(spec.criteria):
         criterion = criteria.get(c.key) or Criterion(study=study, key=c.key)
         for name in ("kind", "prompt", "description", "scale_points", "labels", "options",
-                     "allow_tie", "required", "show_if_values"):
+                     "allow_tie", "required", "show_if_values", "scale_min", "scale_max",
+                     "severity_weights", "span_reference"):
             setattr(criterion, name, getattr(c, name))
         criterion.order = order
         criterion.show_if_criterion = None

@@ -12,7 +12,7 @@ import secrets
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from . import criteria as rules
 from .spec.fields import (
@@ -234,6 +234,8 @@ class Criterion(models.Model):
         PAIRWISE = rules.PAIRWISE, "A/B preference"
         CATEGORICAL = rules.CATEGORICAL, "Categorical"
         TEXT = rules.TEXT, "Free text"
+        SLIDER = rules.SLIDER, "Slider (direct assessment)"
+        SPAN = rules.SPAN, "Error spans (MQM, ESA)"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="criteria")
     key = models.SlugField(max_length=60)
@@ -245,8 +247,21 @@ class Criterion(models.Model):
         default=list, blank=True,
         help_text='Likert anchors {"1": "poor", "5": "excellent"}; severity: 3 descriptions.',
     )
-    options = models.JSONField(default=list, blank=True, help_text="Categorical options.")
+    options = models.JSONField(
+        default=list, blank=True,
+        help_text="Categorical options; span criteria: the error categories (taxonomy).")
     allow_tie = models.BooleanField(default=False, help_text="Pairwise: offer 'tie'.")
+    scale_min = models.IntegerField(
+        null=True, blank=True, help_text="Slider: the lowest value (blank: 0 to 100).")
+    scale_max = models.IntegerField(
+        null=True, blank=True, help_text="Slider: the highest value (blank: 0 to 100).")
+    severity_weights = models.JSONField(
+        default=dict, blank=True,
+        help_text='Span: severities and their MQM weights (blank: {"minor": 1, "major": 5, '
+                  '"critical": 25}).')
+    span_reference = models.BooleanField(
+        default=False, help_text="Span: raters may also mark the reference (e.g. words the "
+                                 "output left out).")
     required = models.BooleanField(default=True)
     show_if_criterion = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="dependents",
@@ -269,6 +284,11 @@ class Criterion(models.Model):
                     scale_points__lte=rules.LIKERT_MAX_POINTS),
                 name="criterion_likert_points",
             ),
+            models.CheckConstraint(
+                condition=Q(scale_min__isnull=True, scale_max__isnull=True)
+                | Q(kind=rules.SLIDER, scale_min__lt=F("scale_max")),
+                name="criterion_slider_range",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -278,8 +298,17 @@ class Criterion(models.Model):
     def rule(self) -> rules.CriterionRule:
         return rules.CriterionRule(
             kind=self.kind, scale_points=self.scale_points, options=tuple(self.options or ()),
-            allow_tie=self.allow_tie,
+            allow_tie=self.allow_tie, scale_min=self.scale_min, scale_max=self.scale_max,
+            severity_weights=self.severity_weights or None, span_reference=self.span_reference,
         )
+
+    def problems(self) -> list[str]:
+        """What is wrong with this criterion's configuration (evalstudy.criteria.check_rule)."""
+        return rules.check_rule(
+            self.kind, scale_points=self.scale_points, labels=self.labels,
+            options=list(self.options or []), scale_min=self.scale_min,
+            scale_max=self.scale_max, severity_weights=self.severity_weights or None,
+            span_reference=self.span_reference)
 
     def shown_for(self, answers: dict[str, str]) -> bool:
         """Whether the question is shown, given the answers so far keyed by criterion key."""

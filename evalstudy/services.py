@@ -145,10 +145,16 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
             problems.append("A pairwise design needs at least 2 systems.")
         if criteria and not any(c.kind == rules.PAIRWISE for c in criteria):
             problems.append("A pairwise design needs a pairwise (A/B) criterion.")
+        if any(c.kind == rules.SPAN for c in criteria):
+            problems.append("Span criteria mark errors in one output: they need a design "
+                            "that shows one output at a time, not pairwise.")
     elif any(c.kind == rules.PAIRWISE for c in criteria):
         problems.append(
             f"Pairwise criteria need the pairwise design; this study is {study.design}."
         )
+    if sum(c.kind == rules.SPAN for c in criteria) > 1:
+        problems.append("A study takes one span criterion: raters mark each error once, with "
+                        "its category and severity.")
     missing = (
         Item.objects.filter(study=study)
         .annotate(n_outputs=Count("outputs", filter=Q(outputs__system__study=study)))
@@ -177,10 +183,7 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
         for c in criteria
     ])
     for position, criterion in enumerate(criteria):
-        for problem in rules.check_rule(
-            criterion.kind, scale_points=criterion.scale_points, labels=criterion.labels,
-            options=list(criterion.options or []),
-        ):
+        for problem in criterion.problems():
             problems.append(f"Criterion {criterion.key!r}: {problem}.")
         parent = criterion.show_if_criterion
         if parent is not None:
@@ -209,6 +212,10 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
             if key not in by_key:
                 problems.append(f"{label} {control.key!r}: expected answer for unknown "
                                 f"criterion {key!r}.")
+                continue
+            if by_key[key].kind == rules.SPAN:
+                problems.append(f"{label} {control.key!r}: expected {key}: span criteria "
+                                "take no expected answer (there is no single right marking).")
                 continue
             try:
                 by_key[key].rule.normalise(value)

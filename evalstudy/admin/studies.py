@@ -100,6 +100,7 @@ class CriterionInline(StudyRowChoices, admin.StackedInline):
     fields = (
         ("key", "kind", "order", "required"), "prompt", "description",
         ("scale_points", "allow_tie"), ("labels", "options"),
+        ("scale_min", "scale_max"), ("severity_weights", "span_reference"),
         ("show_if_criterion", "show_if_values"),
     )
 

@@ -269,7 +269,7 @@ class CriterionSerializer(serializers.ModelSerializer):
         model = Criterion
         fields = ("id", "key", "prompt", "description", "kind", "scale_points", "labels",
                   "options", "allow_tie", "required", "show_if_criterion", "show_if_values",
-                  "order")
+                  "order", "scale_min", "scale_max", "severity_weights", "span_reference")
 
     def validate(self, data):
         study = self.context["study"]
@@ -282,12 +282,16 @@ class CriterionSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError({"key": [f"the study already has a criterion "
                                                        f"{data['key']!r}"]})
         # JSON fields: PostgreSQL refuses NUL in them (a 500), and no control belongs there.
-        for name in ("labels", "options", "show_if_values"):
+        for name in ("labels", "options", "show_if_values", "severity_weights"):
             if (problem := json_value_problem(data.get(name), limits)) is not None:
                 raise serializers.ValidationError({name: [problem]})
         problems = rules.check_rule(data["kind"], scale_points=data.get("scale_points"),
                                     labels=data.get("labels") or [],
-                                    options=list(data.get("options") or []))
+                                    options=list(data.get("options") or []),
+                                    scale_min=data.get("scale_min"),
+                                    scale_max=data.get("scale_max"),
+                                    severity_weights=data.get("severity_weights") or None,
+                                    span_reference=bool(data.get("span_reference")))
         if problems:
             raise serializers.ValidationError({"kind": problems})
         parent_key = (data.pop("show_if_criterion", None) or {}).get("key")

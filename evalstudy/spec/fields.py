@@ -55,6 +55,14 @@ def _int(minimum: int, nullable: bool = False) -> Callable[[Any], int | None]:
     return check
 
 
+def _whole_or_none(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    return value
+
+
 def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"expected true or false, got {value!r}")
@@ -307,6 +315,10 @@ CRITERION_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "allow_tie": (_bool, False),
     "required": (_bool, True),
     "show_if": (_show_if, None),
+    "scale_min": (_whole_or_none, None),
+    "scale_max": (_whole_or_none, None),
+    "severity_weights": (_metadata, dict),
+    "span_reference": (_bool, False),
 }
 SYSTEM_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "name": (_key_of(100), _REQUIRED),

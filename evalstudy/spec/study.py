@@ -51,6 +51,10 @@ class CriterionSpec:
     required: bool = True
     show_if_criterion: str | None = None
     show_if_values: list[str] = field(default_factory=list)
+    scale_min: int | None = None
+    scale_max: int | None = None
+    severity_weights: dict[str, Any] = field(default_factory=dict)
+    span_reference: bool = False
 
 
 @dataclass
@@ -185,7 +189,9 @@ def parse_study_spec(text: str, source: str, limits: SpecLimits = DEFAULT_LIMITS
             criterion.show_if_values = show_if["values"]
         for problem in rules.check_rule(
             criterion.kind, scale_points=criterion.scale_points, labels=criterion.labels,
-            options=criterion.options,
+            options=criterion.options, scale_min=criterion.scale_min,
+            scale_max=criterion.scale_max, severity_weights=criterion.severity_weights,
+            span_reference=criterion.span_reference,
         ):
             reader.error(line, path, problem)
         if not KEY_RE.match(criterion.key):
@@ -237,6 +243,15 @@ def parse_study_spec(text: str, source: str, limits: SpecLimits = DEFAULT_LIMITS
         pass
     elif design == "pairwise" and len(systems) < 2:
         reader.error(reader.line_of(top, "systems"), "systems", "pairwise needs 2 or more systems")
+    spans = [(path, line) for criterion, path, line in criteria if criterion.kind == rules.SPAN]
+    for path, line in spans[1:]:
+        reader.error(line, path, "a study takes one span criterion (raters mark each error "
+                                 "once, with its category and severity)")
+    if design == "pairwise":
+        for criterion, path, line in criteria:
+            if criterion.kind == rules.SPAN:
+                reader.error(line, path, "span criteria mark errors in one output: they need "
+                                         "a design that shows one output at a time")
     if reader.errors:
         raise SpecInvalid(reader.errors)
     return StudySpec(
@@ -250,6 +265,9 @@ def _rule(criterion: CriterionSpec) -> rules.CriterionRule:
     return rules.CriterionRule(
         kind=criterion.kind, scale_points=criterion.scale_points,
         options=tuple(criterion.options), allow_tie=criterion.allow_tie,
+        scale_min=criterion.scale_min, scale_max=criterion.scale_max,
+        severity_weights=criterion.severity_weights or None,
+        span_reference=criterion.span_reference,
     )
 
 
@@ -296,6 +314,11 @@ def _control_from_mapping(
         criterion = criteria.get(key)
         if criterion is None:
             reader.error(line, f"{path}.expected.{key}", "not a criterion of the study")
+            continue
+        if criterion.kind == rules.SPAN:
+            reader.error(line, f"{path}.expected.{key}", "span criteria take no expected "
+                                                          "answer (there is no single right "
+                                                          "marking)")
             continue
         try:
             expected[key] = _rule(criterion).normalise(raw)

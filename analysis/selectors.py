@@ -90,6 +90,15 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
     for field in sorted({key for _, meta in systems.values() for key in meta}):
         frame[f"system.{field}"] = frame["system"].map(
             lambda pk, f=field: systems[pk][1].get(f) if pk in systems else None)
+    if (frame["criterion_kind"] == "span").any():
+        # What span agreement compares over: every character of each text a span could mark.
+        spanned = frame.loc[frame["criterion_kind"] == "span", "output"].unique().tolist()
+        lengths = {pk: (len(text), len(reference)) for pk, text, reference in
+                   Output.objects.filter(pk__in=spanned)
+                   .values_list("id", "text", "item__reference")}
+        frame["output_chars"] = frame["output"].map(lambda pk: lengths.get(pk, (None,))[0])
+        frame["reference_chars"] = frame["output"].map(
+            lambda pk: lengths[pk][1] if pk in lengths else None)
     frame["item"] = frame["item"].map(lambda pk: items[pk][0] if pk in items else None)
     for column in ("system", "system_b"):
         frame[column] = frame[column].map(lambda pk: systems[pk][0] if pk in systems else None)

@@ -108,7 +108,9 @@ def _criteria(study: Study) -> list[dict[str, Any]]:
     return [
         {"key": c.key, "kind": c.kind, "scale_points": c.scale_points,
          "options": list(c.options or []), "labels": c.labels, "prompt": c.prompt,
-         "allow_tie": c.allow_tie}
+         "allow_tie": c.allow_tie, "scale_min": c.scale_min, "scale_max": c.scale_max,
+         "severity_weights": c.rule.weights if c.kind == "span" else None,
+         "span_reference": c.span_reference}
         for c in study.criteria.order_by("order", "id")
     ]
 

@@ -64,7 +64,9 @@ def _model_block(title: str, fit: dict) -> Block:
     if reference:
         table.notes.append("Reference levels: " + ", ".join(
             f"{factor}: {level}" for factor, level in reference.items())
-            + ". Estimates are log-odds differences from them.")
+            + ". Estimates are "
+            + ("differences in score points" if fit.get("family") == "gaussian"
+               else "log-odds differences") + " from them.")
     block.tables.append(table)
     effects = fit.get("random_effects") or {}
     if effects:
@@ -113,6 +115,84 @@ def _separation_block(c: dict) -> Block | None:
     status = str(separation.get("penalised_fit") or "")
     if status.startswith("failed"):
         block.warnings.append(f"Penalised fit {status}.")
+    return block
+
+
+def _slider_table(c: dict) -> Table | None:
+    """Direct assessment per system: raw and per-rater z-scored means (WMT)."""
+    summary = c.get("slider")
+    if not isinstance(summary, dict) or not summary.get("systems"):
+        return None
+    table = Table(["System", "n", "Outputs", "Raters", "Mean", "95% CI", "z mean", "95% CI",
+                   "SD"], numeric=(1, 2, 3, 4, 5, 6, 7, 8),
+                  title="Scores per system (direct assessment)")
+    for r in summary["systems"]:
+        table.rows.append([str(r.get("system")), str(r.get("n")), str(r.get("n_outputs")),
+                           str(r.get("n_raters")), num(r.get("mean"), 1),
+                           interval(r.get("ci_low"), r.get("ci_high"), 1),
+                           num(r.get("z_mean")), interval(r.get("z_ci_low"), r.get("z_ci_high")),
+                           num(r.get("sd"), 1)])
+    table.notes.append(
+        "Mean: the raw score; z mean: each score standardised by its rater's own mean and SD "
+        "(removes lenient and strict raters, as in WMT's direct assessment). Both averaged "
+        "first over an output's raters, then over outputs; t intervals over outputs. Sorted "
+        "by z mean.")
+    table.warnings += [str(w) for w in summary.get("warnings") or []]
+    return table
+
+
+def _mqm_tables(c: dict) -> list[Table]:
+    """MQM penalties per system, and errors per judgment by category."""
+    mqm = c.get("mqm")
+    if not isinstance(mqm, dict) or not mqm.get("systems"):
+        return []
+    weights = ", ".join(f"{name} {num(w, 1)}" for name, w in (mqm.get("weights") or {}).items())
+    scores = Table(["System", "Outputs", "Judgments", "MQM", "95% CI", "Error-free",
+                    "Errors per judgment"], numeric=(1, 2, 3, 4, 5, 6),
+                   title="MQM scores per system")
+    for r in mqm["systems"]:
+        scores.rows.append([str(r.get("system")), str(r.get("n_outputs")),
+                            str(r.get("n_judgments")), num(r.get("mqm"), 2),
+                            interval(r.get("ci_low"), r.get("ci_high"), 2),
+                            num(r.get("error_free"), 2), num(r.get("errors_per_judgment"), 2)])
+    scores.notes.append(f"{mqm.get('scale')}. Severity weights: {weights}. t intervals over "
+                        "outputs.")
+    categories = list(mqm.get("categories") or [])
+    tables = [scores]
+    if categories:
+        by_category = Table(["System", *categories], numeric=tuple(range(1, len(categories) + 1)),
+                            title="Errors per judgment by category")
+        for r in mqm["systems"]:
+            counts = r.get("by_category") or {}
+            by_category.rows.append([str(r.get("system")),
+                                     *[num(counts.get(k, 0.0), 2) for k in categories]])
+        tables.append(by_category)
+    return tables
+
+
+def _span_agreement_block(c: dict) -> Block | None:
+    found = c.get("span_agreement")
+    if not isinstance(found, dict):
+        return None
+    block = Block(title="Agreement on where the errors are")
+    if found.get("error") or found.get("note"):
+        block.paragraphs.append(str(found.get("error") or found.get("note")))
+        return block
+    table = Table(["Statistic", "Value", "95% CI"], numeric=(1, 2))
+    for key, label in (("alpha_marked", "Krippendorff's alpha, characters marked or not"),
+                       ("alpha_category", "Krippendorff's alpha, category or none")):
+        e = found.get(key)
+        if isinstance(e, dict):
+            table.rows.append([label, num(e.get("value")), estimate_ci(e)])
+            table.warnings += [f"{label}: {w}" for w in _warnings_of(e)]
+    table.rows.append(["Character-level F1 between raters", num(found.get("char_f1")), DASH])
+    table.notes.append(
+        f"{found.get('method')}. {found.get('n_characters')} characters of "
+        f"{found.get('n_outputs')} outputs marked by {found.get('n_raters')} raters; "
+        f"{found.get('n_pairs')} rater pairs, {found.get('pairs_both_error_free')} of them "
+        "marking no error at all. Alpha CIs: percentile bootstrap over items.")
+    table.warnings += [str(w) for w in found.get("warnings") or []]
+    block.tables.append(table)
     return block
 
 
@@ -313,9 +393,10 @@ def _criterion_view(c: dict) -> dict[str, Any]:
     summary.paragraphs.append(
         f"{c.get('n_judgments')} human judgments by {c.get('n_raters')} raters on "
         f"{c.get('n_outputs')} {'output pairs' if c['kind'] == 'pairwise' else 'outputs'}.")
-    for table in (_descriptives(c), _proportions(c), _classification(c)):
+    for table in (_descriptives(c), _proportions(c), _classification(c), _slider_table(c)):
         if table is not None:
             summary.tables.append(table)
+    summary.tables += _mqm_tables(c)
     summary.tables += _preference(c)
     for key, make in (("proportions", lambda: _proportions_plot(
             c.get("proportions"), f"{c['key']}: proportion positive per system")),
@@ -330,7 +411,8 @@ def _criterion_view(c: dict) -> dict[str, Any]:
     blocks.append(summary)
     for key, title in (("clmm", "Cumulative link mixed model"),
                        ("clm", "Cumulative link model (no random effects)"),
-                       ("glmm", "Binomial GLMM"), ("glmm_penalised", "Penalised binomial GLMM")):
+                       ("glmm", "Binomial GLMM"), ("glmm_penalised", "Penalised binomial GLMM"),
+                       ("lmm", "Linear mixed model")):
         if key in c:
             blocks.append(_model_block(title, c[key]))
     separation = _separation_block(c)
@@ -339,7 +421,7 @@ def _criterion_view(c: dict) -> dict[str, Any]:
     contrasts = _contrasts(c)
     if contrasts is not None:
         blocks.append(Block(title=contrasts.title, tables=[contrasts]))
-    for make in (_agreement_block, _ceiling_block):
+    for make in (_agreement_block, _ceiling_block, _span_agreement_block):
         block = make(c)
         if block is not None:
             blocks.append(block)

@@ -66,7 +66,7 @@ def _methods(result: dict, options: dict, filters: list[str]) -> list[str]:
     kinds = {c.get("kind") for c in result.get("criteria") or []}
     engines: dict[str, str] = {}
     for c in result.get("criteria") or []:
-        for key in ("clmm", "clm", "glmm", "glmm_penalised"):
+        for key in ("clmm", "clm", "glmm", "glmm_penalised", "lmm"):
             fit = c.get(key)
             if isinstance(fit, dict) and fit.get("engine"):
                 engines[key] = fit["engine"]
@@ -85,6 +85,22 @@ def _methods(result: dict, options: dict, filters: list[str]) -> list[str]:
             "as in LATTE): proportions with Wilson 95% intervals and a binomial GLMM (logit) "
             "with random intercepts for rater and item "
             f"({engines.get('glmm', 'engine named in its table')}).")
+    if "slider" in kinds:
+        paragraphs.append(
+            "Slider criteria (direct assessment): per-system raw means and means of per-rater "
+            "z-scores (each score standardised by its rater's mean and SD, as in WMT), each "
+            "averaged over an output's raters and then over outputs, with t intervals; a "
+            "linear mixed model with random intercepts for rater and item "
+            f"({engines.get('lmm', 'engine named in its table')}); agreement as Krippendorff's "
+            "alpha at the interval level and ICCs.")
+    if "span" in kinds:
+        paragraphs.append(
+            "Span criteria (MQM, ESA): each output's MQM penalty is the sum of its marked "
+            "errors' severity weights, averaged over its raters and then over a system's "
+            "outputs (lower is better), with t intervals; errors per judgment by category. "
+            "Agreement on where errors are: Krippendorff's alpha over characters (each "
+            "character a unit, marked or not, and by category) with a bootstrap over items, "
+            "and character-level F1 between raters.")
     if any(isinstance(c.get("contrasts"), dict) and not c["contrasts"].get("error")
            for c in result.get("criteria") or []):
         paragraphs.append("More than two systems: pairwise Wald contrasts from the fitted model "
@@ -103,7 +119,7 @@ def _methods(result: dict, options: dict, filters: list[str]) -> list[str]:
             b = agreement["bootstrap"]
             boots.add((b.get("n_boot"), b.get("seed"), b.get("cluster")))
     if any(isinstance(c.get("agreement"), dict) and not c["agreement"].get("note")
-           for c in result.get("criteria") or []):
+           and c.get("kind") != "slider" for c in result.get("criteria") or []):
         text = ("Agreement among human raters on each criterion's declared scale: percent "
                 "agreement, Gwet's AC1"
                 + (" (AC2 for ordered scales)" if kinds & {"likert", "severity"} else "")

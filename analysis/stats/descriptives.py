@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats as sps
 
 from analysis.stats.rbridge import factor_levels, level_label
 
@@ -207,3 +208,56 @@ def classification_summary(df: pd.DataFrame, label: str = "label", by: str | Non
             int(c.get("TP", 0)), int(c.get("FP", 0)), int(c.get("FN", 0)),
             int(c.get("TN", 0)) if has_tn else None, group=g, conf_level=conf_level))
     return out
+
+
+def _t_interval(x: np.ndarray, conf_level: float) -> tuple[float | None, float | None]:
+    if len(x) < 2:
+        return None, None
+    half = float(sps.t.ppf(0.5 + conf_level / 2, len(x) - 1) * x.std(ddof=1)
+                 / math.sqrt(len(x)))
+    return float(x.mean()) - half, float(x.mean()) + half
+
+
+def rater_z_scores(df: pd.DataFrame, value: str = "score", rater: str = "rater"
+                   ) -> tuple[pd.Series, list[str]]:
+    """Each score standardised by its rater's own mean and SD (WMT direct assessment, Graham
+    et al. 2017): removes how strict or lenient and how spread out each rater is. Raters with
+    one score or no spread have no z-scores (NaN); the notes say how many."""
+    x = pd.to_numeric(df[value], errors="raise").astype(float)
+    grouped = x.groupby(df[rater])
+    mean, sd = grouped.transform("mean"), grouped.transform(lambda s: s.std(ddof=1))
+    usable = sd.notna() & (sd > 0)
+    z = ((x - mean) / sd).where(usable)
+    notes = []
+    dropped = df.loc[~usable, rater].nunique()
+    if dropped:
+        notes.append(f"{dropped} rater(s) with a single score or all scores equal have no "
+                     "z-scores and are left out of the z columns")
+    return z, notes
+
+
+def slider_summary(df: pd.DataFrame, value: str = "score", by: str = "system",
+                   conf_level: float = 0.95) -> dict[str, Any]:
+    """Direct-assessment scores per system as WMT reports them: the raw mean and the mean of
+    per-rater z-scores, each averaged first over the raters of an output and then over
+    outputs, with t CIs over outputs; n judgments, raters and outputs; SD of the raw scores."""
+    z, notes = rater_z_scores(df, value)
+    frame = df.assign(_raw=pd.to_numeric(df[value]).astype(float), _z=z)
+    rows = []
+    for g, sub in _groups(frame, by):
+        raw = sub.groupby("output")["_raw"].mean().to_numpy(dtype=float)
+        zs = sub.dropna(subset=["_z"]).groupby("output")["_z"].mean().to_numpy(dtype=float)
+        raw_ci, z_ci = _t_interval(raw, conf_level), _t_interval(zs, conf_level)
+        rows.append({
+            "system": g, "n": int(len(sub)), "n_outputs": int(len(raw)),
+            "n_raters": int(sub["rater"].nunique()),
+            "mean": float(raw.mean()) if len(raw) else None,
+            "ci_low": raw_ci[0], "ci_high": raw_ci[1],
+            "sd": float(sub["_raw"].std(ddof=1)) if len(sub) > 1 else None,
+            "z_mean": float(zs.mean()) if len(zs) else None,
+            "z_ci_low": z_ci[0], "z_ci_high": z_ci[1],
+        })
+    rows.sort(key=lambda r: -math.inf if r["z_mean"] is None else -r["z_mean"])
+    return {"systems": rows, "conf_level": conf_level, "warnings": notes,
+            "method": "raw and per-rater z-scored means (WMT DA): averaged per output over "
+                      "its raters, then over outputs; t intervals over outputs"}

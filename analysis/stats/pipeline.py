@@ -26,11 +26,11 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from evalstudy.criteria import SEVERITY_DEFAULT_LABELS, binary_label
+from evalstudy.criteria import MQM_DEFAULT_WEIGHTS, SEVERITY_DEFAULT_LABELS, binary_label
 from kit.jsonable import to_jsonable
 from proxies.quality import auc_with_ci
 
-from . import agreement, descriptives, models, validity
+from . import agreement, descriptives, models, spans, validity
 from .agreement.base import Level
 from .formula import Formula, FormulaError, is_formula_name, parse_formula
 from .rbridge import r_available, r_unavailable_reason, r_versions
@@ -60,11 +60,11 @@ def _section(result: dict, name: str, warnings: list[str], compute: Callable[[],
 # --- user formulas ---------------------------------------------------------------------------
 #: The response column each modelled criterion kind is fitted on; a user's formula names it or
 #: the criterion's own key.
-FORMULA_RESPONSES = {"likert": "rating", "binary": "y", "severity": "y"}
+FORMULA_RESPONSES = {"likert": "rating", "binary": "y", "severity": "y", "slider": "score"}
 FORMULA_BASE_COLUMNS = ("system", "item", "rater")
 # Columns analyse_criterion adds to the judgments before fitting: metadata never takes their
 # plain names, whatever the criterion's kind, so that the rule below needs no frame.
-_ADDED_COLUMNS = ("unit", "rating", "y")
+_ADDED_COLUMNS = ("unit", "rating", "y", "score")
 _METADATA = ("item.", "system.")
 
 
@@ -520,6 +520,24 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
             _section(result, "classification", warnings,
                      lambda: descriptives.classification_summary(frame, label="label",
                                                                  by="system"))
+    elif kind == "slider":
+        frame = _model_frame(humans, "score", pd.to_numeric(humans["value"]).astype(float))
+        _section(result, "slider", warnings,
+                 lambda: descriptives.slider_summary(frame, value="score", by="system"))
+        _section(result, "lmm", warnings, lambda: fits.setdefault("lmm", models.fit_lmm(
+            frame, formula or models.DEFAULT_LMM_FORMULA, engine=engine)))
+        if frame["system"].nunique() > 2 and "lmm" in fits:
+            _section(result, "contrasts", warnings,
+                     lambda: models.pairwise_contrasts(fits["lmm"], "system"))
+        _section(result, "agreement", warnings, lambda: _interval_agreement(rows))
+        return result
+    elif kind == "span":
+        weights = criterion.get("severity_weights") or dict(MQM_DEFAULT_WEIGHTS)
+        _section(result, "mqm", warnings, lambda: spans.mqm_summary(humans, weights))
+        sides = ("output", "reference") if criterion.get("span_reference") else ("output",)
+        _section(result, "span_agreement", warnings,
+                 lambda: spans.span_agreement(humans, sides=sides))
+        return result
     else:  # free text: counted, not modelled
         result["answered"] = int((humans["value"].str.strip() != "").sum())
         return result
@@ -527,6 +545,31 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
     _section(result, "agreement", warnings, lambda: _agreement(rows, kind, scale))
     _section(result, "ceiling", warnings, lambda: _ceiling(rows, kind, scale))
     return result
+
+
+def _interval_agreement(rows: pd.DataFrame) -> dict[str, Any]:
+    """Agreement on a continuous score (sliders): Krippendorff's alpha at the interval level
+    with a bootstrap CI over items, and the ICCs. Chance-corrected statistics for categories
+    (kappa, AC1) do not apply to a 0-100 scale."""
+    humans = rows[rows["is_human"]]
+    key, _ = _rater_keys(humans)
+    frame = pd.DataFrame({"unit": humans["unit"], "rater": humans[key],
+                          "value": pd.to_numeric(humans["value"]).astype(float),
+                          "item": humans["item"]})
+    if frame.groupby("unit")["rater"].nunique().max() < 2:
+        return {"note": "no output was rated by two or more humans"}
+    out: dict[str, Any] = {
+        "level": "interval", "n_units": int(frame["unit"].nunique()),
+        "n_raters": int(frame["rater"].nunique()), "n_ratings": int(len(frame)),
+        "bootstrap": {"n_boot": AGREEMENT_N_BOOT, "seed": AGREEMENT_SEED, "cluster": "item"},
+        "krippendorff_alpha": agreement.krippendorff_alpha(
+            frame, "interval", n_boot=AGREEMENT_N_BOOT, seed=AGREEMENT_SEED, cluster="item"),
+    }
+    try:
+        out["icc"] = agreement.icc(frame, seed=AGREEMENT_SEED)
+    except ValueError as error:
+        out["icc"] = {"note": str(error), "warnings": [f"ICC not computed: {error}"]}
+    return out
 
 
 def severity_distribution(rows: pd.DataFrame, labels: Any = None) -> list[dict[str, Any]]:

@@ -1,21 +1,24 @@
-"""The two demo studies with simulated, deterministic raters: what a new user's first study
+"""The demo studies with simulated, deterministic raters: what a new user's first study
 looks like once raters, metrics and an LLM judge have been through it. Used to render the
 report that a reviewer reads (tests/analysis/test_report_render.py).
 
 The simulated humans judge from the word error rate of each output with rater noise; the
-pairwise raters prefer one summariser, with a position bias towards A.
+pairwise raters prefer one summariser, with a position bias towards A; the translators of the
+ESA demo mark where a translation departs from the better system's and score it from that.
 """
 
 from __future__ import annotations
 
+import json
 import random
+import re
 from pathlib import Path
 
 import jiwer
 
 from annotation.services import judgment_submit
 from evalstudy.importers import study_import_spec
-from evalstudy.models import AssignmentSlot, Study
+from evalstudy.models import AssignmentSlot, Output, Study
 from evalstudy.services import assignment_next, study_open
 from evalstudy.spec.study import parse_study_spec
 from tests.factories import invite
@@ -87,4 +90,67 @@ def simulate_pairwise_raters(study: Study, *, seed: int = 11, favourite: str = "
                 p_a = (0.7 if a_is_favourite else 0.3) + position_bias
                 answers = {"preference": "A" if rng.random() < p_a else "B"}
             judgment_submit(rater=rater, slot_id=slot.pk, answers=answers)
+    return raters
+
+
+def _differing_words(text: str, better: str) -> list[tuple[int, int]]:
+    """Character spans of the words of `text` that the better translation does not share
+    (difflib on words): where a reader would find the errors."""
+    import difflib
+
+    words = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    tokens = [text[a:b].strip(".,").lower() for a, b in words]
+    others = [w.strip(".,").lower() for w in better.split()]
+    spans = []
+    matcher = difflib.SequenceMatcher(a=tokens, b=others, autojunk=False)
+    for tag, i1, i2, _j1, _j2 in matcher.get_opcodes():
+        if tag in ("replace", "delete") and i2 > i1:
+            spans.append((words[i1][0], words[i2 - 1][1]))
+        elif tag == "insert" and words:  # a word left out: the word before it carries it
+            at = max(i1 - 1, 0)
+            spans.append(words[at])
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(set(spans)):
+        if merged and start < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def simulate_esa_raters(study: Study, *, seed: int = 5, best: str = "mt-large") -> int:
+    """Fill every seat of the ESA demo: each rater marks most of the words where a translation
+    departs from the best system's (critical where a negation is lost, major for a changed
+    word, minor for word order and articles), sometimes misses one or marks a word too many,
+    and scores 0-100 from the errors with their own leniency."""
+    from evalstudy import criteria as rules
+
+    rng = random.Random(seed)
+    raters = 0
+    best_texts = dict(Output.objects.filter(item__study=study, system__name=best)
+                      .values_list("item_id", "text"))
+    while study.assignments.filter(rater__isnull=True, source="design").exists():
+        rater = invite(study, kind="expert", display_name=f"sim-translator-{raters + 1}")
+        leniency = rng.gauss(0.0, 8.0)
+        raters += 1
+        while (slot := assignment_next(study=study, rater=rater)) is not None:
+            text = slot.output.text
+            spans, penalty = [], 0.0
+            for start, end in _differing_words(text, best_texts[slot.output.item_id]):
+                if rng.random() < 0.15:
+                    continue  # missed
+                words = len(text[start:end].split())
+                severity = ("critical" if "not" in best_texts[slot.output.item_id].split()
+                            and "not" not in text.split() else
+                            "major" if words > 1 or rng.random() < 0.3 else "minor")
+                category = "Accuracy" if severity != "minor" else rng.choice(
+                    ["Fluency", "Style", "Terminology"])
+                spans.append({"start": start, "end": end, "category": category,
+                              "severity": severity})
+                penalty += {"minor": 6, "major": 20, "critical": 55}[severity]
+            score = max(0, min(100, round(96 - penalty + leniency + rng.gauss(0, 6))))
+            judgment_submit(rater=rater, slot_id=slot.pk, answers={
+                "errors": json.dumps({"spans": spans,
+                                      "text_sha256": rules.text_sha256(text)}),
+                "quality": str(score)})
     return raters

@@ -21,7 +21,12 @@ from django.core.management import call_command
 from analysis.models import AnalysisRun
 from analysis.services import analysis_run_execute, analysis_run_start
 from proxies.services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
-from tests.analysis.demo_data import load_demo, simulate_asr_raters, simulate_pairwise_raters
+from tests.analysis.demo_data import (
+    load_demo,
+    simulate_asr_raters,
+    simulate_esa_raters,
+    simulate_pairwise_raters,
+)
 from tests.proxies.judges.fake_openai import FakeOpenAI, yes_no_reply
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "var" / "test-artifacts" / "reports"
@@ -99,3 +104,31 @@ def test_the_demo_pairwise_report_renders_and_prints_nothing_misleading():
     for word in NEVER:
         assert not re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text), word
     assert "Preference" in text
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_the_demo_esa_report_shows_mqm_direct_assessment_and_span_agreement():
+    study = load_demo("translation_esa.yaml")
+    assert simulate_esa_raters(study) >= 3
+    run = _render(study, "esa-demo", {"pdf": True})
+    text = _visible_text(run.report_html)
+    for word in NEVER:
+        assert not re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text), word
+    for heading in ("MQM scores per system", "Errors per judgment by category",
+                    "Agreement on where the errors are", "Scores per system (direct assessment)",
+                    "Linear mixed model", "lmerTest::lmer", "z mean"):
+        assert heading in text, heading
+    by_key = {c["key"]: c for c in run.result["criteria"]}
+    mqm = {r["system"]: r for r in by_key["errors"]["mqm"]["systems"]}
+    # The compact system's translations depart from the large one's: more and worse errors.
+    assert mqm["mt-compact"]["mqm"] > mqm["mt-large"]["mqm"] + 5
+    assert mqm["mt-large"]["error_free"] > mqm["mt-compact"]["error_free"]
+    scores = {r["system"]: r for r in by_key["quality"]["slider"]["systems"]}
+    assert scores["mt-large"]["mean"] > scores["mt-compact"]["mean"]
+    assert scores["mt-large"]["z_mean"] > 0 > scores["mt-compact"]["z_mean"]
+    lmm = by_key["quality"]["lmm"]
+    assert lmm["family"] == "gaussian" and set(lmm["random_effects"]) == {"rater", "item"}
+    agreement = by_key["errors"]["span_agreement"]
+    assert 0 < agreement["char_f1"] <= 1 and agreement["alpha_marked"]["value"] > 0.3
+    assert by_key["quality"]["agreement"]["level"] == "interval"

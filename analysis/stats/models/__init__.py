@@ -35,6 +35,8 @@ Engines (``ModelFit.engine`` always says which one ran, with versions read at ru
   That is NOT glmer: estimates are population-averaged (marginal) log-odds, which are smaller
   in magnitude than glmer's conditional ones when the random-effect variance is large; no
   variances are estimated. The engine string and a warning say so.
+* ``fit_lmm``: continuous scores (sliders): R ``lmerTest::lmer`` (REML, Satterthwaite df) in
+  the same R process; without R, OLS with cluster-robust SEs (not a mixed model; said so).
 * ``fit_binomial_penalised``: the same binomial model with a weakly informative normal prior
   on the fixed effects (R ``blme::bglmer``; ``brglm2::brglmFit`` without random terms), for
   data with separation, where glmer's estimates are infinite.
@@ -49,8 +51,9 @@ Confidence intervals are Wald intervals (estimate +- z * SE) at ``conf_level``; 
 two-sided Wald z tests.
 
 Modules: :mod:`.base` (result types, formula preparation, engine choice), :mod:`.ordinal`,
-:mod:`.binomial`, :mod:`.separation`, :mod:`.contrasts`, :mod:`.preference`. This package
-exports their public API; the R side is ``analysis/stats/r/models.R`` and ``separation.R``.
+:mod:`.binomial`, :mod:`.gaussian`, :mod:`.separation`, :mod:`.contrasts`,
+:mod:`.preference`. This package exports their public API; the R side is
+``analysis/stats/r/models.R`` and ``separation.R``.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ from analysis.stats.models.contrasts import (
     holm_adjust,
     pairwise_contrasts,
 )
+from analysis.stats.models.gaussian import DEFAULT_LMM_FORMULA, fit_lmm
 from analysis.stats.models.ordinal import fit_clm, fit_clmm
 from analysis.stats.models.preference import PreferenceResult, PreferenceShare, preference_model
 from analysis.stats.models.separation import (
@@ -89,6 +93,7 @@ __all__ = [
     "DEFAULT_CLMM_FORMULA",
     "DEFAULT_CLM_FORMULA",
     "DEFAULT_GLMM_FORMULA",
+    "DEFAULT_LMM_FORMULA",
     "PENALISED_COEF_SD",
     "PENALISED_INTERCEPT_SD",
     "PYMER4_MISSING",
@@ -105,6 +110,7 @@ __all__ = [
     "fit_binomial_penalised",
     "fit_clm",
     "fit_clmm",
+    "fit_lmm",
     "holm_adjust",
     "pairwise_contrasts",
     "preference_model",

@@ -158,7 +158,7 @@ def pairwise_contrasts(
             c.flags.append("the fit did not converge (see its warnings)")
     warnings += [f"from the fit: {w}" for w in fit.warnings]
     scale = ("latent logit (positive: higher ratings)" if fit.family == "cumulative"
-             else "log-odds")
+             else "score points" if fit.family == "gaussian" else "log-odds")
     return PairwiseContrasts(
         factor=factor, scale=scale, adjust=adjust, conf_level=cl, contrasts=contrasts,
         engine=fit.engine, warnings=warnings, fit_converged=bool(fit.converged),

@@ -150,3 +150,51 @@ evalstudy_glmer_summary <- function(fit) {
     "the likelihood-ratio test is undefined (the nominal model adds no parameters)"
   }, "")
 }
+
+# A linear mixed model for continuous scores (sliders, direct assessment): lmerTest::lmer
+# (REML; lme4's fit, with Satterthwaite degrees of freedom for each fixed effect's t test).
+# Without a random term the formula is an ordinary linear model (stats::lm). `seconds`: the
+# fit and summaries, timed in R. The residual variance comes back as `sigma2`, apart from the
+# random effects.
+evalstudy_lmer <- function(formula, data) {
+  acc <- new.env()
+  acc$warns <- character()
+  started <- proc.time()[["elapsed"]]
+  f <- stats::as.formula(formula)
+  mixed <- !is.null(lme4::findbars(f))
+  fit <- .evalstudy_collect(
+    if (mixed) do.call(lmerTest::lmer, list(formula = f, data = data, REML = TRUE))
+    else do.call(stats::lm, list(formula = f, data = data)),
+    acc)
+  out <- .evalstudy_collect({
+    co <- summary(fit)$coefficients
+    vc <- as.matrix(stats::vcov(fit))
+    out <- list(names = rownames(co), est = unname(co[, 1]), se = unname(co[, 2]),
+                nobs = stats::nobs(fit), loglik = as.numeric(stats::logLik(fit)),
+                aic = stats::AIC(fit), vcov = unname(vc), mixed = mixed)
+    if (mixed) {
+      out$df <- unname(co[, "df"]); out$p <- unname(co[, ncol(co)])
+      vcr <- as.data.frame(lme4::VarCorr(fit))
+      vcr <- vcr[is.na(vcr$var2), ]
+      resid <- vcr$grp == "Residual"
+      out$sigma2 <- as.numeric(vcr$vcov[resid])
+      vcr <- vcr[!resid, ]
+      out$re_group <- as.character(vcr$grp); out$re_name <- as.character(vcr$var1)
+      out$re_var <- as.numeric(vcr$vcov)
+      out$ngrps <- as.numeric(lme4::ngrps(fit)); out$ngrps_names <- names(lme4::ngrps(fit))
+      out$conv <- as.character(fit@optinfo$conv$lme4$messages)
+      out$singular <- lme4::isSingular(fit)
+      out$reml <- as.numeric(lme4::REMLcrit(fit))
+    } else {
+      out$df <- rep(stats::df.residual(fit), nrow(co)); out$p <- unname(co[, 4])
+      out$sigma2 <- summary(fit)$sigma^2
+      out$re_group <- character(); out$re_name <- character(); out$re_var <- numeric()
+      out$ngrps <- numeric(); out$ngrps_names <- character(); out$conv <- character()
+      out$singular <- FALSE
+    }
+    out
+  }, acc)
+  out$warnings <- unique(acc$warns)
+  out$seconds <- proc.time()[["elapsed"]] - started
+  out
+}

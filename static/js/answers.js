@@ -116,7 +116,11 @@
       const quote = document.createElement("q");
       quote.textContent = pane ? pane.text.slice(span.start, span.end) : `${span.start}-${span.end}`;
       const where = span.side === "reference" && pane ? ` (${pane.element.dataset.label})` : "";
-      item.append(quote, document.createTextNode(`${where}: ${span.category}, ${span.severity} `));
+      // The severity as the rater chose it (its translated name), the category as written.
+      const option = Array.from(m.querySelectorAll("[data-span-severity] option"))
+        .find((o) => o.value === span.severity);
+      const severity = option ? option.textContent : span.severity;
+      item.append(quote, document.createTextNode(`${where}: ${span.category}, ${severity} `));
       const remove = document.createElement("button");
       remove.type = "button";
       remove.className = "link";

@@ -4,12 +4,13 @@ FROM python:3.11-slim-bookworm
 
 # R with lme4/ordinal/jsonlite for the mixed models (run as a separate Rscript process, not
 # loaded into Python), Pango and fonts for the PDF reports, libpq for PostgreSQL, a compiler for
-# the few source builds.
+# the few source builds, FFmpeg's ffprobe/ffmpeg to check media stimuli on import (separate
+# programs too).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       r-base-core r-cran-jsonlite r-cran-lme4 r-cran-lmertest r-cran-emmeans r-cran-ordinal \
       r-cran-blme r-cran-brglm2 \
-      libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core libpq5 build-essential \
+      libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core libpq5 build-essential ffmpeg \
  && rm -rf /var/lib/apt/lists/*
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -18,7 +18,7 @@ from evalstudy.audit import API
 from evalstudy.permissions import VIEWER, check_study
 from kit.openapi import READ_ERRORS, errors
 
-from .exports import NotExported, judgments_export, report_export
+from .exports import NotExported, judgments_export, report_export, spans_export
 from .models import AnalysisRun
 from .selectors import JudgmentFilter
 from .services import analysis_run_start
@@ -116,6 +116,7 @@ class JudgmentsExport(StudyScopedView):
     item and system metadata), as CSV (formula-like cells neutralised), JSONL or Parquet."""
 
     fmt = "csv"
+    what, exporter = "judgments", staticmethod(judgments_export)
 
     @extend_schema(
         parameters=[
@@ -123,6 +124,7 @@ class JudgmentsExport(StudyScopedView):
             OpenApiParameter("include_calibration", bool),
             OpenApiParameter("exclude_attention_failed", bool),
             OpenApiParameter("exclude_incomplete", bool),
+            OpenApiParameter("exclude_unheard", bool),
         ],
         responses={(200, "text/csv"): OpenApiTypes.BINARY,
                    (200, "application/x-ndjson"): OpenApiTypes.BINARY,
@@ -139,12 +141,21 @@ class JudgmentsExport(StudyScopedView):
         def flag(name: str) -> bool:
             return params.get(name, "").lower() in ("1", "true", "yes")
 
-        body = judgments_export(study=study, filters=JudgmentFilter(
+        body = self.exporter(study=study, filters=JudgmentFilter(
             include_calibration=flag("include_calibration"),
             exclude_attention_failed=flag("exclude_attention_failed"),
             exclude_incomplete=flag("exclude_incomplete"), raters=raters,
+            exclude_unheard=flag("exclude_unheard"),
         ), fmt=self.fmt, actor=request.user, source=API)
         response = HttpResponse(body, content_type=EXPORT_TYPES[self.fmt])
         response["Content-Disposition"] = (
-            f'attachment; filename="{study.slug}-judgments.{self.fmt}"')
+            f'attachment; filename="{study.slug}-{self.what}.{self.fmt}"')
         return response
+
+
+class SpansExport(JudgmentsExport):
+    """Every error span of the study's span criteria, one row per span (rater, item, system,
+    criterion, side, start, end, the marked text, category, severity, weight), as CSV
+    (formula-like cells neutralised), JSONL or Parquet; the same filters as the judgments."""
+
+    what, exporter = "spans", staticmethod(spans_export)

@@ -1,7 +1,7 @@
 """Exports of a study's analysis: a finished run's report (HTML, PDF, JSON, tidy statistics CSV)
-and the tidy judgment table (CSV, JSONL, Parquet). Each is a service: it returns the bytes to
-hand out and records the export in the audit trail (`actor`, `source`: evalstudy.audit), so the
-API, the pages and `manage.py analyze` leave the same trail."""
+and the tidy judgment and error-span tables (CSV, JSONL, Parquet). Each is a service: it
+returns the bytes to hand out and records the export in the audit trail (`actor`, `source`:
+evalstudy.audit), so the API, the pages and `manage.py analyze` leave the same trail."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from typing import Any
 import pandas as pd
 
 from evalstudy.audit import SYSTEM, audit_export
-from evalstudy.models import Study
+from evalstudy.models import Output, Study
 from kit.csvsafe import SafeDictWriter, plain_cell
 
 from .models import AnalysisRun
 from .selectors import JudgmentFilter, judgments_tidy
+from .stats import spans
 from .stats.flatten import COLUMNS, statistics_rows
 
 REPORT_FORMATS = ("html", "pdf", "json", "stats_csv")
@@ -64,25 +65,60 @@ def judgments_export(*, study: Study, filters: JudgmentFilter, fmt: str, file: s
     if fmt not in JUDGMENT_FORMATS:
         raise ValueError(f"judgment format {fmt!r}: one of {', '.join(JUDGMENT_FORMATS)}")
     frame = judgments_tidy(study, filters)
-    if fmt == "parquet":
-        body = _parquet(frame)
-    else:
-        columns = list(frame.columns)
-        records = ({name: plain_cell(value) for name, value in zip(columns, row, strict=True)}
-                   for row in frame.itertuples(index=False, name=None))
-        text = io.StringIO()
-        if fmt == "csv":
-            writer = SafeDictWriter(text, fieldnames=columns)
-            writer.writeheader()
-            for record in records:
-                writer.writerow(record)
-        else:
-            for record in records:
-                text.write(json.dumps(record, ensure_ascii=False) + "\n")
-        body = text.getvalue().encode()
+    body = _table_bytes(frame, fmt)
     audit_export(actor=actor, source=source, what="judgments", fmt=fmt, target=study,
                  file=file, rows=len(frame))
     return body
+
+
+def spans_export(*, study: Study, filters: JudgmentFilter, fmt: str, file: str = "",
+                 actor: Any = None, source: str = SYSTEM) -> bytes:
+    """Every error span of the study's span criteria that `filters` keeps, one row per span:
+    the judgment's rater, item, system and criterion, then side, start, end (character offsets
+    into the text shown, end exclusive), the marked text, category, severity and its weight.
+    Audited as "export" (what: spans)."""
+    if fmt not in JUDGMENT_FORMATS:
+        raise ValueError(f"span format {fmt!r}: one of {', '.join(JUDGMENT_FORMATS)}")
+    judgments = judgments_tidy(study, filters)
+    judgments = judgments[judgments["criterion_kind"] == "span"]
+    parts = []
+    for criterion in study.criteria.filter(kind="span"):
+        rows = spans.span_rows(judgments[judgments["criterion"] == criterion.key],
+                               criterion.rule.weights)
+        parts.append(rows.assign(criterion=criterion.key))
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["judgment", "rater", "item", "system", "side", "start", "end", "category",
+                 "severity", "weight", "criterion"])
+    texts = dict(Output.objects.filter(item__study=study).values_list("id", "text"))
+    references = dict(Output.objects.filter(item__study=study)
+                      .values_list("id", "item__reference"))
+    frame["text"] = [
+        (texts if side == "output" else references).get(output, "")[start:end]
+        for output, side, start, end in zip(frame.get("output", []), frame["side"],
+                                            frame["start"], frame["end"], strict=True)]
+    body = _table_bytes(frame, fmt)
+    audit_export(actor=actor, source=source, what="spans", fmt=fmt, target=study, file=file,
+                 rows=len(frame))
+    return body
+
+
+def _table_bytes(frame: pd.DataFrame, fmt: str) -> bytes:
+    """A tidy table as CSV (formula-like cells neutralised), JSONL or Parquet."""
+    if fmt == "parquet":
+        return _parquet(frame)
+    columns = list(frame.columns)
+    records = ({name: plain_cell(value) for name, value in zip(columns, row, strict=True)}
+               for row in frame.itertuples(index=False, name=None))
+    text = io.StringIO()
+    if fmt == "csv":
+        writer = SafeDictWriter(text, fieldnames=columns)
+        writer.writeheader()
+        for record in records:
+            writer.writerow(record)
+    else:
+        for record in records:
+            text.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return text.getvalue().encode()
 
 
 def _parquet(frame: pd.DataFrame) -> bytes:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from annotation.models import Judgment
-from evalstudy.models import AssignmentSlot, Enrollment, Output, Rater, Study
+from annotation.models import Judgment, ListeningLog
+from evalstudy.models import AssignmentSlot, Enrollment, ItemMedia, Output, Rater, Study
 
 JUDGMENT_COLUMNS = (
     "judgment", "rater", "rater_kind", "is_human", "seat", "slot", "slot_kind", "output",
@@ -26,6 +27,8 @@ class JudgmentFilter:
     include_calibration: bool = False
     exclude_attention_failed: bool = False  # raters stopped for failed attention checks
     exclude_incomplete: bool = False  # raters whose seat is not done
+    # Judgments of slots with audio or video that the rater did not hear (or watch) to the end.
+    exclude_unheard: bool = False
     raters: str = "all"  # "all" | "human" | "proxy"
 
     def describe(self) -> list[str]:
@@ -34,6 +37,8 @@ class JudgmentFilter:
             "raters over the attention-check limit "
             + ("excluded" if self.exclude_attention_failed else "included"),
             "incomplete raters " + ("excluded" if self.exclude_incomplete else "included"),
+            *(["judgments of media not heard to the end excluded"] if self.exclude_unheard
+              else []),
             f"raters: {self.raters}",
         ]
 
@@ -72,6 +77,7 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
         "served_at", "submitted_at",
     ])
     frame["is_human"] = frame["rater_kind"].isin(list(Rater.HUMAN_KINDS))
+    frame = _with_listening(study, frame, exclude_unheard=filters.exclude_unheard)
     served = pd.to_datetime(frame["served_at"], utc=True)
     submitted = pd.to_datetime(frame["submitted_at"], utc=True)
     frame["seconds"] = (submitted - served).dt.total_seconds()
@@ -90,6 +96,18 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
     for field in sorted({key for _, meta in systems.values() for key in meta}):
         frame[f"system.{field}"] = frame["system"].map(
             lambda pk, f=field: systems[pk][1].get(f) if pk in systems else None)
+    if frame["criterion_kind"].isin(["ranking", "best_worst"]).any():
+        # Ranking and best-worst answers name outputs by the letter they were shown under:
+        # the systems shown, in display order (A first), as a JSON list.
+        names = dict(study.systems.values_list("id", "name"))
+        slots = frame.loc[frame["criterion_kind"].isin(["ranking", "best_worst"]), "slot"]
+        output_system = dict(Output.objects.filter(item__study=study)
+                             .values_list("id", "system_id"))
+        shown_systems = {
+            pk: json.dumps([names[output_system[o]] for o in shown_ids])
+            for pk, shown_ids in AssignmentSlot.objects.filter(pk__in=slots.unique().tolist())
+            .values_list("id", "shown_outputs")}
+        frame["shown"] = frame["slot"].map(shown_systems)
     if (frame["criterion_kind"] == "span").any():
         # What span agreement compares over: every character of each text a span could mark.
         spanned = frame.loc[frame["criterion_kind"] == "span", "output"].unique().tolist()
@@ -103,6 +121,43 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
     for column in ("system", "system_b"):
         frame[column] = frame[column].map(lambda pk: systems[pk][0] if pk in systems else None)
     return frame.sort_values(["criterion", "item", "system", "rater"]).reset_index(drop=True)
+
+
+def _with_listening(study: Study, frame: pd.DataFrame, *, exclude_unheard: bool
+                    ) -> pd.DataFrame:
+    """Listening behaviour (annotation.media) beside each judgment of a study with media:
+    `seconds_listened` (of the slot's media, what was heard, not wall time) and `media_heard`
+    (every medium of the slot heard, or watched, to the end; empty for slots without media).
+    With `exclude_unheard`, judgments of slots whose media were not all heard are left out."""
+    media = list(ItemMedia.objects.filter(item__study=study).values_list("item_id", "output_id"))
+    if not media or frame.empty:
+        return frame
+    item_media = {item for item, output in media if output is None}
+    output_media = {output for _, output in media if output is not None}
+    heard: dict[int, set[str]] = {}
+    seconds: dict[int, float] = {}
+    for slot, which, listened, completed in ListeningLog.objects.filter(
+            slot__in=frame["slot"].unique().tolist()).values_list(
+            "slot", "which", "seconds_listened", "completed"):
+        seconds[slot] = seconds.get(slot, 0.0) + listened
+        if completed:
+            heard.setdefault(slot, set()).add(which)
+
+    def needed(item: Any, output: Any, output_b: Any) -> set[str]:
+        return ({"item"} if item in item_media else set()) | (
+            {"a"} if output in output_media else set()) | (
+            {"b"} if output_b in output_media else set())
+
+    wanted = [needed(i, o, b) for i, o, b in zip(frame["item"], frame["output"],
+                                                 frame["output_b"], strict=True)]
+    frame = frame.assign(
+        seconds_listened=[seconds.get(slot, 0.0) if want else None
+                          for slot, want in zip(frame["slot"], wanted, strict=True)],
+        media_heard=[(want <= heard.get(slot, set())) if want else None
+                     for slot, want in zip(frame["slot"], wanted, strict=True)])
+    if exclude_unheard:
+        frame = frame[frame["media_heard"].map(lambda h: h is not False)]
+    return frame
 
 
 def _rater_labels(names: dict[int, str]) -> dict[int, str]:

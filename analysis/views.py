@@ -62,6 +62,7 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
         "filters": {
             "exclude_attention_failed": bool(request.POST.get("exclude_attention_failed")),
             "exclude_incomplete": bool(request.POST.get("exclude_incomplete")),
+            "exclude_unheard": bool(request.POST.get("exclude_unheard")),
             "raters": request.POST.get("raters", "all"),
         },
         "engine": request.POST.get("engine", "auto"),

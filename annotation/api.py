@@ -44,7 +44,7 @@ from .idempotency import (
 )
 from .models import Judgment
 from .monitoring import study_monitor
-from .selectors import slot_texts
+from .selectors import slot_texts, tuple_panes
 from .services import SubmissionInvalid, SubmissionRefused, judgment_submit
 
 
@@ -97,6 +97,11 @@ class SlotSerializer(serializers.Serializer):
     text = serializers.CharField()
     text_b = serializers.CharField(help_text="Pairwise studies: the output shown as B.")
     answers = serializers.DictField(child=serializers.CharField())
+    outputs = serializers.ListField(
+        child=serializers.DictField(child=serializers.CharField()),
+        help_text='Ranking and best-worst slots: every output shown, [{"letter", "label", '
+                  '"text"}] in display order; answers name them by letter ("B>A>C", '
+                  '"best=A;worst=C"). Empty for other slots.')
 
 
 UNANSWERED_KIND = "item"
@@ -130,6 +135,10 @@ def _slot_rows(slots, study: Study) -> list[dict]:
             "completed": slot.completed_at is not None,
             "reference": reference if study.reference_shown else "", "context": context,
             "text": text, "text_b": text_b, "answers": answers.get(slot.pk, {}),
+            # Ranking and best-worst slots: every output shown, in order (A, B, C, ...); their
+            # answers name the outputs by these letters.
+            "outputs": [{"letter": pane.letter, "label": pane.label, "text": pane.text}
+                        for pane in tuple_panes(slot, study)],
         })
     return rows
 

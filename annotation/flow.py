@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from evalstudy import criteria as rules
 from evalstudy.models import Assignment, AssignmentSlot, Enrollment, Rater, Study
 from evalstudy.services import (
     enrollment_admit,
@@ -142,7 +143,8 @@ def control_slot_passed(slot: AssignmentSlot) -> bool | None:
     if control is None or slot.completed_at is None:
         return None
     given = dict(Judgment.objects.filter(slot=slot).values_list("criterion__key", "value"))
-    return all(given.get(key) == str(value) for key, value in control.expected.items())
+    return all(rules.expected_met(given.get(key), value)
+               for key, value in control.expected.items())
 
 
 def attention_failures(*, study: Study, rater: Rater) -> int:

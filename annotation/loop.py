@@ -6,8 +6,9 @@ and get the next. On PostgreSQL this module does exactly that in
 
 1. one read that locks the rater's seat (`SELECT ... FOR UPDATE OF` the seat row) and returns
    everything the request needs: the seat, the study, the rater and its enrollment, the slot
-   answered, the first slot still open, the next one with its texts, the slot count and the
-   study's questions (as JSON);
+   answered, the first slot still open, the next one with its texts and media (each with its
+   listening log), whether the answered slot's media are still to be heard (a study's
+   "hear it to the end first"), the slot count and the study's questions (as JSON);
 2. one write: a statement whose data-modifying `WITH` parts insert the judgments, complete
    the answered slot and mark the next one served, and, only when due, update the seat (its
    lease, renewed at most once a minute as `evalstudy.services.lease_renew` decides, or its
@@ -55,6 +56,7 @@ from evalstudy.models import (
     Criterion,
     Enrollment,
     Item,
+    ItemMedia,
     Output,
     Rater,
     Study,
@@ -63,7 +65,8 @@ from evalstudy.services import lease_renew
 
 from .alignment import alignment_for
 from .flow import after_attention_check
-from .models import Judgment
+from .media import media_views
+from .models import Judgment, ListeningLog
 from .selectors import Question, SlotView, _choices, marked_sides, study_sides
 from .services import StoreCounts, SubmissionRefused, clean_answers
 
@@ -88,6 +91,7 @@ class SlotTexts:
     context: str
     text: str
     text_b: str
+    media_json: str = ""  # its media and their listening log (`_media_json_sql`), or ""
 
 
 @dataclass
@@ -116,6 +120,8 @@ class SeatContext:
     total: int
     criteria: tuple[Criterion, ...]
     criteria_json: str  # the criteria as the database gave them: the key of what is built
+    # Media of the answered slot not yet heard to the end, when the study requires it.
+    media_pending: int = 0
 
 
 def _criteria_json_sql() -> str:
@@ -127,6 +133,45 @@ def _criteria_json_sql() -> str:
     order = _column(Criterion, "order")
     return (f"(SELECT json_agg(json_build_object({pairs}) ORDER BY c.{order}, c.id)::text "
             f"FROM {_table(Criterion)} c WHERE c.{_column(Criterion, 'study')} = st.id)")
+
+
+def _which_sql(media: str, slot: str) -> str:
+    """Which of a slot's media a row of ItemMedia is: the item's, or output A's or B's."""
+    output = _column(ItemMedia, "output")
+    return (f"CASE WHEN {media}.{output} IS NULL THEN 'item' "
+            f"WHEN {media}.{output} = {slot}.{_column(AssignmentSlot, 'output')} THEN 'a' "
+            "ELSE 'b' END")
+
+
+def _slot_media_sql(slot: str) -> str:
+    """FROM ... WHERE of the media shown with `slot` (a target slot) and each one's listening
+    log, if any."""
+    media, log = _table(ItemMedia), _table(ListeningLog)
+    output, item = _column(ItemMedia, "output"), _column(ItemMedia, "item")
+    s_output, s_output_b = (_column(AssignmentSlot, "output"),
+                            _column(AssignmentSlot, "output_b"))
+    return (f"FROM {_table(Output)} so JOIN {media} m ON m.{item} = so.{_column(Output, 'item')} "
+            f"AND (m.{output} IS NULL OR m.{output} = {slot}.{s_output} "
+            f"OR m.{output} = {slot}.{s_output_b}) "
+            f"LEFT JOIN {log} l ON l.{_column(ListeningLog, 'slot')} = {slot}.id "
+            f"AND l.{_column(ListeningLog, 'which')} = {_which_sql('m', slot)} "
+            f"WHERE so.id = {slot}.{s_output}")
+
+
+def _media_json_sql() -> str:
+    """The next slot's media as one JSON array (annotation.media.media_views' rows)."""
+    return ("(SELECT json_agg(json_build_object("
+            f"'which', {_which_sql('m', 'nxt')}, 'kind', m.kind, 'mime', m.mime, "
+            f"'duration', m.{_column(ItemMedia, 'duration_s')}, 'plays', l.plays, "
+            f"'seeks', l.seeks, 'done', l.completed))::text {_slot_media_sql('nxt')})")
+
+
+def _media_pending_sql() -> str:
+    """How many media of the answered slot were not heard to the end, when the study makes
+    raters hear them first (else 0)."""
+    return (f"CASE WHEN st.{_column(Study, 'media_must_finish')} THEN "
+            f"(SELECT count(*) {_slot_media_sql('cur')} AND l.completed IS NOT TRUE) "
+            "ELSE 0 END")
 
 
 @functools.cache
@@ -152,6 +197,7 @@ SELECT seat.id, seat.{_column(Assignment, 'state')},
        st.id, st.slug, st.title, st.status, st.instructions, st.consent_text,
        st.reference_shown, st.allow_revision, st.lease_minutes, st.attention_fail_limit,
        st.language, st.rater_labels, st.alignment_shown,
+       st.media_must_finish, st.media_max_plays, st.media_autoplay,
        r.id, r.kind, r.{_column(Rater, 'user')}, r.{_column(Rater, 'study')}, r.origin,
        en.id, en.invitation_pending, en.stopped_at, en.platform_session_id,
        en.consented_at, en.instructions_seen_at,
@@ -166,7 +212,9 @@ SELECT seat.id, seat.{_column(Assignment, 'state')},
           AND s.{s_kind} = '{AssignmentSlot.Kind.TARGET.value}' AND s.{s_completed} IS NOT NULL
           AND s.{s_position} < nxt.{s_position} ORDER BY s.{s_position} DESC LIMIT 1),
        (SELECT count(*) FROM {slot} s WHERE s.{s_assignment} = seat.id),
-       {_criteria_json_sql()}
+       {_criteria_json_sql()},
+       {_media_json_sql()},
+       {_media_pending_sql()}
 FROM {seat} seat
 JOIN {_table(Study)} st ON st.id = seat.{_column(Assignment, 'study')}
 JOIN {_table(Rater)} r ON r.id = seat.{_column(Assignment, 'rater')}
@@ -274,17 +322,20 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
         return None
     (seat_id, seat_state, lease, study_id, study_slug, title, status, instructions, consent,
      reference_shown, allow_revision, lease_minutes, fail_limit, language, rater_labels,
-     alignment_shown,
+     alignment_shown, must_finish, max_plays, autoplay,
      r_id, r_kind, r_user, r_study, r_origin,
      en_id, pending, stopped_at, platform_session, consented_at, seen_at,
      cur_id, cur_kind, cur_completed, cur_served, cur_calibration,
      first_open, n_id, n_kind, n_position, n_served, reference, context, text, text_b,
-     c_reference, c_context, c_text, c_text_b, previous, total, criteria) = row
+     c_reference, c_context, c_text, c_text_b, previous, total, criteria, media_json,
+     media_pending) = row
     study = Study(pk=study_id, slug=study_slug, title=title, status=status,
                   instructions=instructions, consent_text=consent,
                   reference_shown=reference_shown, allow_revision=allow_revision,
                   lease_minutes=lease_minutes, attention_fail_limit=fail_limit,
                   language=language, alignment_shown=alignment_shown,
+                  media_must_finish=must_finish, media_max_plays=max_plays,
+                  media_autoplay=autoplay,
                   # Django reads JSON columns as text and decodes them itself
                   rater_labels=(json.loads(rater_labels) if isinstance(rater_labels, str)
                                 else rater_labels))
@@ -296,7 +347,8 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
             slot_id=n_id, kind=n_kind, position=n_position,
             reference=(reference if target else c_reference) or "",
             context=(context if target else c_context) or "",
-            text=(text if target else c_text) or "", text_b=(text_b if target else c_text_b) or "")
+            text=(text if target else c_text) or "", text_b=(text_b if target else c_text_b) or "",
+            media_json=(media_json or "") if target else "")
     return SeatContext(
         seat_id=seat_id, seat_state=seat_state, lease_expires_at=_when(lease), study=study,
         rater=rater, enrolled=en_id is not None and not pending, stopped=stopped_at is not None,
@@ -306,7 +358,7 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
         slot_served_at=_when(cur_served), slot_calibration_id=cur_calibration,
         first_open_id=first_open, next=upcoming, next_served=n_served is not None,
         previous_target_id=previous, total=total, criteria=_criteria(criteria),
-        criteria_json=criteria or "")
+        criteria_json=criteria or "", media_pending=media_pending or 0)
 
 
 # --- who may go on ----------------------------------------------------------------------------
@@ -366,7 +418,9 @@ def _view(context: SeatContext) -> SlotView | None:
         position=upcoming.position + 1, total=context.total,
         questions=[Question(c, _choices(c, study_sides(context.study)), "")
                    for c in context.criteria],
-        marked=marked_sides(context.criteria))
+        marked=marked_sides(context.criteria),
+        media=(media_views(json.loads(upcoming.media_json), slot_id=upcoming.slot_id,
+                           rater_id=context.rater.pk) if upcoming.media_json else []))
 
 
 
@@ -468,8 +522,12 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
                                              bound=rater_id is not None)
                 or context.slot_id is None):
             return None
-        if any(c.kind == rules.SPAN for c in context.criteria):
-            return None  # span answers are read against the answered slot's text: not read here
+        if any(c.kind in rules.SLOT_BOUND_KINDS for c in context.criteria):
+            # Span, ranking and best-worst answers are read against the answered slot (its
+            # text, the outputs it shows), which this read does not fetch.
+            return None
+        if context.media_pending and not context.slot_completed:
+            return None  # media to hear first: the general path refuses, saying so
         try:
             cleaned, errors = clean_answers(context.criteria, answers)
         except SubmissionRefused:  # a misconfigured condition: the general path says so
@@ -568,8 +626,9 @@ def serve_current(*, slug: str, rater_id: int | None, user_id: int | None,
     with transaction.atomic():
         context = _read(slug=slug, rater_id=rater_id, user_id=user_id, slot_id=None)
         if (context is None or context.next is None
-                or not _may_rate(context, platform_session, bound=rater_id is not None)):
-            return None
+                or not _may_rate(context, platform_session, bound=rater_id is not None)
+                or any(c.kind in rules.TUPLE_KINDS for c in context.criteria)):
+            return None  # (a ranking or best-worst slot shows outputs this read does not fetch)
         _serve(context, now)
         page = LoopPage(study=context.study, view=_view(context),
                         questions_html=questions_html(context.criteria_json, context.study))

@@ -73,3 +73,39 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.status_code})"
+
+
+class ListeningLog(models.Model):
+    """How a rater played one media file of one slot (`which`: the item's, or output A's or
+    B's), as the player reported it and `annotation.media.listening_record` accepted it.
+
+    `intervals` are the stretches of the file that were played ([start, end] seconds, merged),
+    so `seconds_listened` is what was heard, not wall time: a replay of the same stretch adds
+    nothing and a seek past a stretch does not count it. `completed`: the intervals cover the
+    whole file (seeking to the end does not complete it)."""
+
+    class Which(models.TextChoices):
+        ITEM = "item", "The item's media"
+        A = "a", "The (first) output's media"
+        B = "b", "Output B's media"
+
+    slot = models.ForeignKey(AssignmentSlot, on_delete=models.CASCADE, related_name="listening",
+                             db_index=False)
+    which = models.CharField(max_length=4, choices=Which.choices)
+    duration_s = models.FloatField(help_text="The file's duration when the log started.")
+    plays = models.PositiveIntegerField(default=0)
+    seeks = models.PositiveIntegerField(default=0)
+    seconds_listened = models.FloatField(default=0)
+    intervals = models.JSONField(default=list, blank=True)
+    completed = models.BooleanField(default=False)
+    started_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # Also the index of every lookup by slot.
+            models.UniqueConstraint(fields=["slot", "which"], name="listening_slot_which"),
+        ]
+
+    def __str__(self) -> str:
+        return f"slot {self.slot_id} {self.which}: {self.seconds_listened:.1f} s"

@@ -1,5 +1,6 @@
 """The researcher's live view of a study: seats, coverage of outputs, and every rater's progress
-and quality signals. Read-only; a handful of queries whatever the study's size."""
+and quality signals (listening to media among them). Read-only; a handful of queries whatever
+the study's size."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from datetime import datetime
 
 from django.db.models import Count, Q
 
+from evalstudy import criteria as rules
 from evalstudy.models import Assignment, AssignmentSlot, Enrollment, Study
 
+from .media import listening_by_seat
 from .models import Judgment
 
 
@@ -42,6 +45,11 @@ class RaterProgress:
     calibration_answered: int
     last_activity: datetime | None
     stopped: str
+    # Items with media (audio, video) answered, how many heard to the end, and the median
+    # seconds heard per such item (annotation.media: what was played, not wall time).
+    media_items: int = 0
+    media_heard_to_end: int = 0
+    median_seconds_listened: float | None = None
 
     @property
     def percent(self) -> int:
@@ -129,6 +137,7 @@ def study_monitor(study: Study) -> StudyMonitor:
         if completed is not None and (seat_id not in last or completed > last[seat_id]):
             last[seat_id] = completed
     controls = _control_results(study)
+    listening = listening_by_seat(study)
     stopped = dict(
         Enrollment.objects.filter(study=study, stopped_at__isnull=False)
         .values_list("rater_id", "stop_reason")
@@ -147,6 +156,11 @@ def study_monitor(study: Study) -> StudyMonitor:
             calibration_correct=calibration.count(True), calibration_answered=len(calibration),
             last_activity=last.get(seat.pk), stopped=stopped.get(seat.rater_id, ""),
         ))
+        heard = listening.get(seat.pk)
+        if heard is not None:
+            raters[-1].media_items, raters[-1].media_heard_to_end = (heard.media_slots,
+                                                                     heard.heard_to_end)
+            raters[-1].median_seconds_listened = heard.median_seconds
     every_timing = [t for values in timings.values() for t in values]
     return StudyMonitor(
         study=study, lists=lists, coverage=dict(sorted(coverage.items())),
@@ -172,7 +186,7 @@ def _control_results(study: Study) -> dict[int, dict[str, list[bool]]]:
     for slot in slots:
         expected = (slot.calibration_item or slot.attention_check).expected
         given = answers.get(slot.pk, {})
-        passed = all(given.get(key) == str(value) for key, value in expected.items())
+        passed = all(rules.expected_met(given.get(key), value) for key, value in expected.items())
         results[slot.assignment_id][slot.kind].append(passed)
     return results
 
@@ -180,7 +194,8 @@ def _control_results(study: Study) -> dict[int, dict[str, list[bool]]]:
 PROGRESS_COLUMNS = (
     "rater", "kind", "seat", "list", "part", "replica", "state", "done", "total",
     "median_seconds", "attention_failed", "attention_answered", "calibration_correct",
-    "calibration_answered", "last_activity", "stopped",
+    "calibration_answered", "last_activity", "stopped", "media_items", "media_heard_to_end",
+    "median_seconds_listened",
 )
 
 
@@ -197,4 +212,7 @@ def progress_rows(monitor: StudyMonitor):
             "calibration_answered": row.calibration_answered,
             "last_activity": row.last_activity.isoformat() if row.last_activity else "",
             "stopped": row.stopped,
+            "media_items": row.media_items, "media_heard_to_end": row.media_heard_to_end,
+            "median_seconds_listened": ("" if row.median_seconds_listened is None
+                                        else f"{row.median_seconds_listened:.1f}"),
         }

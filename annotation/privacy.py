@@ -1,6 +1,7 @@
 """What this app holds about a rater, for their export and erasure (`evalstudy.privacy`): the
-judgments (kept on erasure: they are pseudonymous once the rater row is) and the browser
-sessions an entry link bound to the rater. Registered by AnnotationConfig.ready."""
+judgments and the listening log of media (kept on erasure: they are pseudonymous once the rater
+row is) and the browser sessions an entry link bound to the rater. Registered by
+AnnotationConfig.ready."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.db.models import Count
 from evalstudy.models import Rater
 from evalstudy.privacy import PrivacyContribution
 
-from .models import Judgment, JudgmentRevision
+from .models import Judgment, JudgmentRevision, ListeningLog
 from .rater import SESSION_KEY
 
 
@@ -25,10 +26,21 @@ def judgments_export(rater: Rater, studies: Collection[int] | None) -> dict[str,
         revisions = revisions.filter(judgment__slot__assignment__study__in=studies)
     judgments = (judgments.values("slot__assignment__study__slug")
                  .annotate(n=Count("id")).order_by("slot__assignment__study__slug"))
+    listening = ListeningLog.objects.filter(slot__assignment__rater=rater)
+    if studies is not None:
+        listening = listening.filter(slot__assignment__study__in=studies)
     return {
         "judgments_per_study": {row["slot__assignment__study__slug"]: row["n"]
                                 for row in judgments},
         "judgment_revisions": revisions.count(),
+        # How they played media stimuli: per file of an item, plays, seconds heard, seeks.
+        "media_listening": [
+            {"study": slug, "position": position, "media": which, "plays": plays,
+             "seconds_listened": seconds, "seeks": seeks, "heard_to_end": completed}
+            for slug, position, which, plays, seconds, seeks, completed in listening.order_by(
+                "slot__assignment__study__slug", "slot__position", "which").values_list(
+                "slot__assignment__study__slug", "slot__position", "which", "plays",
+                "seconds_listened", "seeks", "completed")],
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import markdown
 import nh3
@@ -16,6 +16,7 @@ from evalstudy import criteria as rules
 from evalstudy.models import Assignment, AssignmentSlot, Criterion, Rater, Study
 
 from .alignment import alignment_for
+from .media import MediaView, slot_media
 from .models import Judgment
 
 
@@ -90,6 +91,35 @@ class Question:
     criterion: Criterion
     choices: list[Choice] | None  # None: free text
     answer: str
+    letters: str = ""  # ranking and best-worst questions: the letters of the outputs shown
+
+    @property
+    def ranks(self) -> list[dict[str, object]] | None:
+        """A ranking question's rows: each output's letter and the rank given (if any), with
+        the ranks 1..k to choose from; None for other kinds."""
+        if self.criterion.kind != rules.RANKING or not self.letters:
+            return None
+        given: dict[str, str] = {}
+        if "=" in self.answer:  # as posted: "A=2;B=1"
+            for piece in self.answer.split(";"):
+                letter, _, rank = piece.partition("=")
+                given[letter] = rank
+        elif self.answer:
+            given = {letter: str(rank) for rank, letter in
+                     enumerate(rules.ranking_of(self.answer), start=1)}
+        choices = [str(rank) for rank in range(1, len(self.letters) + 1)]
+        return [{"letter": letter, "rank": given.get(letter, ""), "choices": choices}
+                for letter in self.letters]
+
+    @property
+    def best_worst(self) -> dict[str, str] | None:
+        """A best-worst question's letters and the answer given; None for other kinds."""
+        if self.criterion.kind != rules.BEST_WORST or not self.letters:
+            return None
+        parts = dict(piece.partition("=")[::2] for piece in self.answer.split(";")
+                     if "=" in piece)
+        return {"letters": self.letters, "best": parts.get("best", ""),
+                "worst": parts.get("worst", "")}
 
     @property
     def depends_on(self) -> str:
@@ -175,6 +205,10 @@ class SlotView:
     # The panes a span criterion marks ("output", and "reference" where it may): the page makes
     # them markable and carries their exact text.
     marked: tuple[str, ...] = ()
+    # The slot's audio or video, with signed URLs for its rater (annotation.media).
+    media: list[MediaView] = field(default_factory=list)
+    # A ranking or best-worst slot's outputs, in display order (empty for other slots).
+    panes: list[Pane] = field(default_factory=list)
 
     @property
     def text_sha256(self) -> str:
@@ -211,7 +245,11 @@ def slot_view(slot: AssignmentSlot) -> SlotView:
     )
     shown_reference = reference if study.reference_shown else ""
     criteria = list(study.criteria.select_related("show_if_criterion").order_by("order", "id"))
+    panes = tuple_panes(slot, study)
+    letters = "".join(pane.letter for pane in panes)
     return SlotView(
+        panes=panes,
+        media=slot_media(slot),
         marked=marked_sides(criteria),
         alignment=None if text_b else alignment_for(study, shown_reference, text),
         slot=slot, kind=slot.kind, reference=shown_reference,
@@ -219,10 +257,33 @@ def slot_view(slot: AssignmentSlot) -> SlotView:
         total=slot.assignment.slots.count(),
         questions=[
             Question(criterion, _choices(criterion, study_sides(study)),
-                     answers.get(criterion.key, ""))
+                     answers.get(criterion.key, ""),
+                     letters if criterion.kind in rules.TUPLE_KINDS else "")
             for criterion in criteria
         ],
     )
+
+
+@dataclass(frozen=True)
+class Pane:
+    """One output of a ranking or best-worst slot as shown: its letter, what the study calls
+    it and its text (never its system)."""
+
+    letter: str
+    label: str
+    text: str
+
+
+def tuple_panes(slot: AssignmentSlot, study: Study) -> list[Pane]:
+    """The outputs a ranking or best-worst slot shows, in display order; [] for other slots."""
+    if not slot.shown_outputs:
+        return []
+    from evalstudy.models import Output
+
+    texts = dict(Output.objects.filter(pk__in=slot.shown_outputs).values_list("id", "text"))
+    labels = study.labels
+    return [Pane(letter, labels.get(f"output_{letter.lower()}", letter), texts[pk])
+            for letter, pk in zip(rules.LETTERS, slot.shown_outputs, strict=False)]
 
 
 @dataclass
@@ -230,10 +291,7 @@ class FeedbackLine:
     prompt: str
     given: str
     expected: str
-
-    @property
-    def correct(self) -> bool:
-        return self.given == self.expected
+    correct: bool
 
 
 @dataclass
@@ -270,7 +328,8 @@ def calibration_feedback(slot: AssignmentSlot) -> Feedback:
     sides = study_sides(study)
     lines = [
         FeedbackLine(criteria[key].prompt, _label(criteria[key], given.get(key, ""), sides),
-                     _label(criteria[key], str(value), sides))
+                     _label(criteria[key], str(value), sides),
+                     rules.expected_met(given.get(key), value))
         for key, value in control.expected.items() if key in criteria
     ]
     return Feedback(lines, control.feedback)

@@ -33,6 +33,7 @@ from evalstudy.spec.files import JudgmentRow
 from kit.csvsafe import SafeDictWriter
 
 from .flow import after_attention_check
+from .media import media_unfinished, must_finish_message
 from .models import Judgment, JudgmentRevision
 from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
 from .selectors import slot_texts
@@ -115,7 +116,7 @@ def clean_answers(
         earlier.add(criterion.key)
         if not criterion.shown_for(answers):
             continue
-        value = raw.get(criterion.key)
+        value = collected_answer(criterion, raw)
         if value is None or (isinstance(value, str) and value.strip() == ""):
             if criterion.required:
                 errors[criterion.key] = gettext("an answer is required")
@@ -125,6 +126,23 @@ def clean_answers(
         except ValueError as error:
             errors[criterion.key] = _answer_error(criterion, error)
     return answers, errors
+
+
+def collected_answer(criterion: Criterion, raw: Mapping[str, object]) -> object:
+    """A criterion's answer as posted. A ranking comes as one rank per output shown
+    (`key__A=2`, `key__B=1`, ...: the form works without JavaScript) and becomes "A=2;B=1";
+    a best-worst answer as `key__best` and `key__worst`. The rule checks what comes out."""
+    key = criterion.key
+    if criterion.kind == rules.RANKING:
+        ranks = {letter: raw.get(f"{key}__{letter}") for letter in rules.LETTERS}
+        given = {letter: str(rank).strip() for letter, rank in ranks.items() if rank is not None}
+        if given:
+            return ";".join(f"{letter}={rank}" for letter, rank in given.items())
+    elif criterion.kind == rules.BEST_WORST:
+        best, worst = raw.get(f"{key}__best"), raw.get(f"{key}__worst")
+        if best is not None or worst is not None:
+            return f"best={best or ''};worst={worst or ''}"
+    return raw.get(key)
 
 
 def _answer_error(criterion: Criterion, error: ValueError) -> str:
@@ -141,6 +159,10 @@ def _answer_error(criterion: Criterion, error: ValueError) -> str:
                 % {"low": low, "high": high})
     if criterion.kind == rules.SPAN:
         return gettext("the marked errors could not be saved: %(reason)s") % {"reason": error}
+    if criterion.kind == rules.RANKING:
+        return gettext("give each output a different rank, from 1 (best) down")
+    if criterion.kind == rules.BEST_WORST:
+        return gettext("choose the best output and a different worst one")
     return gettext("choose one of: %(choices)s") % {"choices": ", ".join(rule.choices() or [])}
 
 
@@ -183,9 +205,13 @@ def judgment_submit(
             current = seat.slots.filter(completed_at__isnull=True).order_by("position").first()
             if current is None or current.pk != slot.pk:
                 raise SubmissionRefused(gettext("This is not your current item."), status=409)
-        # Only span answers are read against the text (fetched only for them).
-        shown = (shown_text(slot, study) if any(c.kind == rules.SPAN for c in criteria)
-                 else None)
+            # The study's "hear it to the end first" (annotation.media), whatever the browser.
+            if media_unfinished(slot, study):
+                raise SubmissionRefused(must_finish_message(), status=409)
+        # Only span, ranking and best-worst answers are read against the slot (fetched only
+        # for them).
+        shown = (shown_text(slot, study)
+                 if any(c.kind in rules.SLOT_BOUND_KINDS for c in criteria) else None)
         cleaned, errors = clean_answers(criteria, answers, shown)
         if errors:
             raise SubmissionInvalid(errors)
@@ -265,6 +291,11 @@ def judgments_import(
             continue
         if criterion is None:
             fail("criterion", f"no criterion {row.criterion!r} in study {study.slug!r}")
+            continue
+        if criterion.kind in rules.TUPLE_KINDS:
+            fail("criterion", f"criterion {criterion.key!r} is {criterion.kind}: its answers "
+                              "name outputs by the position they were shown in, which a tidy "
+                              "row (item, system) cannot say; they are not imported")
             continue
         output = outputs.get((item_id, row.system))
         if output is None:
@@ -357,8 +388,9 @@ def _imported_spans(raw: str, output: int, texts: Mapping[int, rules.ShownText]
 
 def shown_text(slot: AssignmentSlot, study: Study) -> rules.ShownText:
     """The texts of `slot` its rater sees (the reference only where the study shows it)."""
-    reference, _context, text, _text_b = slot_texts(slot)
-    return rules.ShownText(text, reference if study.reference_shown else "")
+    reference, _context, text, text_b = slot_texts(slot)
+    shown = len(slot.shown_outputs) or (2 if text_b or slot.output_b_id else 1)
+    return rules.ShownText(text, reference if study.reference_shown else "", n_outputs=shown)
 
 
 def progress_export(*, study: Study, stream: IO[str], file: str = "", actor: Any = None,

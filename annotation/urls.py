@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import monitor, views
+from . import media_views, monitor, views
 
 app_name = "annotation"
 
@@ -15,6 +15,9 @@ urlpatterns = [
     path("s/<slug:slug>/slots/<int:slot_id>/", views.submit, name="submit"),
     path("s/<slug:slug>/slots/<int:slot_id>/edit/", views.slot, name="slot"),
     path("s/<slug:slug>/slots/<int:slot_id>/feedback/", views.feedback, name="feedback"),
+    # Media stimuli: a signed, expiring URL per rater, slot and file; the player's reports.
+    path("m/<str:token>", media_views.media_file, name="media"),
+    path("listening/<int:slot_id>/<str:which>/", media_views.listening, name="listening"),
     path("monitor/<slug:slug>/", monitor.monitor_page, name="monitor"),
     path("monitor/<slug:slug>/live/", monitor.monitor_fragment, name="monitor_fragment"),
     path("monitor/<slug:slug>/progress.csv", monitor.monitor_csv, name="monitor_csv"),

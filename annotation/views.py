@@ -36,7 +36,7 @@ from .selectors import (
     render_markdown,
     slot_view,
 )
-from .services import SubmissionInvalid, SubmissionRefused, judgment_submit
+from .services import SubmissionInvalid, SubmissionRefused, collected_answer, judgment_submit
 
 
 def enter(request: HttpRequest, token: str) -> HttpResponse:
@@ -221,7 +221,7 @@ def _render_slot(request, study, slot, errors=None, posted=None, status=200):
     view = slot_view(slot)
     if posted is not None:
         for question in view.questions:
-            question.answer = str(posted.get(question.criterion.key) or "")
+            question.answer = str(collected_answer(question.criterion, posted) or "")
     previous = previous_revisable_slot(slot)
     return _render_item(request, study, view, previous_id=previous.pk if previous else None,
                         errors=errors, revising=slot.completed_at is not None, status=status)

@@ -13,6 +13,7 @@ from rest_framework.permissions import AllowAny
 from analysis import api as analysis_api
 from annotation import api as rater_api
 from evalstudy.api import content as content_api
+from evalstudy.api import media as media_api
 from evalstudy.api import people as people_api
 from evalstudy.api import studies as studies_api
 from metrics import api as metrics_api
@@ -42,6 +43,8 @@ urlpatterns = [
     path(STUDY + "systems/", studies_api.SystemList.as_view(), name="api-study-systems"),
     path(STUDY + "items/", content_api.ItemList.as_view(), name="api-study-items"),
     path(STUDY + "outputs/", content_api.OutputList.as_view(), name="api-study-outputs"),
+    path(STUDY + "items/<str:external_id>/media/", media_api.ItemMediaView.as_view(),
+         name="api-study-item-media"),
     path(STUDY + "criteria/", studies_api.CriterionList.as_view(), name="api-study-criteria"),
     path(STUDY + "design.csv", content_api.DesignCsv.as_view(), name="api-study-design"),
     path(STUDY + "collaborators/", people_api.CollaboratorList.as_view(),
@@ -60,6 +63,12 @@ urlpatterns = [
          name="api-study-judgments-jsonl"),
     path(STUDY + "judgments.parquet", analysis_api.JudgmentsExport.as_view(fmt="parquet"),
          name="api-study-judgments-parquet"),
+    path(STUDY + "spans.csv", analysis_api.SpansExport.as_view(fmt="csv"),
+         name="api-study-spans-csv"),
+    path(STUDY + "spans.jsonl", analysis_api.SpansExport.as_view(fmt="jsonl"),
+         name="api-study-spans-jsonl"),
+    path(STUDY + "spans.parquet", analysis_api.SpansExport.as_view(fmt="parquet"),
+         name="api-study-spans-parquet"),
     # Metric runs
     path(STUDY + "metric-runs/", metrics_api.StudyMetricRuns.as_view(),
          name="api-study-metric-runs"),

@@ -6,6 +6,8 @@ browser, an import file or a proxy judge compares equal when it means the same t
 - likert: "1".."n";  binary: "yes"/"no";  severity: "0"/"1"/"2";
 - pairwise: "A"/"B" (or "tie" when the criterion allows ties);
 - categorical: one of the options, spelled as configured;  text: any string;
+- ranking: the outputs shown, best first, by their letters: "B>A>C" (every letter once);
+- best_worst: the best and the worst of the outputs shown: "best=A;worst=C";
 - slider: a whole number in the criterion's range ("0".."100" by default: direct assessment);
 - span: the error spans a rater marked in the text shown, as canonical JSON
   {"spans": [{"start", "end", "side", "category", "severity"}], "text_sha256"}: character
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +33,17 @@ CATEGORICAL = "categorical"
 TEXT = "text"
 SLIDER = "slider"
 SPAN = "span"
-KINDS = (LIKERT, BINARY, SEVERITY, PAIRWISE, CATEGORICAL, TEXT, SLIDER, SPAN)
+RANKING = "ranking"
+BEST_WORST = "best_worst"
+KINDS = (LIKERT, BINARY, SEVERITY, PAIRWISE, CATEGORICAL, TEXT, SLIDER, SPAN, RANKING,
+         BEST_WORST)
+#: Kinds whose answers are read against the slot they answer (its text, how many outputs it
+#: shows): the rater loop's fast path leaves them to the general path.
+SLOT_BOUND_KINDS = frozenset({SPAN, RANKING, BEST_WORST})
+#: Kinds that judge several outputs of one item at once (the ranking and best-worst designs).
+TUPLE_KINDS = frozenset({RANKING, BEST_WORST})
+# The letters outputs are shown under (A, B, ...): at most six outputs in one slot.
+LETTERS = "ABCDEF"
 
 
 def gettext_noop(text: str) -> str:
@@ -117,6 +130,13 @@ class CriterionRule:
             raise ValueError("a value is required")
         if self.kind == SPAN:
             return _spans_canonical(self, raw, shown)
+        if self.kind in TUPLE_KINDS:
+            letters = LETTERS[:shown.n_outputs] if shown is not None else ""
+            if len(letters) < 2:
+                raise ValueError(f"{self.kind} answers are read against the outputs shown, "
+                                 "which are not known here")
+            return (_ranking_canonical(raw, letters) if self.kind == RANKING
+                    else _best_worst_canonical(raw, letters))
         if isinstance(raw, bool):
             text = "yes" if raw else "no"
         elif isinstance(raw, float) and raw.is_integer():
@@ -154,6 +174,18 @@ class CriterionRule:
         allowed = ", ".join(repr(choice) for choice in self.choices() or [])
         raise ValueError(f"{text!r} is not one of {allowed}")
 
+    def normalise_expected(self, raw: object) -> str:
+        """An expected answer (practice items, attention checks): a value, or for a slider a
+        range "lo..hi" of acceptable scores (e.g. "0..30" for a degraded output, as direct
+        assessment's quality control uses them)."""
+        if self.kind == SLIDER and isinstance(raw, str) and ".." in raw:
+            low, _, high = raw.partition("..")
+            low, high = self._slider_value(low.strip()), self._slider_value(high.strip())
+            if int(low) > int(high):
+                raise ValueError(f"the range {raw!r} is empty")
+            return f"{low}..{high}"
+        return self.normalise(raw)
+
     def _slider_value(self, text: str) -> str:
         low, high = self.slider_range
         try:
@@ -184,6 +216,22 @@ class ShownText:
 
     output: str
     reference: str = ""
+    n_outputs: int = 1  # outputs shown side by side (ranking and best-worst slots: 2 to 6)
+
+
+_RANGE = re.compile(r"(-?\d+)\.\.(-?\d+)")
+
+
+def expected_met(given: str | None, expected: object) -> bool:
+    """Whether an answer meets an expected one: equal, or for a slider's range "lo..hi" a
+    score inside it."""
+    expected = str(expected)
+    if given == expected:
+        return True
+    found = _RANGE.fullmatch(expected)
+    if found is None or given is None or not re.fullmatch(r"-?\d+", given):
+        return False
+    return int(found.group(1)) <= int(given) <= int(found.group(2))
 
 
 def text_sha256(text: str) -> str:
@@ -245,6 +293,57 @@ def _spans_canonical(rule: CriterionRule, raw: object, shown: ShownText | None) 
                              f"{after['start']}-{before['end']}: mark each error once")
     return json.dumps({"spans": cleaned, "text_sha256": digest}, ensure_ascii=False,
                       separators=(",", ":"))
+
+
+def _ranking_canonical(raw: object, letters: str) -> str:
+    """A ranking of the outputs shown: a list or "B>A>C" text of their letters, best first."""
+    text = "" if isinstance(raw, list | tuple) else str(raw)
+    if "=" in text:  # one rank per output, as the form posts them: "A=2;B=1;C=3"
+        ranks: dict[str, str] = {}
+        for piece in text.split(";"):
+            letter, _, rank = piece.partition("=")
+            ranks[letter.strip().upper()] = rank.strip()
+        if any(not rank.isdigit() for rank in ranks.values()) or sorted(
+                int(rank) for rank in ranks.values()) != list(range(1, len(letters) + 1)):
+            raise ValueError(f"give each of {', '.join(letters)} a different rank from 1 to "
+                             f"{len(letters)}")
+        order = sorted(ranks, key=lambda letter: int(ranks[letter]))
+    elif isinstance(raw, list | tuple):
+        order = [str(x).strip().upper() for x in raw]
+    else:
+        order = [x.strip().upper() for x in text.replace(",", ">").split(">")]
+    if sorted(order) != sorted(letters):
+        raise ValueError(f"a ranking orders every output shown once: {', '.join(letters)} "
+                         f"(got {'>'.join(order) or 'nothing'})")
+    return ">".join(order)
+
+
+def _best_worst_canonical(raw: object, letters: str) -> str:
+    """The best and the worst of the outputs shown, two different letters."""
+    if isinstance(raw, Mapping):
+        parts = {str(k).strip().lower(): str(v).strip().upper() for k, v in raw.items()}
+    else:
+        parts = {}
+        for piece in str(raw).split(";"):
+            name, _, letter = piece.partition("=")
+            parts[name.strip().lower()] = letter.strip().upper()
+    best, worst = parts.get("best", ""), parts.get("worst", "")
+    if len(best) != 1 or len(worst) != 1 or best not in letters or worst not in letters:
+        raise ValueError(f"choose the best and the worst of {', '.join(letters)}")
+    if best == worst:
+        raise ValueError("the best and the worst must be different outputs")
+    return f"best={best};worst={worst}"
+
+
+def ranking_of(value: str) -> list[str]:
+    """The letters of a stored ranking, best first."""
+    return value.split(">") if value else []
+
+
+def best_worst_of(value: str) -> tuple[str, str]:
+    """(best, worst) letters of a stored best-worst answer."""
+    parts = dict(piece.split("=", 1) for piece in value.split(";"))
+    return parts["best"], parts["worst"]
 
 
 def spans_of(value: str) -> list[dict[str, object]]:

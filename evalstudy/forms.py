@@ -37,6 +37,29 @@ class _UploadForm(forms.Form):
         return upload
 
 
+class MediaArchiveField(forms.FileField):
+    """An optional zip archive of the media files an import names by relative path."""
+
+    def __init__(self, **kwargs):
+        super().__init__(required=False, label="Media archive (zip)", help_text=(
+            "The audio or video files the items name in their media / output_media fields, "
+            "by their paths inside this archive. Each is checked with ffprobe; any problem "
+            "imports nothing."), **kwargs)
+
+    def clean(self, data, initial=None):
+        upload = super().clean(data, initial)
+        if upload is None:
+            return upload
+        if not upload.name.lower().endswith(".zip"):
+            raise forms.ValidationError(f"{upload.name}: expected a .zip archive")
+        limit = settings.EVALSTUDY_MEDIA_ARCHIVE_MAX_BYTES
+        if upload.size > limit:
+            raise forms.ValidationError(
+                f"{upload.name}: {filesizeformat(upload.size)} is over the media archive limit "
+                f"of {filesizeformat(limit)} (EVALSTUDY_MEDIA_ARCHIVE_MAX_BYTES)")
+        return upload
+
+
 class SpecUploadForm(_UploadForm):
     suffixes = ALLOWED_SPEC_SUFFIXES
     # A spec is parsed in the request: its own, smaller limit (evalstudy.spec.limits.SpecLimits).
@@ -47,10 +70,12 @@ class SpecUploadForm(_UploadForm):
         *_UploadForm.size_limits,
     )
     open_after_import = forms.BooleanField(required=False, label="Open the study after import")
+    media = MediaArchiveField()
 
 
 class ItemsUploadForm(_UploadForm):
     suffixes = ALLOWED_ITEM_SUFFIXES
+    media = MediaArchiveField()
 
 
 class JudgmentsUploadForm(_UploadForm):

@@ -15,6 +15,8 @@ from django.db import transaction
 from django.db.models import ProtectedError
 
 from .audit import SYSTEM, actor_user, audit_export, audit_record
+from .media import media_prepared
+from .media_fetch import MediaSource
 from .models import (
     Assignment,
     AttentionCheck,
@@ -22,6 +24,7 @@ from .models import (
     CalibrationItem,
     Criterion,
     Item,
+    ItemMedia,
     Output,
     Study,
     System,
@@ -67,6 +70,15 @@ def study_to_spec(study: Study) -> StudySpec:
         .values_list("item_id", "system_id", "text")
     ):
         outputs.setdefault(item_id, {})[names[system_id]] = text
+    # Media read back as the references they were imported from (evalstudy.media).
+    media: dict[int, str] = {}
+    output_media: dict[int, dict[str, str]] = {}
+    for item_id, output_system, ref in ItemMedia.objects.filter(item__study=study).values_list(
+            "item_id", "output__system_id", "source"):
+        if output_system is None:
+            media[item_id] = ref
+        else:
+            output_media.setdefault(item_id, {})[names[output_system]] = ref
     return StudySpec(
         settings={name: getattr(study, name) for name in STUDY_FIELDS},
         systems=[SystemSpec(s.name, s.description, s.metadata) for s in systems],
@@ -84,7 +96,8 @@ def study_to_spec(study: Study) -> StudySpec:
         ],
         items=[
             ItemSpec(item.external_id, item.reference, item.context, item.metadata,
-                     outputs.get(item.pk, {}))
+                     outputs.get(item.pk, {}), media=media.get(item.pk, ""),
+                     output_media=output_media.get(item.pk, {}))
             for item in study.items.order_by("id")
         ],
         calibration=[_control_spec(c) for c in study.calibration_items.order_by("order", "id")],
@@ -146,7 +159,9 @@ def spec_to_document(spec: StudySpec) -> dict[str, Any]:
         "criteria": [criterion(c) for c in spec.criteria],
         "items": [
             {"id": i.external_id, "reference": i.reference, "context": i.context,
-             "metadata": i.metadata, "outputs": i.outputs}
+             "metadata": i.metadata, "outputs": i.outputs,
+             **({"media": i.media} if i.media else {}),
+             **({"output_media": i.output_media} if i.output_media else {})}
             for i in spec.items
         ],
         "calibration": [control(c, True) for c in spec.calibration],
@@ -188,7 +203,8 @@ def study_spec_export(*, study: Study, fmt: str, file: str = "", actor: Any = No
 
 
 def study_import_spec(*, spec: StudySpec, file_name: str, owner: Any = None, actor: Any = None,
-                      source: str = SYSTEM) -> tuple[Study, str]:
+                      source: str = SYSTEM, media_from: MediaSource | None = None
+                      ) -> tuple[Study, str]:
     """Create or update the study a spec describes; returns (study, "created"|"updated"|
     "unchanged"). Raises SpecInvalid (nothing written) when the spec would change a study that
     raters have started, or when the database refuses a change. Audited as "import" with the
@@ -197,6 +213,9 @@ def study_import_spec(*, spec: StudySpec, file_name: str, owner: Any = None, act
     A user (`actor`) may update only a study they edit: another's slug is taken, as if the
     study did not exist for them (SpecInvalid, nothing written). The shell and the system
     (no user) may import over any study.
+
+    Media files the items name are read from `media_from` (default: the media directory and
+    allowed URLs) and checked before anything is written (evalstudy.media).
     """
     slug = spec.settings["slug"]
 
@@ -205,7 +224,14 @@ def study_import_spec(*, spec: StudySpec, file_name: str, owner: Any = None, act
                      changes={"what": "spec", "file": file_name, "outcome": outcome})
         return study, outcome
 
-    with transaction.atomic():
+    # Whose study it is is checked before any media file is read: another's slug reads
+    # nothing (and is checked again under the lock below).
+    existing = Study.objects.filter(slug=slug).first()
+    if existing is not None:
+        _check_may_update(existing, actor, file_name)
+    with media_prepared(spec.items, file_name=file_name, slug=slug, whole=True, spec_paths=True,
+                        source=media_from, per_study=actor_user(actor) is not None
+                        ) as media, transaction.atomic():
         study = Study.objects.select_for_update().filter(slug=slug).first()
         if study is not None:
             _check_may_update(study, actor, file_name)
@@ -229,6 +255,7 @@ def study_import_spec(*, spec: StudySpec, file_name: str, owner: Any = None, act
         study.assignments.filter(source=Assignment.Source.DESIGN, rater__isnull=True).delete()
         try:
             _sync(study, spec)
+            media.write(study)
         except ProtectedError as error:
             raise SpecInvalid([SpecError(
                 file_name, None, "", f"cannot remove rows that judgments refer to: {error.args[0]}"
@@ -337,7 +364,7 @@ def _write_items(
 
 def items_import(
     *, study: Study, items: list[ItemSpec], file_name: str, limits: SpecLimits | None = None,
-    actor: Any = None, source: str = SYSTEM,
+    actor: Any = None, source: str = SYSTEM, media_from: MediaSource | None = None,
 ) -> tuple[int, int]:
     """Add or update items and outputs of a draft study from a parsed CSV/JSONL file.
 
@@ -345,9 +372,16 @@ def items_import(
     up with more than `limits.max_items` items (default: the settings). Atomic; returns
     (items written, outputs written). Raises SpecInvalid naming the file and line. Audited as
     "import" with the file and the counts.
+
+    Media files the items name (columns media, output_media) are read from `media_from`
+    (default: the media directory and allowed URLs) and checked before anything is written;
+    items without media keep theirs (evalstudy.media).
     """
     limits = limits or spec_limits()
-    with transaction.atomic():
+    with media_prepared(items, file_name=file_name, slug=study.slug, whole=False,
+                        spec_paths=False, source=media_from,
+                        per_study=actor_user(actor) is not None
+                        ) as media, transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
         if _started(study):
             raise SpecInvalid([SpecError(
@@ -367,10 +401,11 @@ def items_import(
                                          "systems yet: define them before importing outputs")])
         check_items_against_systems(items, set(systems), file_name)
         n_items, n_outputs = _write_items(study, items, systems, delete_missing=False)
+        n_media = media.write(study)
         study.assignments.filter(source=Assignment.Source.DESIGN, rater__isnull=True).delete()
         audit_record(actor=actor, source=source, action=AuditEvent.Action.IMPORT, target=study,
                      changes={"what": "items", "file": file_name, "items": n_items,
-                              "outputs": n_outputs})
+                              "outputs": n_outputs, "media": n_media})
         return n_items, n_outputs
 
 

@@ -49,6 +49,8 @@ class Study(models.Model):
         LATIN_SQUARE = "latin_square", "Latin square (each rater sees each item once)"
         CROSSED = "crossed", "Crossed (every rater rates every output)"
         PAIRWISE = "pairwise", "Pairwise (two outputs side by side)"
+        RANKING = "ranking", "Ranking (several outputs of an item, ordered best to worst)"
+        BEST_WORST = "best_worst", "Best-worst scaling (tuples of outputs: pick best and worst)"
 
     slug = models.SlugField(max_length=80, unique=True)
     title = models.CharField(max_length=200)
@@ -61,6 +63,11 @@ class Study(models.Model):
     )
     items_per_rater = models.PositiveIntegerField(
         null=True, blank=True, help_text="Split each list into parts of at most this many items."
+    )
+    tuple_size = models.PositiveSmallIntegerField(
+        null=True, blank=True,
+        help_text="Ranking and best-worst designs: how many outputs of an item a rater sees "
+                  "at once (2 to 6; blank: every system for ranking, 4 for best-worst).",
     )
     randomise_order = models.BooleanField(default=True)
     reference_shown = models.BooleanField(
@@ -92,6 +99,20 @@ class Study(models.Model):
         help_text="Show raters the word alignment of each output with its reference "
                   "(replaced, missing and added words marked). Off by default: it changes "
                   "how raters judge.",
+    )
+    # Media stimuli (evalstudy.media): how the player behaves. The server holds raters to the
+    # first two (annotation.media), whatever a browser does.
+    media_must_finish = models.BooleanField(
+        default=False,
+        help_text="Raters must hear (or watch) each item's media to the end before they can "
+                  "answer it.",
+    )
+    media_max_plays = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="How many times a rater may play each item's media (blank: no limit).",
+    )
+    media_autoplay = models.BooleanField(
+        default=False, help_text="Start playing an item's media as soon as the item is shown.",
     )
     language = models.CharField(
         max_length=10, default="en",
@@ -132,6 +153,10 @@ class Study(models.Model):
             models.CheckConstraint(
                 condition=Q(items_per_rater__isnull=True) | Q(items_per_rater__gte=1),
                 name="study_items_per_rater_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(tuple_size__isnull=True) | Q(tuple_size__gte=2, tuple_size__lte=6),
+                name="study_tuple_size_range",
             ),
             # The rater pages speak only a language they have translations for.
             models.CheckConstraint(
@@ -226,12 +251,73 @@ class Output(models.Model):
         return f"{self.item_id}/{self.system_id}"
 
 
+def media_file_name(instance: ItemMedia, filename: str) -> str:
+    """Where a media file is stored: a random name, without extension, that says nothing of
+    the original file, the item or the system (storage keys end up in logs, backups and, with
+    a redirecting storage, in raters' browsers)."""
+    return f"evalstudy-media/{secrets.token_urlsafe(24)}"
+
+
+class ItemMedia(models.Model):
+    """An audio or video file that raters hear or watch with an item, or, where a study needs
+    it, with one output (e.g. synthesised speech). Written only by `evalstudy.media`, after
+    `evalstudy.media_probe` accepted the file; the probed fields say what it is."""
+
+    class Kind(models.TextChoices):
+        AUDIO = "audio", "Audio"
+        VIDEO = "video", "Video"
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="media")
+    output = models.ForeignKey(
+        Output, null=True, blank=True, on_delete=models.CASCADE, related_name="media",
+        help_text="Empty: the item's media (shown with every output of it).",
+    )
+    kind = models.CharField(max_length=5, choices=Kind.choices)
+    file = models.FileField(upload_to=media_file_name, max_length=200)
+    mime = models.CharField(max_length=40, help_text="Served as this Content-Type.")
+    container = models.CharField(max_length=20)
+    codec = models.CharField(max_length=40)
+    duration_s = models.FloatField()
+    channels = models.PositiveSmallIntegerField(null=True, blank=True)
+    sample_rate = models.PositiveIntegerField(null=True, blank=True)
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    size_bytes = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    # For researchers only (admin, API, spec export); never on a rater's page.
+    source = models.CharField(
+        max_length=1000, blank=True,
+        help_text="Where it came from: the path or URL in the imported file, or the uploaded "
+                  "file's name.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "item media"
+        ordering = ["item_id", "output_id", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["item"], condition=Q(output__isnull=True),
+                                    name="item_media_one_per_item"),
+            models.UniqueConstraint(fields=["output"], condition=Q(output__isnull=False),
+                                    name="item_media_one_per_output"),
+            models.CheckConstraint(condition=Q(kind__in=["audio", "video"]),
+                                   name="item_media_kind_valid"),
+            models.CheckConstraint(condition=Q(duration_s__gt=0),
+                                   name="item_media_duration_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of {self.item_id}" + (f"/{self.output_id}" if self.output_id else "")
+
+
 class Criterion(models.Model):
     class Kind(models.TextChoices):
         LIKERT = rules.LIKERT, "Likert scale"
         BINARY = rules.BINARY, "Yes / no"
         SEVERITY = rules.SEVERITY, "3-point error severity"
         PAIRWISE = rules.PAIRWISE, "A/B preference"
+        RANKING = rules.RANKING, "Ranking of the outputs shown"
+        BEST_WORST = rules.BEST_WORST, "Best and worst of the outputs shown"
         CATEGORICAL = rules.CATEGORICAL, "Categorical"
         TEXT = rules.TEXT, "Free text"
         SLIDER = rules.SLIDER, "Slider (direct assessment)"
@@ -563,6 +649,9 @@ class AssignmentSlot(models.Model):
         Output, null=True, blank=True, on_delete=models.PROTECT, related_name="slots_as_b",
         help_text="Pairwise slots: the right output, 'B'.",
     )
+    # Ranking and best-worst slots: every output shown, in display order (A, B, C, ...); the
+    # first two are also `output` and `output_b`. Empty for other slots.
+    shown_outputs = models.JSONField(default=list, blank=True)
     calibration_item = models.ForeignKey(
         CalibrationItem, null=True, blank=True, on_delete=models.PROTECT
     )

@@ -31,6 +31,7 @@ from .design import (
     pairwise,
     seat_seed,
     split_list,
+    tuples,
 )
 from .models import (
     Assignment,
@@ -41,6 +42,7 @@ from .models import (
     Criterion,
     Enrollment,
     Item,
+    ItemMedia,
     Output,
     Rater,
     Study,
@@ -58,6 +60,10 @@ BUILDERS = {
     Study.Design.CROSSED: crossed,
     Study.Design.PAIRWISE: pairwise,
 }
+TUPLE_DESIGNS = (Study.Design.RANKING, Study.Design.BEST_WORST)
+# The kind of criterion each tuple design is for, and the other way round.
+TUPLE_KIND_OF = {Study.Design.RANKING: rules.RANKING, Study.Design.BEST_WORST: rules.BEST_WORST}
+BEST_WORST_DEFAULT_SIZE = 4
 _MAX_LISTED = 10
 LEASE_SLACK = dt.timedelta(minutes=1)
 
@@ -80,9 +86,18 @@ def _listing(names: list[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
+def tuple_size_of(design: str, tuple_size: int | None, n_systems: int) -> int:
+    """How many outputs a slot of a ranking or best-worst design shows: the study's
+    `tuple_size`, else every system (ranking) or 4 (best-worst scaling)."""
+    if tuple_size:
+        return tuple_size
+    return n_systems if design == Study.Design.RANKING else BEST_WORST_DEFAULT_SIZE
+
+
 def design_slot_count(
     *, design: str, n_items: int, n_systems: int, ratings_per_output: int,
     items_per_rater: int | None, n_calibration: int, attention_every: int, n_attention: int,
+    tuple_size: int | None = None,
 ) -> int:
     """How many slots `study_build_assignments` would write, counted without building them
     (the builders' arithmetic: see evalstudy.design). Every list holds each item once (crossed:
@@ -93,6 +108,11 @@ def design_slot_count(
         return 0
     if design == Study.Design.PAIRWISE:
         lists, cells_per_item = n_systems * (n_systems - 1), 1  # ordered pairs
+    elif design in TUPLE_DESIGNS:
+        size = tuple_size_of(design, tuple_size, n_systems)
+        if size > n_systems:
+            return 0
+        lists, cells_per_item = math.comb(n_systems, size) * size, 1  # oriented tuples
     elif design == Study.Design.CROSSED:
         lists, cells_per_item = 1, n_systems
     else:
@@ -152,6 +172,7 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
         problems.append(
             f"Pairwise criteria need the pairwise design; this study is {study.design}."
         )
+    problems += _tuple_design_problems(study, criteria, len(systems))
     if sum(c.kind == rules.SPAN for c in criteria) > 1:
         problems.append("A study takes one span criterion: raters mark each error once, with "
                         "its category and severity.")
@@ -218,7 +239,7 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
                                 "take no expected answer (there is no single right marking).")
                 continue
             try:
-                by_key[key].rule.normalise(value)
+                by_key[key].rule.normalise_expected(value)
             except ValueError as error:
                 problems.append(f"{label} {control.key!r}: expected {key}: {error}.")
         if study.design == Study.Design.PAIRWISE and not control.text_b:
@@ -231,7 +252,7 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
             ratings_per_output=study.ratings_per_output, items_per_rater=study.items_per_rater,
             n_calibration=study.calibration_items.count(),
             attention_every=study.attention_check_every,
-            n_attention=study.attention_checks.count(),
+            n_attention=study.attention_checks.count(), tuple_size=study.tuple_size,
         )
         if slots > limits.max_design_slots:
             cells = ("ordered pairs of systems" if study.design == Study.Design.PAIRWISE
@@ -242,6 +263,42 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
                 f"seat), over the limit of {limits.max_design_slots:,} "
                 "(EVALSTUDY_MAX_DESIGN_SLOTS): lower ratings_per_output or split the study."
             )
+    return problems
+
+
+def _tuple_design_problems(study: Study, criteria: list[Criterion], n_systems: int
+                           ) -> list[str]:
+    """What a ranking or best-worst design needs, and where their criteria may be used."""
+    problems = []
+    wanted = TUPLE_KIND_OF.get(study.design)
+    for kind in (rules.RANKING, rules.BEST_WORST):
+        if kind != wanted and any(c.kind == kind for c in criteria):
+            design = "ranking" if kind == rules.RANKING else "best_worst"
+            problems.append(f"{kind.replace('_', '-').capitalize()} criteria need the {design} "
+                            f"design; this study is {study.design}.")
+    if wanted is None:
+        if study.tuple_size is not None:
+            problems.append("tuple_size applies to the ranking and best_worst designs only.")
+        return problems
+    if criteria and not any(c.kind == wanted for c in criteria):
+        problems.append(f"A {study.design} design needs a {wanted} criterion.")
+    # Every other question would be about one output while the rater sees several (and be
+    # stored as output A's): only the design's own question, and free-text comments.
+    per_output = sorted({c.key for c in criteria if c.kind not in (wanted, rules.TEXT)})
+    if per_output:
+        problems.append(f"A {study.design} design shows several outputs at once: its questions "
+                        f"are a {wanted} one and free-text comments; "
+                        f"{', '.join(repr(k) for k in per_output)} would judge one output.")
+    if ItemMedia.objects.filter(item__study=study, output__isnull=False).exists():
+        problems.append(f"The {study.design} design plays an item's media, not each output's: "
+                        "remove the outputs' media (or use another design).")
+    size = tuple_size_of(study.design, study.tuple_size, n_systems)
+    if n_systems < size or size < 2:
+        problems.append(f"The {study.design} design shows {size} outputs at once and needs at "
+                        f"least that many systems (it has {n_systems}).")
+    if study.calibration_items.exists() or study.attention_checks.exists():
+        problems.append(f"Practice items and attention checks show one or two outputs: the "
+                        f"{study.design} design does not take them yet.")
     return problems
 
 
@@ -287,7 +344,11 @@ def _assignments_build(study: Study) -> int:
     calibration = {str(pk): pk for pk in study.calibration_items.values_list("id", flat=True)}
     attention = {str(pk): pk for pk in study.attention_checks.values_list("id", flat=True)}
     try:
-        lists = BUILDERS[study.design](list(item_key.values()), list(system_key.values()))
+        if study.design in TUPLE_DESIGNS:
+            lists = tuples(list(item_key.values()), list(system_key.values()),
+                           tuple_size_of(study.design, study.tuple_size, len(systems)))
+        else:
+            lists = BUILDERS[study.design](list(item_key.values()), list(system_key.values()))
     except DesignError as error:
         raise ValidationError(str(error)) from error
 
@@ -317,21 +378,23 @@ def _assignments_build(study: Study) -> int:
             )
             for position, slot in enumerate(order):
                 output = output_b = calibration_item = attention_check = None
+                shown: list[int] = []
                 if slot.cell is not None:
                     output = output_id[(slot.cell.item, slot.cell.system)]
                     if slot.cell.system_b is not None:
                         output_b = output_id[(slot.cell.item, slot.cell.system_b)]
+                    shown = [output_id[(slot.cell.item, system)] for system in slot.cell.shown]
                 elif slot.kind == AssignmentSlot.Kind.CALIBRATION:
                     calibration_item = calibration[slot.control]
                 else:
                     attention_check = attention[slot.control]
                 yield (seat_id, position, slot.kind, output, output_b, calibration_item,
-                       attention_check)
+                       attention_check, shown)
 
     # Plain tuples, not instances: COPY on PostgreSQL (kit.bulk), in this transaction.
     rows_insert(model=AssignmentSlot, rows=slot_rows(), batch_size=SLOT_BATCH_SIZE, fields=(
         "assignment_id", "position", "kind", "output_id", "output_b_id", "calibration_item_id",
-        "attention_check_id",
+        "attention_check_id", "shown_outputs",
     ))
     return len(seats)
 
@@ -512,7 +575,7 @@ def _hand_on(seat: Assignment, now: dt.datetime) -> Assignment:
         AssignmentSlot(
             assignment=replacement, position=position, kind=slot.kind, output_id=slot.output_id,
             output_b_id=slot.output_b_id, calibration_item_id=slot.calibration_item_id,
-            attention_check_id=slot.attention_check_id,
+            attention_check_id=slot.attention_check_id, shown_outputs=slot.shown_outputs,
         )
         for position, slot in enumerate(carried)
     )

@@ -32,6 +32,23 @@ if ! command -v Rscript >/dev/null 2>&1 \
   fi
 fi
 
+# --- FFmpeg (ffprobe and ffmpeg check every media stimulus on import, as separate programs:
+# nothing links it; evalstudy/media_probe.py) and espeak-ng (the demo's speech recordings; the
+# demo falls back to tones without it) --------------------------------------------------------
+MEDIA_APT_PACKAGES="ffmpeg espeak-ng"
+if ! command -v ffprobe >/dev/null 2>&1 || ! command -v espeak-ng >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing ffmpeg and espeak-ng with apt-get (media stimuli and the audio demo)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq $MEDIA_APT_PACKAGES >/dev/null
+  else
+    say "ffprobe (Debian/Ubuntu: sudo apt-get install ffmpeg) or espeak-ng is not installed:"
+    say "media files are refused on import until ffprobe is, and the audio demo uses tones"
+    say "instead of speech without espeak-ng."
+  fi
+fi
+
 # --- Chromium for the browser tests (Playwright drives Debian's build; it never downloads one)
 # and poppler's pdftoppm, which turns the rendered test reports into PNG pages to look at ---
 if [ "$REQS" = requirements-dev.txt ] \

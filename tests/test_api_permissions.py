@@ -153,6 +153,21 @@ def _spec_of(w: World, role: str, which: str) -> dict:
     return document
 
 
+def _item_of(w: World, role: str, which: str) -> dict:
+    return {"slug": w.study(role, which).slug, "external_id": "item-000"}
+
+
+def with_media(world: World) -> None:
+    """Item item-000 of both studies has a media file (its row: no file is read)."""
+    from evalstudy.models import Item, ItemMedia
+
+    for study in (world.a, world.b):
+        ItemMedia.objects.create(
+            item=Item.objects.get(study=study, external_id="item-000"), kind="audio",
+            file="evalstudy-media/matrix", mime="audio/wav", container="wav", codec="pcm_s16le",
+            duration_s=1.0, size_bytes=1, sha256="0" * 64)
+
+
 ANSWERS = {"answers": {"severity": "0", "usable": "yes"}}
 NO_STUDY = {"kwargs": lambda w, role, which: {}, "both_studies": False}
 
@@ -176,6 +191,12 @@ CASES: dict[tuple[str, str], Case] = {
     ("api-study-items", "GET"): Case("viewer", 200),
     ("api-study-items", "POST"): Case("editor", 201, body=lambda w, r, x: [
         {"id": "item-new", "outputs": {"sys-0": "zero", "sys-1": "one"}}]),
+    ("api-study-item-media", "GET"): Case("viewer", 200, kwargs=_item_of),
+    # Without a file: a permitted request is refused for its data (400).
+    ("api-study-item-media", "POST"): Case("editor", 400, kwargs=_item_of,
+                                           body=lambda w, r, x: {}),
+    ("api-study-item-media", "DELETE"): Case("editor", 204, kwargs=_item_of,
+                                             prepare=with_media),
     ("api-study-outputs", "GET"): Case("viewer", 200),
     ("api-study-outputs", "POST"): Case("editor", 201, body=lambda w, r, x: [
         {"item": "item-000", "system": "sys-0", "text": "changed"}]),
@@ -196,6 +217,9 @@ CASES: dict[tuple[str, str], Case] = {
     ("api-study-judgments-csv", "GET"): Case("viewer", 200),
     ("api-study-judgments-jsonl", "GET"): Case("viewer", 200),
     ("api-study-judgments-parquet", "GET"): Case("viewer", 200),
+    ("api-study-spans-csv", "GET"): Case("viewer", 200),
+    ("api-study-spans-jsonl", "GET"): Case("viewer", 200),
+    ("api-study-spans-parquet", "GET"): Case("viewer", 200),
     ("api-study-metric-runs", "GET"): Case("viewer", 200),
     ("api-study-metric-runs", "POST"): Case("editor", 202, body=lambda w, r, x: {
         "metrics": ["wer"]}),

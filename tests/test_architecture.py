@@ -27,6 +27,8 @@ CORES = (
     "kit.estimate",
     "evalstudy.design",
     "evalstudy.criteria",
+    "evalstudy.media_probe",
+    "evalstudy.media_fetch",
     "evalstudy.spec",
     "metrics.scorers",
     "proxies.judges",

@@ -196,6 +196,56 @@ def _span_agreement_block(c: dict) -> Block | None:
     return block
 
 
+def _ranking_tables(c: dict) -> list[Table]:
+    """Rankings: mean ranks, and the Plackett-Luce worths with their intervals."""
+    tables = []
+    ranks = c.get("ranks")
+    if isinstance(ranks, list) and ranks:
+        table = Table(["System", "Times ranked", "Mean rank", "Ranked first", "Ranked last"],
+                      numeric=(1, 2, 3, 4), title="Ranks per system")
+        for r in ranks:
+            table.rows.append([str(r.get("system")), str(r.get("n")), num(r.get("mean_rank"), 2),
+                               num(r.get("first"), 2), num(r.get("last"), 2)])
+        table.notes.append("Rank 1 is the best. Shares of the rankings each system was in.")
+        tables.append(table)
+    fit = c.get("plackett_luce")
+    if isinstance(fit, dict) and fit.get("systems"):
+        table = Table(["System", "Log-worth", "SE", "95% CI", "p", "Chance of ranking first"],
+                      numeric=(1, 2, 3, 4, 5), title="Plackett-Luce model")
+        for r in fit["systems"]:
+            name = str(r.get("system")) + (" (reference)" if r.get("reference") else "")
+            table.rows.append([name, num(r.get("log_worth")), num(r.get("se")),
+                               interval(r.get("ci_low"), r.get("ci_high")),
+                               pval(r.get("p_value")), num(r.get("worth_share"), 3)])
+        table.notes.append(
+            f"{fit.get('method')}, on {fit.get('n_rankings')} rankings. Log-worths are "
+            f"differences from {fit.get('reference')} (0); the chance of ranking first is "
+            "each system's worth as a share of all systems' worths.")
+        table.warnings += [str(w) for w in fit.get("warnings") or []]
+        tables.append(table)
+    elif isinstance(fit, dict) and fit.get("error"):
+        tables.append(Table(["Plackett-Luce model"], warnings=[f"Not fitted: {fit['error']}"]))
+    return tables
+
+
+def _best_worst_table(c: dict) -> Table | None:
+    found = c.get("best_worst")
+    if not isinstance(found, dict) or not found.get("systems"):
+        return None
+    table = Table(["System", "Shown", "Best", "Worst", "Score", "95% CI"],
+                  numeric=(1, 2, 3, 4, 5), title="Best-worst scores per system")
+    for r in found["systems"]:
+        table.rows.append([str(r.get("system")), str(r.get("shown")), str(r.get("best")),
+                           str(r.get("worst")), num(r.get("score")),
+                           interval(r.get("ci_low"), r.get("ci_high"))])
+    boot = found.get("bootstrap") or {}
+    table.notes.append(f"Score: (times best - times worst) / times shown, from -1 (always worst) "
+                       f"to 1 (always best), on {found.get('n_judgments')} judgments of "
+                       f"{found.get('n_items')} items; percentile bootstrap over items "
+                       f"(B = {boot.get('n_boot')}, seed {boot.get('seed')}).")
+    return table
+
+
 def _contrasts(c: dict) -> Table | None:
     contrasts = c.get("contrasts")
     if not isinstance(contrasts, dict) or contrasts.get("error"):
@@ -390,13 +440,23 @@ def _criterion_view(c: dict) -> dict[str, Any]:
             f"{c.get('answered', 0)} answers by {c.get('n_raters')} raters on "
             f"{c.get('n_outputs')} outputs (free text is counted, not modelled).")
         return {"key": c["key"], "kind": c["kind"], "blocks": [summary], "answered": None}
-    summary.paragraphs.append(
-        f"{c.get('n_judgments')} human judgments by {c.get('n_raters')} raters on "
-        f"{c.get('n_outputs')} {'output pairs' if c['kind'] == 'pairwise' else 'outputs'}.")
+    if c["kind"] in ("ranking", "best_worst"):
+        summary.paragraphs.append(
+            f"{c.get('n_judgments')} human judgments by {c.get('n_raters')} raters, each "
+            f"{'ranking' if c['kind'] == 'ranking' else 'choosing the best and worst of'} "
+            f"several outputs of one of {c.get('n_items')} items.")
+    else:
+        summary.paragraphs.append(
+            f"{c.get('n_judgments')} human judgments by {c.get('n_raters')} raters on "
+            f"{c.get('n_outputs')} {'output pairs' if c['kind'] == 'pairwise' else 'outputs'}.")
     for table in (_descriptives(c), _proportions(c), _classification(c), _slider_table(c)):
         if table is not None:
             summary.tables.append(table)
     summary.tables += _mqm_tables(c)
+    summary.tables += _ranking_tables(c)
+    best_worst = _best_worst_table(c)
+    if best_worst is not None:
+        summary.tables.append(best_worst)
     summary.tables += _preference(c)
     for key, make in (("proportions", lambda: _proportions_plot(
             c.get("proportions"), f"{c['key']}: proportion positive per system")),

@@ -93,6 +93,15 @@ def _methods(result: dict, options: dict, filters: list[str]) -> list[str]:
             "linear mixed model with random intercepts for rater and item "
             f"({engines.get('lmm', 'engine named in its table')}); agreement as Krippendorff's "
             "alpha at the interval level and ICCs.")
+    if "ranking" in kinds:
+        paragraphs.append(
+            "Ranking criteria: mean ranks, and the Plackett-Luce model fitted by maximum "
+            "likelihood (the rank-ordered logit; it agrees with R's survival::clogit on the "
+            "exploded rankings), log-worths with Wald intervals from the observed information.")
+    if "best_worst" in kinds:
+        paragraphs.append(
+            "Best-worst criteria: counting scores (times best - times worst) / times shown, "
+            "with percentile bootstrap intervals over items.")
     if "span" in kinds:
         paragraphs.append(
             "Span criteria (MQM, ESA): each output's MQM penalty is the sum of its marked "

@@ -243,7 +243,7 @@ def slider_summary(df: pd.DataFrame, value: str = "score", by: str = "system",
     outputs, with t CIs over outputs; n judgments, raters and outputs; SD of the raw scores."""
     z, notes = rater_z_scores(df, value)
     frame = df.assign(_raw=pd.to_numeric(df[value]).astype(float), _z=z)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for g, sub in _groups(frame, by):
         raw = sub.groupby("output")["_raw"].mean().to_numpy(dtype=float)
         zs = sub.dropna(subset=["_z"]).groupby("output")["_z"].mean().to_numpy(dtype=float)
@@ -257,7 +257,7 @@ def slider_summary(df: pd.DataFrame, value: str = "score", by: str = "system",
             "z_mean": float(zs.mean()) if len(zs) else None,
             "z_ci_low": z_ci[0], "z_ci_high": z_ci[1],
         })
-    rows.sort(key=lambda r: -math.inf if r["z_mean"] is None else -r["z_mean"])
+    rows.sort(key=lambda r: -math.inf if r["z_mean"] is None else -float(r["z_mean"]))
     return {"systems": rows, "conf_level": conf_level, "warnings": notes,
             "method": "raw and per-rater z-scored means (WMT DA): averaged per output over "
                       "its raters, then over outputs; t intervals over outputs"}

@@ -26,11 +26,11 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from evalstudy.criteria import MQM_DEFAULT_WEIGHTS, SEVERITY_DEFAULT_LABELS, binary_label
+from evalstudy.criteria import SEVERITY_DEFAULT_LABELS, binary_label
 from kit.jsonable import to_jsonable
 from proxies.quality import auc_with_ci
 
-from . import agreement, descriptives, models, spans, validity
+from . import agreement, descriptives, kinds, models, validity
 from .agreement.base import Level
 from .formula import Formula, FormulaError, is_formula_name, parse_formula
 from .rbridge import r_available, r_unavailable_reason, r_versions
@@ -448,6 +448,7 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
     result: dict[str, Any] = {
         "key": key, "kind": kind, "n_judgments": int(len(humans)),
         "n_raters": int(humans["rater"].nunique()), "n_outputs": int(humans["unit"].nunique()),
+        "n_items": int(humans["item"].nunique()),
     }
     if humans.empty:
         return result
@@ -520,23 +521,10 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
             _section(result, "classification", warnings,
                      lambda: descriptives.classification_summary(frame, label="label",
                                                                  by="system"))
-    elif kind == "slider":
-        frame = _model_frame(humans, "score", pd.to_numeric(humans["value"]).astype(float))
-        _section(result, "slider", warnings,
-                 lambda: descriptives.slider_summary(frame, value="score", by="system"))
-        _section(result, "lmm", warnings, lambda: fits.setdefault("lmm", models.fit_lmm(
-            frame, formula or models.DEFAULT_LMM_FORMULA, engine=engine)))
-        if frame["system"].nunique() > 2 and "lmm" in fits:
-            _section(result, "contrasts", warnings,
-                     lambda: models.pairwise_contrasts(fits["lmm"], "system"))
-        _section(result, "agreement", warnings, lambda: _interval_agreement(rows))
-        return result
-    elif kind == "span":
-        weights = criterion.get("severity_weights") or dict(MQM_DEFAULT_WEIGHTS)
-        _section(result, "mqm", warnings, lambda: spans.mqm_summary(humans, weights))
-        sides = ("output", "reference") if criterion.get("span_reference") else ("output",)
-        _section(result, "span_agreement", warnings,
-                 lambda: spans.span_agreement(humans, sides=sides))
+    elif kind in kinds.KINDS:
+        kinds.analyse(kind, result, rows, humans, criterion, formula=formula, engine=engine,
+                      warnings=warnings, section=_section, model_frame=_model_frame,
+                      rater_keys=_rater_keys)
         return result
     else:  # free text: counted, not modelled
         result["answered"] = int((humans["value"].str.strip() != "").sum())
@@ -545,31 +533,6 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
     _section(result, "agreement", warnings, lambda: _agreement(rows, kind, scale))
     _section(result, "ceiling", warnings, lambda: _ceiling(rows, kind, scale))
     return result
-
-
-def _interval_agreement(rows: pd.DataFrame) -> dict[str, Any]:
-    """Agreement on a continuous score (sliders): Krippendorff's alpha at the interval level
-    with a bootstrap CI over items, and the ICCs. Chance-corrected statistics for categories
-    (kappa, AC1) do not apply to a 0-100 scale."""
-    humans = rows[rows["is_human"]]
-    key, _ = _rater_keys(humans)
-    frame = pd.DataFrame({"unit": humans["unit"], "rater": humans[key],
-                          "value": pd.to_numeric(humans["value"]).astype(float),
-                          "item": humans["item"]})
-    if frame.groupby("unit")["rater"].nunique().max() < 2:
-        return {"note": "no output was rated by two or more humans"}
-    out: dict[str, Any] = {
-        "level": "interval", "n_units": int(frame["unit"].nunique()),
-        "n_raters": int(frame["rater"].nunique()), "n_ratings": int(len(frame)),
-        "bootstrap": {"n_boot": AGREEMENT_N_BOOT, "seed": AGREEMENT_SEED, "cluster": "item"},
-        "krippendorff_alpha": agreement.krippendorff_alpha(
-            frame, "interval", n_boot=AGREEMENT_N_BOOT, seed=AGREEMENT_SEED, cluster="item"),
-    }
-    try:
-        out["icc"] = agreement.icc(frame, seed=AGREEMENT_SEED)
-    except ValueError as error:
-        out["icc"] = {"note": str(error), "warnings": [f"ICC not computed: {error}"]}
-    return out
 
 
 def severity_distribution(rows: pd.DataFrame, labels: Any = None) -> list[dict[str, Any]]:

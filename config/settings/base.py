@@ -146,6 +146,9 @@ CONTENT_SECURITY_POLICY = {
         "img-src": ["'self'", "data:"],
         "font-src": ["'self'"],
         "connect-src": ["'self'"],
+        # Media stimuli come from this site (annotation.media_views), or with
+        # EVALSTUDY_MEDIA_REDIRECT from the storage's own signed URLs: name its origin here.
+        "media-src": ["'self'", *env.list("EVALSTUDY_MEDIA_CSP_ORIGINS", default=[])],
         "object-src": ["'none'"],
         "base-uri": ["'self'"],
         "form-action": ["'self'"],
@@ -356,3 +359,39 @@ EVALSTUDY_MAX_LEASE_MINUTES = env.int("EVALSTUDY_MAX_LEASE_MINUTES", default=7 *
 # ratings_per_output, plus each seat's calibration items and attention checks). It builds them
 # in the request: about 28,000 slots a second on PostgreSQL here.
 EVALSTUDY_MAX_DESIGN_SLOTS = env.int("EVALSTUDY_MAX_DESIGN_SLOTS", default=500_000)
+
+# --- Media stimuli (evalstudy.media, annotation.media; README, "Media stimuli") -------------
+# Where stored media files live with the default FileSystemStorage. Never served as static
+# files: raters get them through signed, expiring URLs (annotation.media_views). Several web
+# hosts share it (or use an object storage through STORAGES["default"], e.g. django-storages'
+# S3 backend).
+MEDIA_ROOT = env.str("MEDIA_ROOT", default=str(VAR_DIR / "media"))
+# A directory on the server that imports may name media files in (relative paths, never out
+# of it); empty: only uploaded zip archives and allowed URLs.
+EVALSTUDY_MEDIA_IMPORT_ROOT = env.str("EVALSTUDY_MEDIA_IMPORT_ROOT", default="")
+# Host names https media URLs may be fetched from (exact names, comma-separated); empty: none.
+# Their addresses must be public (loopback, private and link-local addresses are refused).
+EVALSTUDY_MEDIA_URL_HOSTS = env.list("EVALSTUDY_MEDIA_URL_HOSTS", default=[])
+# A CA bundle (PEM) for media hosts with certificates of a private authority; empty: the
+# system's trusted authorities.
+EVALSTUDY_MEDIA_URL_CA_FILE = env.str("EVALSTUDY_MEDIA_URL_CA_FILE", default="") or None
+# Tests only: lets a test fetch media from its own server on 127.0.0.1.
+EVALSTUDY_MEDIA_URL_ALLOW_LOOPBACK = False
+# One media file: its size, its duration, the time ffprobe/ffmpeg may take to check it and
+# the time a download may take.
+EVALSTUDY_MEDIA_MAX_BYTES = env.int("EVALSTUDY_MEDIA_MAX_BYTES", default=200 * 1024 * 1024)
+EVALSTUDY_MEDIA_MAX_SECONDS = env.float("EVALSTUDY_MEDIA_MAX_SECONDS", default=30 * 60)
+EVALSTUDY_MEDIA_PROBE_TIMEOUT = env.float("EVALSTUDY_MEDIA_PROBE_TIMEOUT", default=60)
+EVALSTUDY_MEDIA_FETCH_TIMEOUT = env.float("EVALSTUDY_MEDIA_FETCH_TIMEOUT", default=60)
+# An uploaded zip archive of media files (admin, API).
+EVALSTUDY_MEDIA_ARCHIVE_MAX_BYTES = env.int("EVALSTUDY_MEDIA_ARCHIVE_MAX_BYTES",
+                                            default=2 * 1024 * 1024 * 1024)
+# How long a rater's signed media URL works (seconds); a page older than this is reloaded.
+EVALSTUDY_MEDIA_URL_MAX_AGE = env.int("EVALSTUDY_MEDIA_URL_MAX_AGE", default=60 * 60)
+# With an object storage (S3 through django-storages): send raters to the storage's own
+# short-lived signed URL instead of streaming the file through the web process. Add the
+# storage's origin to EVALSTUDY_MEDIA_CSP_ORIGINS.
+EVALSTUDY_MEDIA_REDIRECT = env.bool("EVALSTUDY_MEDIA_REDIRECT", default=False)
+# Programs that check media files (Debian's ffmpeg package), run as separate processes.
+EVALSTUDY_FFPROBE = env.str("EVALSTUDY_FFPROBE", default="ffprobe")
+EVALSTUDY_FFMPEG = env.str("EVALSTUDY_FFMPEG", default="ffmpeg")

@@ -9,6 +9,7 @@ keys offer only rows of such studies (`scoping.StudyRowChoices`).
 - `studies`: the study page, its actions and extra pages, and the registries through which the
   other apps add theirs;
 - `rows`: systems, items, outputs, criteria, control items, collaborators, seats, the audit trail;
+- `media`: an item's media files (on the item's page), through the media service;
 - `people`: raters and enrollments.
 """
 

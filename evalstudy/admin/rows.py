@@ -18,12 +18,14 @@ from ..models import (
     CalibrationItem,
     Criterion,
     Item,
+    ItemMedia,
     Output,
     StudyCollaborator,
     System,
 )
 from ..permissions import studies_visible_to
 from ..spec.study import show_if_problems
+from .media import ItemMediaInline, save_media_formset
 from .scoping import ONLY_VISIBLE, StudyRowChoices, StudyRowForm, StudyScopedAdmin
 
 
@@ -52,8 +54,14 @@ class ItemAdmin(StudyScopedAdmin):
     list_display = ("external_id", "study", "short_reference", "metadata")
     list_filter = (("study", ONLY_VISIBLE),)
     search_fields = ("external_id", "reference", "context")
-    inlines = (OutputInline,)
+    inlines = (OutputInline, ItemMediaInline)
     list_select_related = ("study",)
+
+    def save_formset(self, request, form, formset, change):
+        if formset.model is ItemMedia:  # through evalstudy.media, which audits
+            save_media_formset(request, form.instance, formset)
+            return
+        super().save_formset(request, form, formset, change)
 
     @admin.display(description="reference")
     def short_reference(self, item):

@@ -31,6 +31,7 @@ from ..importers import (
     study_import_spec,
     study_spec_export,
 )
+from ..media import archive_source
 from ..models import (
     AttentionCheck,
     CalibrationItem,
@@ -184,11 +185,13 @@ class StudyAdmin(AuditedAdmin):
     fieldsets = (
         (None, {"fields": ("slug", "title", "status", "owner")}),
         ("Design", {"fields": ("design", "ratings_per_output", "items_per_rater",
-                               "randomise_order", "seed")}),
+                               "tuple_size", "randomise_order", "seed")}),
         ("Automatic metrics", {"fields": ("encoder_path",)}),
         ("What raters see", {"fields": ("reference_shown", "instructions", "consent_text",
                                         "allow_revision", "alignment_shown", "language",
                                         "rater_labels")}),
+        ("Media player (items with audio or video)", {"fields": (
+            "media_must_finish", "media_max_plays", "media_autoplay")}),
         ("Crowd platforms and quality", {"fields": (
             "crowd_url", "completion_url", "completion_code", "screen_out_url",
             "screen_out_code", "excluded_studies", "lease_minutes", "attention_check_every",
@@ -341,8 +344,10 @@ class StudyAdmin(AuditedAdmin):
 
         def run(text, name, data):
             spec = parse_study_spec(text, name, spec_limits())
-            study, outcome = study_import_spec(spec=spec, file_name=name, owner=request.user,
-                                               actor=request.user, source=ADMIN)
+            with archive_source(data.get("media")) as media_from:
+                study, outcome = study_import_spec(spec=spec, file_name=name,
+                                                   owner=request.user, actor=request.user,
+                                                   source=ADMIN, media_from=media_from)
             if data["open_after_import"]:
                 self.each_study(request, [study], services.study_open, "opened")
             return study, f"{outcome} study {study.slug}"
@@ -360,8 +365,10 @@ class StudyAdmin(AuditedAdmin):
             fmt = "jsonl" if name.lower().endswith(".jsonl") else "csv"
             limits = spec_limits()
             items = parse_items_file(text, name, fmt, limits)
-            n_items, n_outputs = items_import(study=study, items=items, file_name=name,
-                                              limits=limits, actor=request.user, source=ADMIN)
+            with archive_source(data.get("media")) as media_from:
+                n_items, n_outputs = items_import(study=study, items=items, file_name=name,
+                                                  limits=limits, actor=request.user,
+                                                  source=ADMIN, media_from=media_from)
             return study, f"wrote {n_items} items and {n_outputs} outputs"
 
         return self.upload(

@@ -54,12 +54,12 @@ class StudySerializer(serializers.ModelSerializer):
     class Meta:
         model = Study
         fields = ("slug", "title", "status", "design", "instructions", "consent_text",
-                  "ratings_per_output", "items_per_rater", "randomise_order",
+                  "ratings_per_output", "items_per_rater", "tuple_size", "randomise_order",
                   "reference_shown", "allow_revision", "completion_url", "completion_code",
                   "screen_out_url", "screen_out_code", "lease_minutes", "attention_check_every",
                   "attention_fail_limit", "encoder_path", "language", "rater_labels",
-                  "alignment_shown", "owner",
-                  "your_role",
+                  "alignment_shown", "media_must_finish", "media_max_plays", "media_autoplay",
+                  "owner", "your_role",
                   "url", "created_at", "updated_at")
         read_only_fields = ("status", "owner", "created_at", "updated_at")
 

@@ -11,6 +11,7 @@ from evalstudy.design.builders import (
     latin_square,
     pairwise,
     split_list,
+    tuples,
 )
 from evalstudy.design.ordering import SeatSlot, SlotKind, order_seat, seat_seed
 
@@ -25,4 +26,5 @@ __all__ = [
     "pairwise",
     "seat_seed",
     "split_list",
+    "tuples",
 ]

@@ -39,6 +39,9 @@ class TargetCell:
     item: str
     system: str
     system_b: str | None = None
+    # Ranking and best-worst cells: every system shown, in display order (``system`` and
+    # ``system_b`` are its first two). Empty for other cells.
+    shown: tuple[str, ...] = ()
 
 
 class DesignError(ValueError):
@@ -169,6 +172,53 @@ def pairwise(items: Sequence[str], systems: Sequence[str]) -> list[list[TargetCe
         for i, item in enumerate(item_keys):
             left, right = oriented[(i + j) % size]
             cells.append(TargetCell(item, system_keys[left], system_keys[right]))
+        lists.append(cells)
+    return lists
+
+
+MAX_TUPLE = 6
+
+
+def tuples(items: Sequence[str], systems: Sequence[str], size: int) -> list[list[TargetCell]]:
+    """Build a design of tuples: each cell shows one item with ``size`` different systems side
+    by side (ranking, best-worst scaling).
+
+    With ``k`` systems there are ``M = C(k, size)`` sets of systems and ``M * size`` oriented
+    tuples (each set in its ``size`` cyclic rotations). Guarantees:
+
+    * exactly ``M * size`` lists, each containing every item exactly once, in item order;
+    * across all lists every ``(item, set)`` appears ``size`` times, once in each rotation, so
+      every system is shown in every position equally often for every item;
+    * over the sets, every pair of systems appears together equally often (``C(k-2, size-2)``
+      sets: all sets are used), and every system in ``C(k-1, size-1)`` of them;
+    * within a list consecutive items take consecutive oriented tuples, so any run of ``M``
+      items shows every set once;
+    * deterministic.
+
+    Construction: the oriented tuples in order (each set, then its rotations after all sets
+    have appeared once); list ``j`` gives item ``i`` the tuple ``O[(i + j) mod (M * size)]``
+    (a Latin square over the oriented tuples). Raises :class:`DesignError` for fewer than
+    ``size`` systems, a size outside 2..6, or empty or duplicated keys.
+    """
+    from itertools import combinations
+
+    item_keys = _check_keys("items", items)
+    system_keys = _check_keys("systems", systems)
+    if not 2 <= size <= MAX_TUPLE:
+        raise DesignError(f"A tuple shows 2 to {MAX_TUPLE} outputs, not {size}.")
+    if len(system_keys) < size:
+        raise DesignError(f"Tuples of {size} outputs need at least {size} systems; the study "
+                          f"has {len(system_keys)}.")
+    sets = list(combinations(range(len(system_keys)), size))
+    oriented = [tuple(chosen[(r + p) % size] for p in range(size))
+                for r in range(size) for chosen in sets]
+    total = len(oriented)
+    lists: list[list[TargetCell]] = []
+    for j in range(total):
+        cells = []
+        for i, item in enumerate(item_keys):
+            shown = tuple(system_keys[s] for s in oriented[(i + j) % total])
+            cells.append(TargetCell(item, shown[0], shown[1], shown))
         lists.append(cells)
     return lists
 

@@ -12,11 +12,12 @@ from typing import Any
 
 from .. import criteria as rules
 from ..criteria import gettext_noop
+from ..media_fetch import ref_problem as media_ref_problem
 from .errors import SpecError
 from .limits import MAX_FIELD_CHARS
 from .load import _Map, _Seq
 
-DESIGNS = ("latin_square", "crossed", "pairwise")
+DESIGNS = ("latin_square", "crossed", "pairwise", "ranking", "best_worst")
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
 
 
@@ -113,6 +114,10 @@ RATER_LABEL_DEFAULTS = {
     "output": gettext_noop("Output"),
     "output_a": "A",
     "output_b": "B",
+    "output_c": "C",
+    "output_d": "D",
+    "output_e": "E",
+    "output_f": "F",
     "submit": gettext_noop("Submit"),
     "previous": gettext_noop("Previous item"),
     "done": gettext_noop("You have finished every item. Thank you!"),
@@ -160,6 +165,7 @@ STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "design": (_choice(DESIGNS), "latin_square"),
     "ratings_per_output": (_int(1), 1),
     "items_per_rater": (_int(1, nullable=True), None),
+    "tuple_size": (_int(2, nullable=True), None),
     "randomise_order": (_bool, True),
     "reference_shown": (_bool, True),
     "completion_url": (_url, ""),
@@ -173,6 +179,9 @@ STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "encoder_path": (_short(500), ""),
     "language": (_choice(RATER_LANGUAGES), "en"),
     "alignment_shown": (_bool, False),
+    "media_must_finish": (_bool, False),
+    "media_max_plays": (_int(1, nullable=True), None),
+    "media_autoplay": (_bool, False),
     "rater_labels": (rater_labels_clean, {}),
 }
 
@@ -304,6 +313,15 @@ def _show_if(value: Any) -> dict[str, Any]:
     return {"criterion": _str(value["criterion"]), "values": list(values)}
 
 
+def _media_ref(value: Any) -> str:
+    """A media file's path (relative to the media archive or directory) or https URL: its
+    syntax only; whether it exists and plays is checked on import (evalstudy.media)."""
+    text = _str(value).strip()
+    if text and (problem := media_ref_problem(text)) is not None:
+        raise ValueError(problem)
+    return text
+
+
 CRITERION_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "key": (_key_of(60), _REQUIRED),
     "kind": (_choice(rules.KINDS), _REQUIRED),
@@ -331,6 +349,8 @@ ITEM_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "context": (_str, ""),
     "metadata": (_metadata, dict),
     "outputs": (lambda v: {str(k): _str(t) for k, t in _metadata(v).items()}, dict),
+    "media": (_media_ref, ""),
+    "output_media": (lambda v: {str(k): _media_ref(t) for k, t in _metadata(v).items()}, dict),
 }
 CONTROL_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "id": (_key_of(100), _REQUIRED),

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import SpecError, SpecInvalid
-from .fields import _Reader
+from .fields import _media_ref, _Reader
 from .limits import DEFAULT_LIMITS, MAX_FIELD_CHARS, SpecLimits, control_problem
 from .load import _Map
 from .study import ItemSpec, _check_outputs, _item_from_mapping
 
 ITEM_CSV_REQUIRED = ("item", "system", "output")
-ITEM_CSV_OPTIONAL = ("reference", "context")
+# media: the item's media file (the same on every row of the item); output_media: the media
+# of the row's output. A path in the media archive or directory, or an https URL.
+ITEM_CSV_OPTIONAL = ("reference", "context", "media", "output_media")
 
 
 def parse_items_file(
@@ -107,6 +109,14 @@ def _parse_items_csv(text: str, source: str, limits: SpecLimits) -> list[ItemSpe
             "reference": row.get("reference") or "", "context": row.get("context") or "",
             "metadata": meta,
         }
+        media: dict[str, str] = {}
+        for name in ("media", "output_media"):
+            try:
+                media[name] = _media_ref(row.get(name) or "")
+            except ValueError as error:
+                reader.error(line, name, str(error))
+                media[name] = ""
+        fields["media"] = media["media"]
         item = items.get(item_id)
         if item is None:
             if len(items) == limits.max_items:
@@ -122,6 +132,9 @@ def _parse_items_csv(text: str, source: str, limits: SpecLimits) -> list[ItemSpe
             continue
         first_line[item_id, system] = line
         item.outputs[system] = row["output"]
+        if media["output_media"]:
+            item.output_media[system] = media["output_media"]
+            item.media_lines[system] = line
     if reader.errors:
         raise SpecInvalid(reader.errors)
     return list(items.values())

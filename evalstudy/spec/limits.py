@@ -70,6 +70,9 @@ def study_setting_problems(values: Mapping[str, Any], limits: SpecLimits) -> dic
     """Why each bounded study setting in `values` is out of bounds: name -> reason. Shared by
     the spec reader, the API's serializer, the admin's form and `study_validate`."""
     problems: dict[str, str] = {}
+    size = values.get("tuple_size")
+    if isinstance(size, int) and not isinstance(size, bool) and not 2 <= size <= 6:
+        problems["tuple_size"] = f"must be from 2 to 6 outputs, got {size}"
     for name, (minimum, attribute) in SETTING_BOUNDS.items():
         value = values.get(name)
         if value is None or isinstance(value, bool) or not isinstance(value, int):

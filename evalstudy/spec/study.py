@@ -65,6 +65,13 @@ class ItemSpec:
     metadata: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)
     line: int | None = field(default=None, compare=False)
+    # Media files (evalstudy.media): the item's, and per system its output's; a path in the
+    # media archive or directory, or an https URL.
+    media: str = ""
+    output_media: dict[str, str] = field(default_factory=dict)
+    # Where each media reference was written, when not on `line` (a CSV's output_media, per
+    # system, is on the output's row).
+    media_lines: dict[str, int] = field(default_factory=dict, compare=False)
 
 
 @dataclass
@@ -280,6 +287,7 @@ def _item_from_mapping(
     return ItemSpec(
         external_id=values["id"], reference=values["reference"], context=values["context"],
         metadata=values["metadata"], outputs=values["outputs"], line=line,
+        media=values["media"], output_media=values["output_media"],
     )
 
 
@@ -292,6 +300,10 @@ def _check_outputs(
                          f"output for {name!r}, which is not a system of the study")
     for name in sorted(system_names - item.outputs.keys()):
         reader.error(line, f"{path}.outputs", f"no output for system {name!r}")
+    for name in item.output_media:
+        if name not in system_names:
+            reader.error(line, f"{path}.output_media",
+                         f"media for {name!r}, which is not a system of the study")
 
 
 def _control_from_mapping(
@@ -321,7 +333,7 @@ def _control_from_mapping(
                                                           "marking)")
             continue
         try:
-            expected[key] = _rule(criterion).normalise(raw)
+            expected[key] = _rule(criterion).normalise_expected(raw)
         except ValueError as error:
             reader.error(line, f"{path}.expected.{key}", str(error))
     return ControlSpec(

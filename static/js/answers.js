@@ -22,6 +22,28 @@
     }
   });
 
+  // --- ranking: a rank given to one output is taken from the others; best-worst: the same
+  // output cannot be both ------------------------------------------------------------------
+  document.addEventListener("change", (event) => {
+    const input = event.target;
+    if (!(input instanceof HTMLInputElement) || input.type !== "radio" || !input.checked) return;
+    const ranking = input.closest("[data-ranking]");
+    if (ranking) {
+      for (const other of ranking.querySelectorAll(`input[type=radio][value="${CSS.escape(input.value)}"]`)) {
+        if (other !== input) other.checked = false;
+      }
+      return;
+    }
+    const bestWorst = input.closest("[data-best-worst]");
+    if (bestWorst) {
+      const mine = input.name.endsWith("__best") ? "__best" : "__worst";
+      const theirs = mine === "__best" ? "__worst" : "__best";
+      const key = input.name.slice(0, -mine.length);
+      const clash = bestWorst.querySelector(`input[name="${CSS.escape(key + theirs)}"][value="${CSS.escape(input.value)}"]`);
+      if (clash && clash.checked) clash.checked = false;
+    }
+  });
+
   // --- error spans ------------------------------------------------------------------------
   const state = { panes: {}, cursor: null, anchor: null, side: null };
 
@@ -47,13 +69,21 @@
     render(m);
   }
 
-  function tokens(text) {
+  // Offsets count characters as the server does (Python string indices: code points), not
+  // JavaScript's UTF-16 units, so an emoji or a rare CJK character before an error does not
+  // shift it: the text is handled as an array of code points throughout.
+  function tokens(chars) {
     const out = [];
-    const words = /\S+/g;
-    let found;
-    while ((found = words.exec(text)) !== null) {
-      out.push({ start: found.index, end: found.index + found[0].length });
-    }
+    let start = -1;
+    chars.forEach((ch, i) => {
+      const space = /\s/.test(ch);
+      if (!space && start < 0) start = i;
+      if (space && start >= 0) {
+        out.push({ start: start, end: i });
+        start = -1;
+      }
+    });
+    if (start >= 0) out.push({ start: start, end: chars.length });
     return out;
   }
 
@@ -62,25 +92,27 @@
     const source = document.getElementById(`span-text-${side}`);
     if (!source) return null;
     const text = JSON.parse(source.textContent);
-    const words = tokens(text);
+    const chars = Array.from(text);
+    const words = tokens(chars);
+    const slice = (a, b) => chars.slice(a, b).join("");
     const paragraph = element.querySelector("p");
     paragraph.replaceChildren();
     let at = 0;
     words.forEach((word, index) => {
-      if (word.start > at) paragraph.append(document.createTextNode(text.slice(at, word.start)));
+      if (word.start > at) paragraph.append(document.createTextNode(slice(at, word.start)));
       const span = document.createElement("span");
       span.className = "tok";
       span.dataset.i = String(index);
-      span.textContent = text.slice(word.start, word.end);
+      span.textContent = slice(word.start, word.end);
       paragraph.append(span);
       at = word.end;
     });
-    if (at < text.length) paragraph.append(document.createTextNode(text.slice(at)));
+    if (at < chars.length) paragraph.append(document.createTextNode(slice(at, chars.length)));
     element.tabIndex = 0;
     element.setAttribute("role", "group");
     const m = marker();
     if (m) element.setAttribute("aria-description", m.dataset.textPane);
-    return { element: element, side: side, text: text, words: words, paragraph: paragraph };
+    return { element: element, side: side, slice: slice, words: words, paragraph: paragraph };
   }
 
   function selection() {
@@ -89,7 +121,7 @@
     const low = Math.min(state.anchor, state.cursor);
     const high = Math.max(state.anchor, state.cursor);
     return { side: state.side, start: pane.words[low].start, end: pane.words[high].end,
-             text: pane.text.slice(pane.words[low].start, pane.words[high].end) };
+             text: pane.slice(pane.words[low].start, pane.words[high].end) };
   }
 
   function render(m) {
@@ -114,7 +146,7 @@
       const pane = state.panes[span.side || "output"];
       const item = document.createElement("li");
       const quote = document.createElement("q");
-      quote.textContent = pane ? pane.text.slice(span.start, span.end) : `${span.start}-${span.end}`;
+      quote.textContent = pane ? pane.slice(span.start, span.end) : `${span.start}-${span.end}`;
       const where = span.side === "reference" && pane ? ` (${pane.element.dataset.label})` : "";
       // The severity as the rater chose it (its translated name), the category as written.
       const option = Array.from(m.querySelectorAll("[data-span-severity] option"))

@@ -10,6 +10,7 @@ ESA demo mark where a translation departs from the better system's and score it 
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 from pathlib import Path
@@ -153,4 +154,31 @@ def simulate_esa_raters(study: Study, *, seed: int = 5, best: str = "mt-large") 
                 "errors": json.dumps({"spans": spans,
                                       "text_sha256": rules.text_sha256(text)}),
                 "quality": str(score)})
+    return raters
+
+
+def simulate_tuple_raters(study: Study, *, worths: dict[str, float], seed: int = 3) -> int:
+    """Fill every seat of a ranking or best-worst study: each rater orders the outputs shown
+    by the systems' log-worths plus Gumbel noise (Plackett-Luce rankings) and answers with the
+    ranking, or its first and last as best and worst."""
+    from evalstudy import criteria as rules
+
+    rng = random.Random(seed)
+    key = study.criteria.get().key
+    systems = dict(Output.objects.filter(item__study=study).values_list("id", "system__name"))
+    raters = 0
+    while study.assignments.filter(rater__isnull=True, source="design").exists():
+        rater = invite(study, kind="crowd", display_name=f"sim-ranker-{raters + 1}")
+        raters += 1
+        while (slot := assignment_next(study=study, rater=rater)) is not None:
+            letters = rules.LETTERS[:len(slot.shown_outputs)]
+            noisy = {letter: worths[systems[pk]] - math.log(-math.log(rng.random()))
+                     for letter, pk in zip(letters, slot.shown_outputs, strict=True)}
+            order = sorted(letters, key=lambda letter: -noisy[letter])
+            if study.design == "ranking":
+                answers = {f"{key}__{letter}": str(rank)
+                           for rank, letter in enumerate(order, start=1)}
+            else:
+                answers = {f"{key}__best": order[0], f"{key}__worst": order[-1]}
+            judgment_submit(rater=rater, slot_id=slot.pk, answers=answers)
     return raters

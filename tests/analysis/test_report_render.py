@@ -26,6 +26,7 @@ from tests.analysis.demo_data import (
     simulate_asr_raters,
     simulate_esa_raters,
     simulate_pairwise_raters,
+    simulate_tuple_raters,
 )
 from tests.proxies.judges.fake_openai import FakeOpenAI, yes_no_reply
 
@@ -132,3 +133,33 @@ def test_the_demo_esa_report_shows_mqm_direct_assessment_and_span_agreement():
     agreement = by_key["errors"]["span_agreement"]
     assert 0 < agreement["char_f1"] <= 1 and agreement["alpha_marked"]["value"] > 0.3
     assert by_key["quality"]["agreement"]["level"] == "interval"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", ["ranking", "best_worst"])
+def test_ranking_and_best_worst_reports_recover_the_systems_order(db, design):
+    from evalstudy.models import CalibrationItem, Criterion
+    from evalstudy.services import study_open
+    from tests.factories import make_study
+
+    study = make_study(n_items=8, n_systems=4 if design == "ranking" else 5, design=design,
+                       ratings_per_output=2)
+    study.criteria.all().delete()
+    CalibrationItem.objects.filter(study=study).delete()
+    Criterion.objects.create(study=study, key="best", kind=design, prompt="Which is best?")
+    study_open(study=study)
+    worths = {"sys-0": 0.0, "sys-1": 1.5, "sys-2": -1.0, "sys-3": 0.6, "sys-4": -2.0}
+    assert simulate_tuple_raters(study, worths=worths) > 0
+    run = _render(study, f"{design}-demo", {"pdf": True})
+    text = _visible_text(run.report_html)
+    for word in NEVER:
+        assert not re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text), word
+    criterion = run.result["criteria"][0]
+    if design == "ranking":
+        assert "Plackett-Luce model" in text and "Ranks per system" in text
+        order = [r["system"] for r in criterion["plackett_luce"]["systems"]]
+        assert order[0] == "sys-1" and order[-1] == "sys-2"
+    else:
+        assert "Best-worst scores per system" in text
+        scores = {r["system"]: r["score"] for r in criterion["best_worst"]["systems"]}
+        assert scores["sys-1"] > scores["sys-0"] > scores["sys-4"]

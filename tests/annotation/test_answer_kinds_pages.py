@@ -199,3 +199,34 @@ def test_the_spec_reads_and_writes_the_new_kinds(db):
     text = str(error.value)
     assert "expected.errors" in text and "no expected answer" in text
     assert "one span criterion" in text
+
+
+def test_a_degraded_output_checks_slider_raters_with_a_range(db):
+    """Direct assessment's quality control: an attention check whose output is degraded
+    expects a low score, "0..30"; a rater who scores it high fails it."""
+    from annotation.flow import control_slot_passed
+    from annotation.services import judgment_submit
+    from evalstudy.models import AttentionCheck
+    from evalstudy.services import assignment_next
+
+    study = make_study(n_items=4, n_systems=2, attention_check_every=2)
+    study.criteria.all().delete()
+    CalibrationItem.objects.filter(study=study).delete()
+    Criterion.objects.create(study=study, key="score", kind=rules.SLIDER, prompt="How good?")
+    AttentionCheck.objects.filter(study=study).update(expected={"score": "0..30"})
+    study_open(study=study)
+    careful, careless = invite(study), invite(study)
+    for rater, score in ((careful, "20"), (careless, "85")):
+        while (slot := assignment_next(study=study, rater=rater)) is not None:
+            judgment_submit(rater=rater, slot_id=slot.pk, answers={
+                "score": score if slot.kind == "attention" else "60"})
+            if slot.kind == "attention":
+                slot.refresh_from_db()
+                assert control_slot_passed(slot) is (rater == careful)
+    with pytest.raises(StudyInvalid, match="the range '40..10' is empty"):
+        draft = make_study(n_items=2, n_systems=2, attention_check_every=1)
+        draft.criteria.all().delete()
+        CalibrationItem.objects.filter(study=draft).delete()
+        Criterion.objects.create(study=draft, key="score", kind=rules.SLIDER, prompt="?")
+        AttentionCheck.objects.filter(study=draft).update(expected={"score": "40..10"})
+        study_open(study=draft)

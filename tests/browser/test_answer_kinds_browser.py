@@ -32,8 +32,10 @@ def esa_study(**settings) -> Study:
              ("Merci.", "Thanks you a lot", "Thank you very much")]
     for index, (source, text_a, text_b) in enumerate(texts):
         item = Item.objects.create(study=study, external_id=f"s{index}", context=source)
-        Output.objects.create(item=item, system=systems[0], text=text_a)
-        Output.objects.create(item=item, system=systems[1], text=text_b)
+        # An emoji first: offsets are characters (code points) on both sides, not the
+        # browser's UTF-16 units, so the spans after it land on the words marked.
+        Output.objects.create(item=item, system=systems[0], text=f"🙂 {text_a}")
+        Output.objects.create(item=item, system=systems[1], text=f"😀 {text_b}")
     Criterion.objects.create(study=study, key="errors", kind="span", order=0,
                              prompt="Marquez chaque erreur", options=["Accuracy", "Fluency"])
     Criterion.objects.create(study=study, key="quality", kind="slider", order=1,
@@ -142,3 +144,68 @@ def test_a_seat_with_error_spans_and_a_slider_in_french(live_server, new_page, s
     third = [texts for texts in stored if texts not in (first_text, second_text)]
     assert len(third) == 1 and json.loads(stored[third[0]]["errors"].value)["spans"] == []
     assert stored[third[0]]["quality"].numeric_value == 95.0
+
+
+def _tuple_study(design: str, n_systems: int) -> Study:
+    study = Study.objects.create(
+        slug=f"{design.replace('_', '-')}-browser", title=design, design=design,
+        ratings_per_output=1, language="fr", reference_shown=False,
+        consent_text="J'accepte.", instructions="Classez les sorties.")
+    systems = [System.objects.create(study=study, name=f"secret-{k}") for k in range(n_systems)]
+    for index in range(2):
+        item = Item.objects.create(study=study, external_id=f"q{index}",
+                                   context=f"Question {index}")
+        for k, system in enumerate(systems):
+            Output.objects.create(item=item, system=system, text=f"Réponse {index}-{k}")
+    Criterion.objects.create(study=study, key="choice", kind=design, prompt="Votre avis ?")
+    return study_open(study=study)
+
+
+def test_a_ranking_seat_and_a_best_worst_seat_in_french(live_server, new_page, shot):
+    """Ranks given with the keyboard and the mouse (a rank taken from another output moves),
+    best and worst chosen, the systems never shown, what was stored read back."""
+    ranking = _tuple_study("ranking", 3)
+    page = new_page()
+    page.goto(f"{live_server.url}/c/{ranking.slug}/?PROLIFIC_PID={PID}")
+    page.get_by_role("button", name="J’accepte et je souhaite participer").click()
+    page.get_by_role("button", name=re.compile("Commencer")).click()
+    expect(page.locator(".tuple .text.output")).to_have_count(3)
+    assert "secret-" not in page.content()
+    page.get_by_label("A : rang 1").check()
+    page.get_by_label("B : rang 1").check()  # takes rank 1 from A
+    expect(page.get_by_label("A : rang 1")).not_to_be_checked()
+    page.get_by_label("A : rang 3").focus()
+    page.keyboard.press("Space")
+    page.get_by_label("C : rang 2").check()
+    assert_accessible(page, "a ranking item")
+    shot(page, "17-french-ranking")
+    _submit(page, page.get_by_role("button", name=re.compile("Envoyer")).click)
+    first = Judgment.objects.get()
+    assert first.value == "B>C>A"
+    page.get_by_label("A : rang 2").check()
+    page.get_by_label("B : rang 2").check()
+    response = _submit(page, page.get_by_role("button", name=re.compile("Envoyer")).click)
+    assert response.status == 400  # C has no rank, A lost its own
+    expect(page.get_by_text("donnez à chaque sortie un rang différent")).to_be_visible()
+    page.get_by_label("A : rang 1").check()
+    page.get_by_label("C : rang 3").check()
+    _submit(page, page.get_by_role("button", name=re.compile("Envoyer")).click)
+    expect(page.get_by_text("Vous avez terminé tous les éléments. Merci !")).to_be_visible()
+
+    best_worst = _tuple_study("best_worst", 4)
+    page = new_page()
+    page.goto(f"{live_server.url}/c/{best_worst.slug}/?PROLIFIC_PID={PID}")
+    page.get_by_role("button", name="J’accepte et je souhaite participer").click()
+    page.get_by_role("button", name=re.compile("Commencer")).click()
+    expect(page.locator(".tuple .text.output")).to_have_count(4)
+    best = page.get_by_role("group", name="Meilleure")
+    worst = page.get_by_role("group", name="Pire")
+    best.get_by_label("C").check()
+    worst.get_by_label("C").check()  # the same output cannot be both
+    expect(best.get_by_label("C")).not_to_be_checked()
+    best.get_by_label("A").check()
+    assert_accessible(page, "a best-worst item")
+    shot(page, "18-french-best-worst")
+    _submit(page, page.get_by_role("button", name=re.compile("Envoyer")).click)
+    stored = Judgment.objects.filter(criterion__study=best_worst).get()
+    assert stored.value == "best=A;worst=C"

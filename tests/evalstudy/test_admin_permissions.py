@@ -188,6 +188,7 @@ def test_foreign_keys_offer_and_accept_only_rows_of_studies_the_user_may_change(
     response = editor.post(item_url, {
         "study": study.pk, "external_id": mine[0].external_id, "reference": "r", "context": "",
         "metadata": "{}", "outputs-TOTAL_FORMS": "1", "outputs-INITIAL_FORMS": "0",
+        "media-TOTAL_FORMS": "0", "media-INITIAL_FORMS": "0",
         "outputs-0-system": theirs[1].pk, "outputs-0-text": "INLINE"})
     assert response.status_code == 200
     assert "the studies on which you have" in response.content.decode()
@@ -196,6 +197,7 @@ def test_foreign_keys_offer_and_accept_only_rows_of_studies_the_user_may_change(
     response = editor.post(item_url, {
         "study": study.pk, "external_id": mine[0].external_id, "reference": "r", "context": "",
         "metadata": "{}", "outputs-TOTAL_FORMS": "1", "outputs-INITIAL_FORMS": "0",
+        "media-TOTAL_FORMS": "0", "media-INITIAL_FORMS": "0",
         "outputs-0-system": mine[1].pk, "outputs-0-text": "INLINE"})
     assert response.status_code == 302 and Output.objects.filter(text="INLINE").exists()
     mine[0].outputs.all().delete()

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from annotation.models import Judgment
-from evalstudy.models import Rater, Study
+from evalstudy.models import ItemMedia, Rater, Study
 
 DEMO = Path(__file__).resolve().parents[2] / "demo"
 
@@ -110,17 +110,23 @@ def test_import_items_and_judgments_from_files(tmp_path, capsys):
 
 
 @pytest.mark.django_db
-def test_demo_setup_is_idempotent_and_prints_links(capsys):
+def test_demo_setup_is_idempotent_and_prints_links(capsys, settings, tmp_path):
+    settings.VAR_DIR, settings.MEDIA_ROOT = tmp_path, str(tmp_path / "media")
     call_command("demo_setup", "--base-url", "http://demo.test")
     first = capsys.readouterr().out
     call_command("demo_setup", "--base-url", "http://demo.test")
     second = capsys.readouterr().out
     assert "http://demo.test/enter/" in first
-    assert first.count("/enter/") == 4
-    assert Study.objects.filter(status=Study.Status.OPEN).count() == 2
+    assert first.count("/enter/") == 6
+    assert Study.objects.filter(status=Study.Status.OPEN).count() == 3
     # 2 personal-link raters per study (their links work in that study only) + 1 account
-    assert Rater.objects.count() == 5
-    assert Rater.objects.filter(user__username="slp").get().enrollments.count() == 2
+    assert Rater.objects.count() == 7
+    assert Rater.objects.filter(user__username="slp").get().enrollments.count() == 3
+    # The audio demo: a checked recording per item (speech from espeak-ng, else tones).
+    listening = Study.objects.get(slug="asr-listening-demo")
+    assert listening.media_must_finish and listening.media_max_plays == 3
+    assert sorted(ItemMedia.objects.filter(item__study=listening).values_list(
+        "item__external_id", "mime")) == [(f"rec-0{n}", "audio/wav") for n in range(1, 5)]
     assert "/accounts/login/" in first and "'slp'" in first
     assert "unchanged" in second
     links = [line.split()[-1] for line in first.splitlines() if "/enter/" in line]

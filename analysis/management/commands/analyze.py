@@ -28,6 +28,8 @@ class Command(BaseCommand):
         parser.add_argument("--include-calibration", action="store_true")
         parser.add_argument("--exclude-attention-failed", action="store_true")
         parser.add_argument("--exclude-incomplete", action="store_true")
+        parser.add_argument("--exclude-unheard", action="store_true",
+                            help="leave out judgments of audio or video not heard to the end")
         parser.add_argument("--raters", choices=["all", "human", "proxy"], default="all")
         parser.add_argument("--separation", choices=["auto", "penalised", "off"], default="auto",
                             help="binary criteria with separation (a system at 0%% or 100%%): "
@@ -43,6 +45,7 @@ class Command(BaseCommand):
             "include_calibration": options["include_calibration"],
             "exclude_attention_failed": options["exclude_attention_failed"],
             "exclude_incomplete": options["exclude_incomplete"], "raters": options["raters"],
+            "exclude_unheard": options["exclude_unheard"],
         }
         run_options = {"filters": filters, "engine": options["engine"],
                        "pdf": bool(options["pdf"]), "separation": options["separation"]}

@@ -150,7 +150,10 @@ def _fit_ols_cluster(prep: _Prepared, conf_level: float) -> ModelFit:
     names = list(design.columns)
     cov = np.asarray(result.cov_params(), dtype=float)
     se = np.sqrt(np.diag(cov))
-    df = float(result.df_resid)
+    # With cluster-robust SEs the t reference has G - 1 degrees of freedom (G: the fewest
+    # clusters of a grouping factor), not n - p: a handful of raters is a handful of values.
+    df = (float(min(prep.data[g].nunique() for g in groups) - 1) if groups
+          else float(result.df_resid))
     coefficients = [_t_coef(n, e, s, df, conf_level)
                     for n, e, s in zip(names, np.asarray(result.params, dtype=float), se,
                                        strict=True)]

@@ -1,7 +1,12 @@
-"""Loads the two demo studies and creates a demo researcher and demo raters (idempotent)."""
+"""Loads the demo studies (one with audio, whose recordings it makes) and creates a demo
+researcher and demo raters (idempotent)."""
 
+import shutil
+import subprocess
+import wave
 from pathlib import Path
 
+import numpy as np
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
@@ -12,13 +17,16 @@ from django.urls import reverse
 from evalstudy.audit import COMMAND
 from evalstudy.importers import study_import_spec
 from evalstudy.management.base import read_text, spec_errors
+from evalstudy.media import media_source
 from evalstudy.models import Assignment, Rater
 from evalstudy.services import invitation_answer, rater_invite, study_open
 from evalstudy.spec.errors import SpecInvalid
 from evalstudy.spec.study import parse_study_spec
 
 DEMO_DIR = Path(settings.BASE_DIR) / "demo"
-DEMO_SPECS = ("asr_meaning.yaml", "summary_preference.yaml")
+DEMO_SPECS = ("asr_meaning.yaml", "summary_preference.yaml", "asr_listening.yaml")
+# Where the audio demo's recordings are made (speech from espeak-ng, else tones), by spec.
+DEMO_MEDIA = {"asr_listening.yaml": "asr-listening"}
 RESEARCHER = ("researcher", "researcher-demo")
 # An account holder who signs in (as speech-language pathologists usually do) and is enrolled
 # in every demo study.
@@ -47,8 +55,11 @@ class Command(BaseCommand):
                 path = str(DEMO_DIR / name)
                 try:
                     spec = parse_study_spec(read_text(path), path)
+                    media = (media_source(directory=self._recordings(spec, DEMO_MEDIA[name]))
+                             if name in DEMO_MEDIA else None)
                     study, outcome = study_import_spec(spec=spec, file_name=path,
-                                                       owner=researcher, source=COMMAND)
+                                                       owner=researcher, source=COMMAND,
+                                                       media_from=media)
                 except SpecInvalid as error:
                     raise spec_errors(error) from None
                 study_open(study=study, source=COMMAND)
@@ -74,6 +85,25 @@ class Command(BaseCommand):
         for label, link in links:
             self.stdout.write(f"  {label:<40} {link}")
 
+    def _recordings(self, spec, folder: str) -> Path:
+        """The spoken sentences of the audio demo (each item's reference), made once: speech
+        from espeak-ng when it is installed, else a tone per word (numpy)."""
+        directory = Path(settings.VAR_DIR) / "demo-media" / folder
+        directory.mkdir(parents=True, exist_ok=True)
+        speak = shutil.which("espeak-ng")
+        for item in spec.items:
+            path = directory / item.media
+            if not item.media or path.exists():
+                continue
+            if speak:
+                subprocess.run([speak, "-s", "140", "-w", str(path), item.reference],  # noqa: S603
+                               check=True, timeout=60, capture_output=True)
+            else:
+                _tones(path, len(item.reference.split()))
+        if not speak:
+            self.stdout.write("espeak-ng is not installed: the audio demo plays tones")
+        return directory
+
     def _researcher(self):
         username, password = RESEARCHER
         user, created = get_user_model().objects.get_or_create(
@@ -96,3 +126,17 @@ class Command(BaseCommand):
             user.set_password(password)
             user.save()
         return user
+
+
+def _tones(path: Path, words: int, rate: int = 16000) -> None:
+    """A short tone per word, as 16-bit PCM WAV (the audio demo without espeak-ng)."""
+    pieces = []
+    for index in range(words):
+        t = np.arange(int(0.3 * rate)) / rate
+        pieces += [0.3 * np.sin(2 * np.pi * (330 + 40 * index) * t), np.zeros(int(0.1 * rate))]
+    samples = (np.concatenate(pieces or [np.zeros(rate)]) * 32767).astype("<i2")
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(samples.tobytes())

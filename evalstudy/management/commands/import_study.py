@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 from evalstudy.audit import COMMAND
 from evalstudy.importers import spec_limits, study_import_spec
 from evalstudy.management.base import read_text, spec_errors
+from evalstudy.media import path_source
 from evalstudy.services import study_open
 from evalstudy.spec.errors import SpecInvalid
 from evalstudy.spec.limits import check_spec_size
@@ -20,6 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("file")
         parser.add_argument("--owner", help="username of the researcher who owns the study")
         parser.add_argument("--open", action="store_true", help="open the study for raters")
+        parser.add_argument("--media", help="a directory or .zip archive holding the media "
+                                            "files the items name by relative path (default: "
+                                            "EVALSTUDY_MEDIA_IMPORT_ROOT)")
 
     def handle(self, *args, file, owner=None, open=False, **options):
         owner_user = None
@@ -33,8 +37,9 @@ class Command(BaseCommand):
             size = Path(file).stat().st_size if Path(file).is_file() else 0
             check_spec_size(size, file, limits)
             spec = parse_study_spec(read_text(file), file, limits)
-            study, outcome = study_import_spec(spec=spec, file_name=file, owner=owner_user,
-                                               source=COMMAND)
+            with path_source(options.get("media")) as media_from:
+                study, outcome = study_import_spec(spec=spec, file_name=file, owner=owner_user,
+                                                   source=COMMAND, media_from=media_from)
         except SpecInvalid as error:
             raise spec_errors(error) from None
         self.stdout.write(

@@ -75,3 +75,13 @@ def test_without_r_the_fallback_says_it_is_not_a_mixed_model():
     assert abs(fit.coefficient("systemnew").estimate - 6) < 1.5
     with pytest.raises(ValueError, match="binomial GLMM only"):
         fit_lmm(_da(), engine="pymer4")
+
+
+def test_the_fallbacks_intervals_use_the_number_of_clusters_not_of_judgments():
+    few = _da()[lambda d: d["rater"].isin(["r0", "r1", "r2", "r3"])]
+    fit = fit_lmm(few, "score ~ system + (1|rater)", engine="statsmodels")
+    assert set(fit.extra["df"].values()) == {3.0}  # four raters
+    new = fit.coefficient("systemnew")
+    from scipy import stats
+
+    assert new.ci_high - new.estimate == pytest.approx(stats.t.ppf(0.975, 3) * new.se)

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('evalstudy', '0009_study_language_labels_alignment'),
+        ('evalstudy', '0010_media'),
     ]
 
     operations = [

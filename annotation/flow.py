@@ -30,6 +30,13 @@ from evalstudy.services import (
 from .models import Judgment
 
 PARTICIPANT_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+# The participant ids each crowd platform hands out (Study.crowd_platform): a made-up or
+# mistyped id ("abc") is refused at the door instead of becoming a rater no one can pay.
+PARTICIPANT_ID_FORMATS = {
+    "prolific": re.compile(r"^[0-9a-fA-F]{24}$"),
+    "mturk": re.compile(r"^A[A-Z0-9]{9,20}$"),
+    "other": PARTICIPANT_ID_RE,
+}
 
 
 class EntryRefused(Exception):
@@ -59,7 +66,8 @@ def crowd_enter(
     a study that admits no new participants (closed), or a session id that does not match."""
     participant_id = (participant_id or "").strip()
     session_id = (session_id or "").strip()[:100]
-    if not PARTICIPANT_ID_RE.match(participant_id):
+    if not PARTICIPANT_ID_FORMATS.get(study.crowd_platform, PARTICIPANT_ID_RE).match(
+            participant_id):
         raise EntryRefused(gettext(
             "This link is missing a valid participant id (PROLIFIC_PID). Please open the study "
             "from the crowd platform again."

@@ -159,6 +159,15 @@ class Question:
                 "reference": rule.span_reference}
 
 
+# The keys of the first eleven choices: 1..9, then 0 for the tenth and - for the eleventh (a
+# Likert scale has up to 11 points), in the order of the keyboard's number row.
+DIGIT_KEYS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "0", "-")
+
+
+def _digit_key(index: int) -> str:
+    return DIGIT_KEYS[index] if index < len(DIGIT_KEYS) else ""
+
+
 def _choices(criterion: Criterion, sides: tuple[str, str] = ("A", "B")) -> list[Choice] | None:
     """The choices of `criterion` as the rater sees them, in the active language; `sides`:
     what the study calls outputs A and B (its `output_a` and `output_b` labels)."""
@@ -175,7 +184,7 @@ def _choices(criterion: Criterion, sides: tuple[str, str] = ("A", "B")) -> list[
             label, key = names[index], value
         elif criterion.kind == "likert":
             anchor = labels.get(value, "") if isinstance(labels, dict) else ""
-            label, key = anchor, value if index < 9 else ""
+            label, key = anchor, _digit_key(index)
         elif criterion.kind == "binary":
             label, key = (gettext("Yes") if value == "yes" else gettext("No")), value[0]
         elif criterion.kind == "pairwise":
@@ -184,7 +193,7 @@ def _choices(criterion: Criterion, sides: tuple[str, str] = ("A", "B")) -> list[
                      else gettext("%(side)s is better") % {"side": side})
             key = value.lower()[0] if value != "tie" else "t"
         else:
-            label, key = value, str(index + 1) if index < 9 else ""
+            label, key = value, _digit_key(index)
         out.append(Choice(value, label, key))
     return out
 

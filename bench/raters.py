@@ -166,6 +166,7 @@ def create_study(n_raters: int, n_items: int):
         n_items=n_items, n_systems=2, design=Study.Design.LATIN_SQUARE,
         ratings_per_output=math.ceil(n_raters / 2), status=Study.Status.OPEN,
         slug=SLUG, title="Benchmark: raters", seed=20261121,
+        crowd_platform="other",  # bench participant ids say they are bench raters
     )
     seats = Assignment.objects.filter(study=study).count()
     if seats < n_raters:

@@ -80,6 +80,15 @@ class Study(models.Model):
         help_text="Where screened-out crowd participants are sent (e.g. Prolific's screen-out).",
     )
     screen_out_code = models.CharField(max_length=64, blank=True)
+    crowd_platform = models.CharField(
+        max_length=10, default="prolific", choices=[
+            ("prolific", "Prolific (participant ids of 24 hexadecimal characters)"),
+            ("mturk", "Amazon Mechanical Turk (worker ids: A and 9 to 20 capitals or digits)"),
+            ("other", "Another platform (ids of letters, digits, - and _)"),
+        ],
+        help_text="Where crowd participants come from: the crowd URL refuses a participant id "
+                  "that is not in this platform's format.",
+    )
     excluded_studies = models.ManyToManyField(
         "self", symmetrical=False, blank=True, related_name="+",
         help_text="Screening: participants who took part in any of these are screened out.",

@@ -194,10 +194,19 @@ class StudyAdmin(AuditedAdmin):
             "media_must_finish", "media_max_plays", "media_autoplay")}),
         ("Crowd platforms and quality", {"fields": (
             "crowd_url", "completion_url", "completion_code", "screen_out_url",
-            "screen_out_code", "excluded_studies", "lease_minutes", "attention_check_every",
-            "attention_fail_limit")}),
+            "screen_out_code", "crowd_platform", "excluded_studies", "lease_minutes",
+            "attention_check_every", "attention_fail_limit")}),
         ("Timestamps", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
+
+    def get_fieldsets(self, request, obj=None):
+        # The seed is drawn when the study is saved: on the Add form a read-only value would
+        # be a number drawn for the page, not the one stored.
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is not None:
+            return fieldsets
+        return [(name, {**options, "fields": tuple(f for f in options["fields"] if f != "seed")})
+                for name, options in fieldsets]
 
     def get_queryset(self, request):
         queryset = studies_visible_to(request.user) if not request.user.is_superuser else (

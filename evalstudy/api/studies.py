@@ -56,8 +56,9 @@ class StudySerializer(serializers.ModelSerializer):
         fields = ("slug", "title", "status", "design", "instructions", "consent_text",
                   "ratings_per_output", "items_per_rater", "tuple_size", "randomise_order",
                   "reference_shown", "allow_revision", "completion_url", "completion_code",
-                  "screen_out_url", "screen_out_code", "lease_minutes", "attention_check_every",
-                  "attention_fail_limit", "encoder_path", "language", "rater_labels",
+                  "screen_out_url", "screen_out_code", "crowd_platform", "lease_minutes",
+                  "attention_check_every", "attention_fail_limit", "encoder_path", "language",
+                  "rater_labels",
                   "alignment_shown", "media_must_finish", "media_max_plays", "media_autoplay",
                   "owner", "your_role",
                   "url", "created_at", "updated_at")

@@ -172,6 +172,7 @@ STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "completion_code": (_short(64), ""),
     "screen_out_url": (_url, ""),
     "screen_out_code": (_short(64), ""),
+    "crowd_platform": (_choice(("prolific", "mturk", "other")), "prolific"),
     "lease_minutes": (_int(1), 60),
     "attention_check_every": (_int(0), 0),
     "attention_fail_limit": (_int(1, nullable=True), None),

@@ -204,3 +204,37 @@ def test_every_rater_page_is_blind_to_systems(crowd_study):
         for name in names:
             assert name not in body
         assert "hidden-system-description" not in body
+
+
+@pytest.mark.parametrize(("platform", "good", "bad"), [
+    ("prolific", "5f1e2d3c4b5a69788796a5b4",
+     ["abc", "5f1e2d3c4b5a69788796a5b", "5f1e2d3c4b5a69788796a5bz"]),
+    ("mturk", "A1B2C3D4E5F6G7", ["abc", "a1b2c3d4e5f6g7", "B1B2C3D4E5F6G7"]),
+    ("other", "abc", ["a b", "x" * 101, ""]),
+])
+def test_the_crowd_url_takes_only_the_platforms_participant_ids(db, platform, good, bad):
+    """A mistyped or made-up participant id ("abc" on Prolific) is refused at the door with
+    nothing created, instead of becoming a rater no one can pay."""
+    study = make_study(n_items=2, n_systems=2, status=Study.Status.OPEN,
+                       crowd_platform=platform)
+    for pid in bad:
+        response = _entry(Client(), study, pid)
+        assert response.status_code == 400, pid
+    assert not Rater.objects.filter(study=study).exists()
+    assert _entry(Client(), study, good).status_code == 302
+    assert Rater.objects.filter(study=study, external_id=good).exists()
+
+
+def test_a_personal_link_rater_never_sees_the_crowd_completion_code(crowd_study):
+    """The completion code pays a crowd participant: a rater the researcher invited with a
+    personal link (of kind crowd or any other) finishes without it or the platform's link."""
+    for kind in ("crowd", "expert"):
+        rater = invite(crowd_study, kind=kind)
+        client = Client()
+        client.get(reverse("annotation:enter", args=[rater.access_token]))
+        client.post(reverse("annotation:consent", args=[crowd_study.slug]), {"consent": "yes"})
+        client.post(reverse("annotation:instructions", args=[crowd_study.slug]))
+        html = _answer_everything(client, crowd_study,
+                                  attention_answers={"severity": "2", "usable": "no"})
+        assert "finished every item" in html
+        assert "DONE42" not in html and "platform.example" not in html

@@ -178,7 +178,7 @@ def test_a_crowd_browser_bound_under_an_old_platform_session_cannot_answer(db):
     study = make_study(n_items=2, n_systems=2, status=Study.Status.OPEN)
     first = Client()
     first.get(reverse("annotation:crowd_entry", args=[study.slug]),
-              {"PROLIFIC_PID": "P1", "SESSION_ID": "s1"})
+              {"PROLIFIC_PID": "5f1e2d3c4b5a69788796a5b1", "SESSION_ID": "s1"})
     page = first.get(reverse("annotation:rate", args=[study.slug])).content.decode()
     action, _ = _form(page)
     # The participation is now bound to another platform session (as a takeover leaves it).

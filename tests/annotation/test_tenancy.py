@@ -443,9 +443,9 @@ def test_the_crowd_url_does_not_open_an_invited_raters_participation(db):
     """An invited rater's id is no way in: before, the crowd URL resumed any crowd rater of
     the study with that id, so whoever knew an invited participant's id became them."""
     study = make_study(slug="lab-a", n_items=2, n_systems=1, status=Study.Status.OPEN)
-    victim = invite(study, kind="crowd", external_id="PIDVICTIM0001")
+    victim = invite(study, kind="crowd", external_id="5f1e2d3c4b5a69788796bad1")
     intruder = Client()
-    response = _crowd(intruder, study, "PIDVICTIM0001", "attacker-session")
+    response = _crowd(intruder, study, "5f1e2d3c4b5a69788796bad1", "attacker-session")
     assert response.status_code == 400 and "personal link" in response.content.decode()
     assert intruder.get("/s/lab-a/").status_code == 404
     assert Enrollment.objects.get(rater=victim).platform_session_id == ""

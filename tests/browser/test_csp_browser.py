@@ -54,7 +54,7 @@ def test_rater_pages_run_under_the_policy(live_server, new_page):
     study = make_study(status=Study.Status.OPEN, consent_text="I agree.")
     page = new_page()
     violations = _watch(page)
-    page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID=PID0001&SESSION_ID=s1")
+    page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID=5f1e2d3c4b5a69788796a001&SESSION_ID=s1")
     page.click("button[name=consent][value=yes]")
     page.wait_for_selector("#rate-form")
     page.keyboard.press("0")  # rate.js: number keys pick answers

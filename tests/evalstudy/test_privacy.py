@@ -48,7 +48,7 @@ def participant(study):
     _rate_everything(client, study)
     other = Client()
     other.get(reverse("annotation:crowd_entry", args=[study.slug]),
-              {"PROLIFIC_PID": "OTHERPID", "SESSION_ID": "sess-88"})
+              {"PROLIFIC_PID": "5f1e2d3c4b5a69788796ffff", "SESSION_ID": "sess-88"})
     _rate_everything(other, study)
     rater = Rater.objects.get(external_id=PID)
     rater.metadata = {"email": "ann@example.org", "age_band": "30-39"}
@@ -95,7 +95,7 @@ def test_export_of_an_account_holder_includes_the_account(db):
 
 def test_erase_keeps_judgments_and_analysis_inputs(participant, study):
     rater, _ = participant
-    other = Rater.objects.get(external_id="OTHERPID")
+    other = Rater.objects.get(external_id="5f1e2d3c4b5a69788796ffff")
     judgments_before = list(Judgment.objects.order_by("id").values())
     tidy_before = judgments_tidy(study, JudgmentFilter()).sort_values("judgment")
     researcher = UserFactory(username="pi", is_staff=True)
@@ -112,13 +112,14 @@ def test_erase_keeps_judgments_and_analysis_inputs(participant, study):
     tidy_after = judgments_tidy(study, JudgmentFilter()).sort_values("judgment")
     # The same rows and values; only the erased rater's label differs, one-to-one.
     labels = dict(zip(tidy_before["rater"], tidy_after["rater"], strict=True))
-    assert labels[PID] == rater.external_id and labels["OTHERPID"] == "OTHERPID"
+    other_pid = "5f1e2d3c4b5a69788796ffff"
+    assert labels[PID] == rater.external_id and labels[other_pid] == other_pid
     assert len(set(labels.values())) == len(labels)
     unchanged = [c for c in tidy_before.columns if c != "rater"]
     assert tidy_after[unchanged].reset_index(drop=True).equals(
         tidy_before[unchanged].reset_index(drop=True))
     other.refresh_from_db()
-    assert other.external_id == "OTHERPID"
+    assert other.external_id == "5f1e2d3c4b5a69788796ffff"
     event = AuditEvent.objects.get(action="erase")
     assert event.actor == researcher and event.target_id == str(rater.pk)
     assert PID not in json.dumps(event.changes) + event.target_repr
@@ -254,7 +255,7 @@ def test_erase_scrubs_analysis_runs_and_enrollment_events(participant, study):
     assert PID in event.target_repr or "Ann O'Brien" in event.target_repr
     # A secret: the trail never holds the platform session id (the review's case).
     assert "sess-77" not in json.dumps(event.changes)
-    other_enrollment = Enrollment.objects.get(rater__external_id="OTHERPID")
+    other_enrollment = Enrollment.objects.get(rater__external_id="5f1e2d3c4b5a69788796ffff")
     from evalstudy.audit import audit_record
 
     audit_record(actor=None, action=AuditEvent.Action.UPDATE, target=other_enrollment,
@@ -276,7 +277,7 @@ def test_erase_scrubs_analysis_runs_and_enrollment_events(participant, study):
         assert run.result == json.loads(renamed)
         assert pseudonym in json.dumps(run.result)
         assert run.report_pdf is None and "PDF removed" in run.step
-        assert "OTHERPID" in json.dumps(run.result)
+        assert "5f1e2d3c4b5a69788796ffff" in json.dumps(run.result)
     assert f"Rater {pseudonym} screened out" in AnalysisRun.objects.get(pk=second.pk).report_html
     event.refresh_from_db()
     assert event.target_repr == f"{pseudonym} in {study.slug}"
@@ -285,7 +286,7 @@ def test_erase_scrubs_analysis_runs_and_enrollment_events(participant, study):
     # The other participant's event and values are untouched.
     kept = AuditEvent.objects.get(target_type="evalstudy.enrollment",
                                   target_id=str(other_enrollment.pk))
-    assert kept.target_repr == f"OTHERPID in {study.slug}"
+    assert kept.target_repr == f"5f1e2d3c4b5a69788796ffff in {study.slug}"
     assert kept.changes == {"platform_session_id": ["sess-88", "sess-88b"]}
     assert AuditEvent.objects.get(action="erase").changes["analysis_runs_scrubbed"] == 2
 

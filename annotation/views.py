@@ -59,7 +59,9 @@ def enter(request: HttpRequest, token: str) -> HttpResponse:
 
 def crowd_entry(request: HttpRequest, slug: str) -> HttpResponse:
     """The study's crowd URL, e.g. /c/SLUG/?PROLIFIC_PID=...&STUDY_ID=...&SESSION_ID=..."""
-    study = get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT), slug=slug)
+    # A draft, and a study that takes no crowd participants, have no crowd URL.
+    study = get_object_or_404(Study.objects.exclude(status=Study.Status.DRAFT)
+                              .exclude(crowd_platform="none"), slug=slug)
     _speak(study)  # a refusal is told in the study's language
     try:
         enrollment = flow.crowd_enter(

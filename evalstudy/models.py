@@ -81,13 +81,19 @@ class Study(models.Model):
     )
     screen_out_code = models.CharField(max_length=64, blank=True)
     crowd_platform = models.CharField(
-        max_length=10, default="prolific", choices=[
+        max_length=10, default="none", choices=[
+            ("none", "None: no crowd entry (personal links and accounts only)"),
             ("prolific", "Prolific (participant ids of 24 hexadecimal characters)"),
             ("mturk", "Amazon Mechanical Turk (worker ids: A and 9 to 20 capitals or digits)"),
             ("other", "Another platform (ids of letters, digits, - and _)"),
         ],
         help_text="Where crowd participants come from: the crowd URL refuses a participant id "
-                  "that is not in this platform's format.",
+                  "that is not in this platform's format (none: the study has no crowd URL).",
+    )
+    crowd_no_codes = models.BooleanField(
+        default=False,
+        help_text="Open a crowd study without completion and screen-out codes, on purpose "
+                  "(the platform pays without them).",
     )
     excluded_studies = models.ManyToManyField(
         "self", symmetrical=False, blank=True, related_name="+",

@@ -173,6 +173,15 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
             f"Pairwise criteria need the pairwise design; this study is {study.design}."
         )
     problems += _tuple_design_problems(study, criteria, len(systems))
+    if study.crowd_platform != "none" and not study.crowd_no_codes and not (
+            study.completion_code and study.screen_out_code):
+        missing = " and ".join(name for name in ("completion_code", "screen_out_code")
+                               if not getattr(study, name))
+        problems.append(
+            f"A crowd study ({study.crowd_platform}) needs its {missing}: without them a "
+            "participant finishes (or is screened out) with no code to give the platform. "
+            "Set them, or crowd_no_codes if the platform pays without codes, or crowd_platform "
+            "none for personal links only.")
     if sum(c.kind == rules.SPAN for c in criteria) > 1:
         problems.append("A study takes one span criterion: raters mark each error once, with "
                         "its category and severity.")

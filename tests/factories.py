@@ -98,7 +98,10 @@ def make_study(
     ratings_per_output: int = 1, items_per_rater: int | None = None,
     attention_check_every: int = 0, status: str = Study.Status.DRAFT, **settings,
 ) -> Study:
-    """A complete study that passes validation (every item has every system's output)."""
+    """A complete study that passes validation (every item has every system's output). It
+    takes Prolific participants on its crowd URL, without codes unless given."""
+    settings.setdefault("crowd_platform", "prolific")
+    settings.setdefault("crowd_no_codes", True)
     study = StudyFactory(
         design=design, ratings_per_output=ratings_per_output, items_per_rater=items_per_rater,
         attention_check_every=attention_check_every, **settings,

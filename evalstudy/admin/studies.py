@@ -194,7 +194,8 @@ class StudyAdmin(AuditedAdmin):
             "media_must_finish", "media_max_plays", "media_autoplay")}),
         ("Crowd platforms and quality", {"fields": (
             "crowd_url", "completion_url", "completion_code", "screen_out_url",
-            "screen_out_code", "crowd_platform", "excluded_studies", "lease_minutes",
+            "screen_out_code", "crowd_platform", "crowd_no_codes", "excluded_studies",
+            "lease_minutes",
             "attention_check_every", "attention_fail_limit")}),
         ("Timestamps", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
@@ -242,6 +243,8 @@ class StudyAdmin(AuditedAdmin):
     def crowd_url(self, study):
         if not study.pk:
             return "-"
+        if study.crowd_platform == "none":
+            return "none: choose a crowd platform below to get one"
         path = reverse("annotation:crowd_entry", args=[study.slug])
         return (f"{settings.SITE_URL.rstrip('/')}{path}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
                 "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}")

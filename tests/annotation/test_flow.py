@@ -238,3 +238,28 @@ def test_a_personal_link_rater_never_sees_the_crowd_completion_code(crowd_study)
                                   attention_answers={"severity": "2", "usable": "no"})
         assert "finished every item" in html
         assert "DONE42" not in html and "platform.example" not in html
+
+
+def test_a_study_has_a_crowd_url_only_once_a_platform_is_chosen_and_opens_with_codes(db):
+    """A new study takes no crowd participants (its crowd URL is a 404) until its researcher
+    picks a platform; a crowd study then opens only with its completion and screen-out codes,
+    or with the explicit choice to go without them."""
+    from django.core.exceptions import ValidationError
+
+    from evalstudy.services import study_open
+
+    personal = make_study(n_items=2, n_systems=2, crowd_platform="none", crowd_no_codes=False,
+                          status=Study.Status.OPEN)
+    assert _entry(Client(), personal).status_code == 404
+    assert not Rater.objects.filter(study=personal).exists()
+    crowd = make_study(n_items=2, n_systems=2, crowd_platform="prolific", crowd_no_codes=False,
+                       completion_code="DONE1")
+    with pytest.raises(ValidationError) as refused:
+        study_open(study=crowd)
+    assert "needs its screen_out_code" in str(refused.value)
+    assert "completion_code and" not in str(refused.value)
+    crowd.screen_out_code = "OUT1"
+    crowd.save()
+    assert study_open(study=crowd).status == Study.Status.OPEN
+    no_codes = make_study(n_items=2, n_systems=2, crowd_platform="mturk", crowd_no_codes=True)
+    assert study_open(study=no_codes).status == Study.Status.OPEN

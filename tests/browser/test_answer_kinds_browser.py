@@ -25,7 +25,8 @@ def esa_study(**settings) -> Study:
         "slug": "esa-browser", "title": "ESA browser", "design": "latin_square",
         "ratings_per_output": 1, "language": "fr", "reference_shown": False,
         "consent_text": "J'accepte.", "instructions": "Marquez les erreurs, puis notez.",
-        "completion_code": "ESA0K42", **settings})
+        "completion_code": "ESA0K42", "screen_out_code": "ESAOUT", "crowd_platform": "prolific",
+        **settings})
     systems = [System.objects.create(study=study, name=f"secret-mt-{k}") for k in "ab"]
     texts = [("Le chat dort.", "The cat sleep on the mat today", "The cat sleeps on the mat"),
              ("Il pleut.", "It rain very much outside", "It is raining outside"),
@@ -150,7 +151,8 @@ def _tuple_study(design: str, n_systems: int) -> Study:
     study = Study.objects.create(
         slug=f"{design.replace('_', '-')}-browser", title=design, design=design,
         ratings_per_output=1, language="fr", reference_shown=False,
-        consent_text="J'accepte.", instructions="Classez les sorties.")
+        consent_text="J'accepte.", instructions="Classez les sorties.", crowd_platform="prolific",
+        crowd_no_codes=True)
     systems = [System.objects.create(study=study, name=f"secret-{k}") for k in range(n_systems)]
     for index in range(2):
         item = Item.objects.create(study=study, external_id=f"q{index}",

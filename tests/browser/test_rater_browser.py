@@ -34,6 +34,7 @@ def every_kind_study(**settings) -> Study:
         "consent_text": "I agree to take part in this study.",
         "instructions": "Judge each transcript against what was **said**.",
         "completion_code": "BRW0K42", "completion_url": "", "screen_out_code": "BRWOUT",
+        "crowd_platform": "prolific",
     }
     study = Study.objects.create(**{**fields, **settings})
     a = System.objects.create(study=study, name="secret-system-a")

@@ -23,6 +23,7 @@ from tests.factories import UserFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 PID = "60a1b2c3d4e5f60718293a4b"
+NO_JS_PID = "60a1b2c3d4e5f60718293a4c"  # another Prolific id (24 hex characters)
 
 
 def every_kind_study(**settings) -> Study:
@@ -347,13 +348,13 @@ def test_an_answer_is_one_round_trip_and_the_page_works_without_javascript(
     expect(page.locator('input[name="severity"][value="0"]')).to_be_checked()
 
     plain = new_page(javascript=False)
-    plain.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID=no-js-{PID}")
+    plain.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={NO_JS_PID}")
     for _ in range(2):  # the practice item and its feedback, then a first item
         _answer_item_with_mouse_no_js(plain)
         if "/feedback/" in plain.url:
             plain.get_by_role("link", name=re.compile("Continue")).click()
     assert _progress(plain) == "3 of 5"
-    assert Judgment.objects.filter(rater__external_id=f"no-js-{PID}",
+    assert Judgment.objects.filter(rater__external_id=NO_JS_PID,
                                    slot__kind="target").count() == 4
 
 

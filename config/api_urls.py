@@ -17,6 +17,7 @@ from evalstudy.api import media as media_api
 from evalstudy.api import people as people_api
 from evalstudy.api import studies as studies_api
 from metrics import api as metrics_api
+from prolific import api as prolific_api
 from proxies import api as proxy_api
 
 STUDY = "studies/<slug:slug>/"
@@ -100,6 +101,18 @@ urlpatterns = [
              name=f"api-analysis-report-{fmt}")
         for fmt, name in analysis_api.REPORT_FORMATS.items()
     ],
+    # Prolific (its REST API, for a linked study)
+    path(STUDY + "prolific/", prolific_api.ProlificLinkView.as_view(), name="api-study-prolific"),
+    path(STUDY + "prolific/sync/", prolific_api.ProlificSyncView.as_view(),
+         name="api-study-prolific-sync"),
+    path(STUDY + "prolific/submissions/", prolific_api.ProlificSubmissionList.as_view(),
+         name="api-study-prolific-submissions"),
+    path(STUDY + "prolific/submissions/<str:submission_id>/approve/",
+         prolific_api.ProlificApprove.as_view(), name="api-study-prolific-approve"),
+    path(STUDY + "prolific/submissions/<str:submission_id>/reject/",
+         prolific_api.ProlificReject.as_view(), name="api-study-prolific-reject"),
+    path(STUDY + "prolific/submissions/<str:submission_id>/bonus/",
+         prolific_api.ProlificBonus.as_view(), name="api-study-prolific-bonus"),
     # Rater side
     path("rater/studies/<slug:slug>/slots/", rater_api.MySlots.as_view(), name="api-rater-slots"),
     path("rater/studies/<slug:slug>/next/", rater_api.NextSlot.as_view(), name="api-rater-next"),

@@ -22,6 +22,7 @@ urlpatterns = [
     path("studies/", include("metrics.urls")),
     path("", include("analysis.urls")),
     path("api/v1/", include("config.api_urls")),
+    path("", include("prolific.urls")),
     path("", include("annotation.urls")),
 ]
 

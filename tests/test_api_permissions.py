@@ -168,6 +168,10 @@ def with_media(world: World) -> None:
             duration_s=1.0, size_bytes=1, sha256="0" * 64)
 
 
+def _submission(w: World, role: str, which: str) -> dict:
+    return {"slug": w.study(role, which).slug, "submission_id": "5f0e4a3b2c1d0e9f8a7b6c5d"}
+
+
 ANSWERS = {"answers": {"severity": "0", "usable": "yes"}}
 NO_STUDY = {"kwargs": lambda w, role, which: {}, "both_studies": False}
 
@@ -246,6 +250,18 @@ CASES: dict[tuple[str, str], Case] = {
     ("api-study-learned-proxies", "POST"): Case("editor", 400, body=lambda w, r, x: {
         "criterion": "usable", "kind": "wer_bertscore"}),  # too few labelled outputs
     ("api-learned-proxy", "GET"): Case("viewer", 200, kwargs=_run(3)),
+    # Prolific: the matrix world has no link, so permitted requests get their answer without
+    # calling Prolific: the link 404, the list 200, sync and actions 409 (not linked), a link
+    # or an action without its body 400.
+    ("api-study-prolific", "GET"): Case("viewer", 404),
+    ("api-study-prolific", "POST"): Case("editor", 400, body=lambda w, r, x: {}),
+    ("api-study-prolific-sync", "POST"): Case("editor", 409),
+    ("api-study-prolific-submissions", "GET"): Case("viewer", 200),
+    ("api-study-prolific-approve", "POST"): Case("editor", 409, kwargs=_submission),
+    ("api-study-prolific-reject", "POST"): Case("editor", 400, kwargs=_submission,
+                                                body=lambda w, r, x: {}),
+    ("api-study-prolific-bonus", "POST"): Case("editor", 400, kwargs=_submission,
+                                               body=lambda w, r, x: {}),
     ("api-rater-slots", "GET"): Case("rater", 200, kwargs=_rater_study,
                                      prepare=open_a_with_seats),
     ("api-rater-next", "POST"): Case("rater", 200, kwargs=_rater_study,

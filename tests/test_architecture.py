@@ -18,7 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first: a package may import itself and the packages before it, never one after it.
-LAYERS = ("kit", "evalstudy", "annotation", "metrics", "proxies", "analysis", "config")
+LAYERS = ("kit", "evalstudy", "annotation", "prolific", "metrics", "proxies", "analysis",
+          "config")
 
 # Django-free cores: plain data in, plain data out, unit-testable without a database. They
 # import no Django (nor DRF, nor Celery) and no module of an app outside the cores.
@@ -30,6 +31,7 @@ CORES = (
     "evalstudy.media_probe",
     "evalstudy.media_fetch",
     "evalstudy.spec",
+    "prolific.client",
     "metrics.scorers",
     "proxies.judges",
     "proxies.learned",

@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "metrics",
     "proxies",
     "analysis",
+    "prolific",
 ]
 
 MIDDLEWARE = [
@@ -263,6 +264,16 @@ EVALSTUDY_PROXY_DIR = env.str("EVALSTUDY_PROXY_DIR", default=str(VAR_DIR / "prox
 # A running metric/analysis/proxy run whose heartbeat is older than this is marked failed
 # (its worker died or lost the message): beat checks every few minutes.
 EVALSTUDY_STALE_RUN_MINUTES = env.int("EVALSTUDY_STALE_RUN_MINUTES", default=30)
+# Prolific's REST API (prolific app): base URL, a default token (a study may name its own
+# environment variable or store one in the admin), timeouts and retries, the largest bonus one
+# request may pay (minor units: pence/cents), and how often beat syncs linked open studies.
+PROLIFIC_API_URL = env.str("PROLIFIC_API_URL", default="https://api.prolific.com/api/v1/")
+PROLIFIC_API_TOKEN = env.str("PROLIFIC_API_TOKEN", default="")
+PROLIFIC_TIMEOUT_S = env.float("PROLIFIC_TIMEOUT_S", default=15.0)
+PROLIFIC_RETRIES = env.int("PROLIFIC_RETRIES", default=3)
+PROLIFIC_MAX_RETRY_WAIT_S = env.float("PROLIFIC_MAX_RETRY_WAIT_S", default=30.0)
+PROLIFIC_MAX_BONUS_MINOR = env.int("PROLIFIC_MAX_BONUS_MINOR", default=5000)
+PROLIFIC_SYNC_EVERY_S = env.float("PROLIFIC_SYNC_EVERY_S", default=300.0)
 CELERY_BEAT_SCHEDULE = {
     "expire-abandoned-leases": {
         "task": "evalstudy.assignments_expire_leases",
@@ -271,6 +282,10 @@ CELERY_BEAT_SCHEDULE = {
     "fail-stale-runs": {
         "task": "evalstudy.runs_fail_stale",
         "schedule": 300.0,
+    },
+    "prolific-sync": {
+        "task": "prolific.sync_open_studies",
+        "schedule": PROLIFIC_SYNC_EVERY_S,
     },
 }
 

@@ -81,7 +81,8 @@ def test_export_keeps_its_shape_with_the_other_apps_parts_in_place(participant):
     rater, _ = participant
     assert list(rater_data_export(rater)) == [
         "scope", "rater", "account", "user", "enrollments", "assignments",
-        "judgments_per_study", "judgment_revisions", "media_listening", "exported_at"]
+        "judgments_per_study", "judgment_revisions", "media_listening",
+        "prolific_submissions", "exported_at"]
 
 
 def test_export_of_an_account_holder_includes_the_account(db):

@@ -1,0 +1,300 @@
+"""Prolific operations: link a study, sync its submissions, approve, reject, pay a bonus.
+
+Every write is audited (evalstudy.audit) inside the service's transaction, with the actor and
+the interface that asked. Tenancy: a submission acted on is one synced for this study's own
+link, and its participant must be the study's own enrolled rater; nothing reaches another
+study's participants.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from evalstudy.audit import audit_record
+from evalstudy.models import AuditEvent, Enrollment, Rater, Study
+from evalstudy.privacy import PSEUDONYM_PREFIX
+from evalstudy.services import assignment_withdraw
+
+from .client import ProlificClient, ProlificError
+from .models import ProlificLink, ProlificSubmission
+
+# Prolific's rejection categories (docs: "Reject a submission").
+REJECTION_CATEGORIES = (
+    "TOO_QUICKLY", "TOO_SLOWLY", "FAILED_INSTRUCTIONS", "INCOMP_LONGITUDINAL", "FAILED_CHECK",
+    "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
+)
+REJECTION_MESSAGE_MIN = 100
+PROLIFIC_ID = re.compile(r"^[A-Za-z0-9]{1,64}$")
+
+
+class NotLinked(Exception):
+    """The study has no Prolific link (409)."""
+
+
+class UnknownSubmission(Exception):
+    """No submission of this study's Prolific study has that id (404)."""
+
+
+# A link may name only a PROLIFIC_* variable: naming SECRET_KEY or DATABASE_URL would send
+# the server's secrets to Prolific as a token (and "token_set" would say whether they exist).
+TOKEN_ENV = re.compile(r"^PROLIFIC_[A-Z0-9_]{1,90}$")
+
+
+def token_env_problem(name: str) -> str | None:
+    if name and (not TOKEN_ENV.match(name) or name == "PROLIFIC_API_URL"):
+        return "An environment variable named PROLIFIC_<SOMETHING> (A-Z, 0-9, _)."
+    return None
+
+
+def token_for(link: ProlificLink) -> str:
+    """The token a link uses: its own environment variable, its stored token, then
+    PROLIFIC_API_TOKEN."""
+    if link.token_env and not token_env_problem(link.token_env):
+        value = os.environ.get(link.token_env, "")
+        if value:
+            return value
+    return link.api_token or settings.PROLIFIC_API_TOKEN
+
+
+def client_for(link: ProlificLink | None = None, *, token: str | None = None) -> ProlificClient:
+    return ProlificClient(
+        token=token if token is not None else (token_for(link) if link else ""),
+        base_url=settings.PROLIFIC_API_URL, timeout=settings.PROLIFIC_TIMEOUT_S,
+        retries=settings.PROLIFIC_RETRIES, max_wait=settings.PROLIFIC_MAX_RETRY_WAIT_S,
+    )
+
+
+def _link_of(study: Study) -> ProlificLink:
+    link = ProlificLink.objects.filter(study=study).first()
+    if link is None:
+        raise NotLinked(f"Study {study.slug} is not linked to a Prolific study.")
+    return link
+
+
+def _valid_id(value: str, what: str) -> str:
+    value = (value or "").strip()
+    if not PROLIFIC_ID.match(value):
+        raise ValidationError({what: f"{what} must be Prolific's id (letters and digits)."})
+    return value
+
+
+# --- link ------------------------------------------------------------------------------------
+def link_taken(prolific_study_id: str, study: Study | None) -> bool:
+    """Whether another study is linked to this Prolific study already."""
+    others = ProlificLink.objects.filter(prolific_study_id=prolific_study_id)
+    return (others.exclude(study=study) if study is not None else others).exists()
+
+
+def prolific_link(*, study: Study, prolific_study_id: str, actor: Any, source: str,
+                  api_token: str | None = None, token_env: str | None = None) -> ProlificLink:
+    """Link `study` to a Prolific study: read it from Prolific first (a wrong id or token is
+    refused with Prolific's message and nothing is stored), then store its id. Relinking
+    replaces the id; a token given replaces the stored one."""
+    prolific_study_id = _valid_id(prolific_study_id, "prolific_study_id")
+    if token_env is not None and (problem := token_env_problem(token_env)):
+        raise ValidationError({"token_env": problem})
+    existing = ProlificLink.objects.filter(study=study).first()
+    if link_taken(prolific_study_id, study):
+        # Said without naming the other study, which the caller may not see.
+        raise ValidationError({"prolific_study_id": "This Prolific study is already linked to "
+                                                    "another study."})
+    link = existing or ProlificLink(study=study)
+    if api_token is not None:
+        link.api_token = api_token.strip()
+    if token_env is not None:
+        link.token_env = token_env
+    remote = client_for(link).study(prolific_study_id)  # raises ProlificError
+    with transaction.atomic():
+        before = existing.prolific_study_id if existing else None
+        link.prolific_study_id = prolific_study_id
+        link.prolific_name = str(remote.get("name") or remote.get("internal_name") or "")[:300]
+        link.prolific_status = str(remote.get("status") or "")[:40]
+        if existing is not None and before != prolific_study_id:
+            link.submissions.all().delete()  # they were another Prolific study's
+        link.save()
+        changes: dict[str, Any] = {"prolific_study_id": [before, prolific_study_id]}
+        if api_token is not None:
+            changes["api_token"] = "(changed)"
+        audit_record(actor=actor, source=source, study=study,
+                     action=AuditEvent.Action.UPDATE if existing else AuditEvent.Action.CREATE,
+                     target=("prolific link", link.pk, str(link)), changes=changes)
+    return link
+
+
+# --- sync ------------------------------------------------------------------------------------
+def _enrollment_for(study: Study, participant_id: str, submission_id: str) -> Enrollment | None:
+    """The study's own enrolment of this Prolific participant: by the session id Prolific
+    sent at entry (it is the submission's id), else by the crowd rater's participant id."""
+    own = Enrollment.objects.filter(study=study, rater__study=study,
+                                    rater__kind=Rater.Kind.CROWD)
+    return (own.filter(platform_session_id=submission_id).first()
+            or own.filter(rater__external_id=participant_id).first())
+
+
+def _when(value: Any) -> dt.datetime | None:
+    return parse_datetime(value) if isinstance(value, str) and value else None
+
+
+def prolific_sync(*, study: Study, actor: Any, source: str,
+                  now: dt.datetime | None = None) -> dict[str, int]:
+    """Read every submission of the linked Prolific study, store them, match them to this
+    study's enrolments, and free at once the seat of every participant who returned or timed
+    out (their unjudged slots go to the next rater: evalstudy.services.assignment_withdraw).
+    Idempotent. Returns counts (submissions, matched, seats_freed)."""
+    now = now or timezone.now()
+    link = _link_of(study)
+    remote = list(client_for(link).submissions(link.prolific_study_id))
+    counts = {"submissions": 0, "matched": 0, "seats_freed": 0, "unmatched": 0, "skipped": 0}
+    with transaction.atomic():
+        link = ProlificLink.objects.select_for_update().get(pk=link.pk)
+        for row in remote:
+            submission_id = str(row.get("id") or "")
+            participant_id = str(row.get("participant_id") or row.get("participant") or "")
+            if not PROLIFIC_ID.match(submission_id) or not PROLIFIC_ID.match(participant_id):
+                counts["skipped"] += 1  # not an id Prolific gives: never stored nor sent back
+                continue
+            kept = ProlificSubmission.objects.filter(
+                link=link, submission_id=submission_id[:64],
+                participant_id__startswith=PSEUDONYM_PREFIX).values_list(
+                "participant_id", flat=True).first()
+            if kept:  # its participant was erased here: never read their id back in
+                participant_id = kept
+            enrollment = _enrollment_for(study, participant_id, submission_id)
+            sub, _ = ProlificSubmission.objects.update_or_create(
+                link=link, submission_id=submission_id[:64],
+                defaults={
+                    "participant_id": participant_id[:64],
+                    "status": str(row.get("status") or "")[:40],
+                    "enrollment": enrollment,
+                    "started_at": _when(row.get("started_at")),
+                    "completed_at": _when(row.get("completed_at")),
+                    "study_code": str(row.get("study_code") or "")[:100],
+                },
+            )
+            counts["submissions"] += 1
+            counts["matched" if enrollment else "unmatched"] += 1
+            if (enrollment is not None and sub.status in ProlificSubmission.FREES_SEAT
+                    and sub.seat_freed_at is None):
+                if assignment_withdraw(study=study, rater=enrollment.rater, now=now):
+                    counts["seats_freed"] += 1
+                sub.seat_freed_at = now
+                sub.save(update_fields=["seat_freed_at"])
+        link.last_synced_at = now
+        link.save(update_fields=["last_synced_at"])
+        audit_record(actor=actor, source=source, study=study, action=AuditEvent.Action.IMPORT,
+                     target=("prolific link", link.pk, str(link)),
+                     changes={"prolific_sync": counts})
+    return counts
+
+
+def prolific_sync_open_studies(*, now: dt.datetime | None = None) -> int:
+    """Periodic (beat): sync every linked open study. One study's failure (a wrong token,
+    Prolific down) does not stop the others. Returns how many synced."""
+    done = 0
+    links = ProlificLink.objects.filter(study__status=Study.Status.OPEN).select_related("study")
+    for link in links:
+        try:
+            prolific_sync(study=link.study, actor=None, source=AuditEvent.Source.SYSTEM, now=now)
+        except ProlificError:
+            continue
+        done += 1
+    return done
+
+
+# --- actions on one submission ---------------------------------------------------------------
+def _submission_of(study: Study, submission_id: str) -> ProlificSubmission:
+    """This study's submission, and only when its participant is this study's own enrolled
+    rater: a submission id of another study (or of nobody here) is unknown."""
+    link = _link_of(study)
+    sub = (ProlificSubmission.objects.select_for_update()
+           .filter(link=link, submission_id=str(submission_id)[:64],
+                   enrollment__study=study, enrollment__rater__study=study)
+           .select_related("enrollment__rater").first())
+    if sub is None:
+        raise UnknownSubmission(f"No submission {submission_id!r} of a participant of "
+                                f"{study.slug}.")
+    return sub
+
+
+def _after_transition(sub: ProlificSubmission, answer: dict[str, Any], status: str) -> None:
+    sub.status = str(answer.get("status") or status)[:40]
+    sub.save(update_fields=["status", "synced_at"])
+
+
+def prolific_approve(*, study: Study, submission_id: str, actor: Any,
+                     source: str) -> ProlificSubmission:
+    """Approve one submission on Prolific (`{"action": "APPROVE"}`)."""
+    with transaction.atomic():
+        sub = _submission_of(study, submission_id)
+        before = sub.status
+        answer = client_for(sub.link).transition(sub.submission_id, {"action": "APPROVE"})
+        _after_transition(sub, answer, ProlificSubmission.Status.APPROVED)
+        audit_record(actor=actor, source=source, study=study, action=AuditEvent.Action.UPDATE,
+                     target=("prolific submission", sub.pk, sub.submission_id),
+                     changes={"status": [before, sub.status]})
+    return sub
+
+
+def prolific_reject(*, study: Study, submission_id: str, message: str, category: str,
+                    actor: Any, source: str) -> ProlificSubmission:
+    """Reject one submission with Prolific's required reason: a message of at least 100
+    characters (shown to the participant) and one of REJECTION_CATEGORIES. Checked here
+    before Prolific is called."""
+    message = (message or "").strip()
+    errors = {}
+    if len(message) < REJECTION_MESSAGE_MIN:
+        errors["message"] = (f"Prolific requires a message of at least {REJECTION_MESSAGE_MIN} "
+                             f"characters ({len(message)} given).")
+    if category not in REJECTION_CATEGORIES:
+        errors["rejection_category"] = f"One of {', '.join(REJECTION_CATEGORIES)}."
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        sub = _submission_of(study, submission_id)
+        before = sub.status
+        answer = client_for(sub.link).transition(sub.submission_id, {
+            "action": "REJECT", "message": message, "rejection_category": category})
+        _after_transition(sub, answer, ProlificSubmission.Status.REJECTED)
+        audit_record(actor=actor, source=source, study=study, action=AuditEvent.Action.UPDATE,
+                     target=("prolific submission", sub.pk, sub.submission_id),
+                     changes={"status": [before, sub.status], "rejection_category": category,
+                              "message": message})
+    return sub
+
+
+def prolific_bonus(*, study: Study, submission_id: str, amount_minor: int, actor: Any,
+                   source: str) -> ProlificSubmission:
+    """Pay one participant a bonus of `amount_minor` (pence or cents, the study's currency):
+    a bulk bonus payment is set up for them alone, then paid. Bounded by
+    PROLIFIC_MAX_BONUS_MINOR. Prolific's CSV takes the amount in major units ("1.25")."""
+    if isinstance(amount_minor, bool) or not isinstance(amount_minor, int) or amount_minor < 1:
+        raise ValidationError({"amount_minor": "A whole number of pence/cents, at least 1."})
+    if amount_minor > settings.PROLIFIC_MAX_BONUS_MINOR:
+        raise ValidationError({"amount_minor": (
+            f"At most {settings.PROLIFIC_MAX_BONUS_MINOR} (PROLIFIC_MAX_BONUS_MINOR).")})
+    with transaction.atomic():
+        sub = _submission_of(study, submission_id)
+        client = client_for(sub.link)
+        amount = Decimal(amount_minor) / 100
+        created = client.bonus_create(sub.link.prolific_study_id,
+                                      f"{sub.participant_id},{amount:.2f}\n")
+        bulk_id = str(created.get("id") or "")
+        if not bulk_id:
+            raise ProlificError("Prolific set up no bonus payment (no id in its answer).")
+        client.bonus_pay(bulk_id)  # not idempotent on Prolific's side: called once
+        sub.bonus_minor += amount_minor
+        sub.save(update_fields=["bonus_minor", "synced_at"])
+        audit_record(actor=actor, source=source, study=study, action=AuditEvent.Action.UPDATE,
+                     target=("prolific submission", sub.pk, sub.submission_id),
+                     changes={"bonus_minor": amount_minor, "bulk_bonus_payment": bulk_id})
+    return sub

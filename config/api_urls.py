@@ -113,6 +113,10 @@ urlpatterns = [
          prolific_api.ProlificReject.as_view(), name="api-study-prolific-reject"),
     path(STUDY + "prolific/submissions/<str:submission_id>/bonus/",
          prolific_api.ProlificBonus.as_view(), name="api-study-prolific-bonus"),
+    path(STUDY + "prolific/submissions/<str:submission_id>/message/",
+         prolific_api.ProlificMessage.as_view(), name="api-study-prolific-message"),
+    path(STUDY + "prolific/create/", prolific_api.ProlificCreate.as_view(),
+         name="api-study-prolific-create"),
     # Rater side
     path("rater/studies/<slug:slug>/slots/", rater_api.MySlots.as_view(), name="api-rater-slots"),
     path("rater/studies/<slug:slug>/next/", rater_api.NextSlot.as_view(), name="api-rater-next"),

@@ -188,3 +188,49 @@ class ProlificBonus(_SubmissionAction):
                          amount_minor=data.validated_data["amount_minor"],
                          actor=request.user, source=API)
         return Response(SubmissionSerializer(sub).data)
+
+
+class MessageInput(serializers.Serializer):
+    body = serializers.CharField(max_length=services.MESSAGE_MAX)
+
+
+class ProlificMessage(_SubmissionAction):
+    """Send the participant a message through Prolific, about this study (editors)."""
+
+    @extend_schema(request=MessageInput, responses={200: SubmissionSerializer, **PROLIFIC_ERRORS})
+    def post(self, request, slug, submission_id):
+        study = self.get_study()
+        data = MessageInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        sub = _Calls.run(services.prolific_message, study=study, submission_id=submission_id,
+                         body=data.validated_data["body"], actor=request.user, source=API)
+        return Response(SubmissionSerializer(sub).data)
+
+
+class CreateInput(serializers.Serializer):
+    description = serializers.CharField(max_length=5000, required=False, allow_blank=True,
+                                        default="")
+    reward_minor = serializers.IntegerField(min_value=1, help_text="Pence or cents.")
+    minutes = serializers.IntegerField(min_value=1, help_text="Estimated completion time.")
+    places = serializers.IntegerField(min_value=1, required=False,
+                                      help_text="Default: one per seat of the design.")
+    api_token = serializers.CharField(max_length=500, required=False, write_only=True)
+    token_env = serializers.CharField(max_length=100, required=False, allow_blank=True)
+
+
+class ProlificCreate(StudyScopedView):
+    """Create the study's Prolific study as a draft (title, crowd URL, completion and
+    screen-out codes, places) and link it (editors). 400 with nothing stored when the study
+    is not a Prolific crowd study, has no completion code, is linked already, or Prolific
+    refuses."""
+
+    study_roles = {"POST": EDITOR}
+
+    @extend_schema(request=CreateInput, responses={201: LinkSerializer, **PROLIFIC_ERRORS})
+    def post(self, request, slug):
+        study = self.get_study()
+        data = CreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        link = _Calls.run(services.prolific_create, study=study, actor=request.user, source=API,
+                          linking=True, **data.validated_data)
+        return Response(LinkSerializer(link).data, status=status.HTTP_201_CREATED)

@@ -165,3 +165,12 @@ class ProlificClient:
 
     def bonus_pay(self, bulk_id: str) -> dict[str, Any]:
         return self.request("POST", f"bulk-bonus-payments/{quote(bulk_id, safe='')}/pay/")
+
+    def study_create(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A draft study (Prolific: "Create a draft study"); publishing stays a human step."""
+        return self.request("POST", "studies/", json=body)
+
+    def message(self, recipient_id: str, study_id: str, body: str) -> dict[str, Any]:
+        """One message to one participant about one study (Prolific: "Send a message")."""
+        return self.request("POST", "messages/", json={
+            "recipient_id": recipient_id, "study_id": study_id, "body": body})

@@ -17,11 +17,12 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from evalstudy.audit import audit_record
-from evalstudy.models import AuditEvent, Enrollment, Rater, Study
+from evalstudy.models import Assignment, AuditEvent, Enrollment, Rater, Study
 from evalstudy.privacy import PSEUDONYM_PREFIX
 from evalstudy.services import assignment_withdraw
 
@@ -34,6 +35,7 @@ REJECTION_CATEGORIES = (
     "LOW_EFFORT", "MALINGERING", "NO_CODE", "BAD_CODE", "NO_DATA", "UNSUPP_DEVICE", "OTHER",
 )
 REJECTION_MESSAGE_MIN = 100
+MESSAGE_MAX = 5000
 PROLIFIC_ID = re.compile(r"^[A-Za-z0-9]{1,64}$")
 
 
@@ -298,3 +300,94 @@ def prolific_bonus(*, study: Study, submission_id: str, amount_minor: int, actor
                      target=("prolific submission", sub.pk, sub.submission_id),
                      changes={"bonus_minor": amount_minor, "bulk_bonus_payment": bulk_id})
     return sub
+
+
+def prolific_message(*, study: Study, submission_id: str, body: str, actor: Any,
+                     source: str) -> ProlificSubmission:
+    """Send one participant of this study a message through Prolific, about this study."""
+    body = (body or "").strip()
+    if not body or len(body) > MESSAGE_MAX:
+        raise ValidationError({"body": f"A message of 1 to {MESSAGE_MAX} characters."})
+    with transaction.atomic():
+        sub = _submission_of(study, submission_id)
+        if sub.participant_id.startswith(PSEUDONYM_PREFIX):
+            raise ValidationError({"body": "This participant's data were erased here: "
+                                           "message them from Prolific itself."})
+        client_for(sub.link).message(sub.participant_id, sub.link.prolific_study_id, body)
+        audit_record(actor=actor, source=source, study=study, action=AuditEvent.Action.UPDATE,
+                     target=("prolific submission", sub.pk, sub.submission_id),
+                     changes={"message": body})
+    return sub
+
+
+# --- create the Prolific study ---------------------------------------------------------------
+def crowd_entry_url(study: Study) -> str:
+    """The study's crowd URL as Prolific calls it: Prolific appends PROLIFIC_PID, STUDY_ID and
+    SESSION_ID itself (`prolific_id_option: url_parameters`)."""
+    return f"{settings.SITE_URL.rstrip('/')}{reverse('annotation:crowd_entry', args=[study.slug])}"
+
+
+def _design_seats(study: Study) -> int:
+    return Assignment.objects.filter(study=study, source=Assignment.Source.DESIGN).exclude(
+        state=Assignment.State.EXPIRED).count()
+
+
+def prolific_create(*, study: Study, description: str, reward_minor: int, minutes: int,
+                    actor: Any, source: str, places: int | None = None,
+                    api_token: str | None = None, token_env: str | None = None) -> ProlificLink:
+    """Create the study's Prolific study, as a draft, and link the two.
+
+    Prolific gets the study's title, its crowd URL, its completion code (manually reviewed) and
+    its screen-out code, and as many places as the design has seats unless `places` says
+    otherwise. Publishing and paying stay in Prolific's hands: a draft costs nothing. Refused,
+    with nothing stored, when the study is not a Prolific crowd study, has no completion code,
+    is already linked, or Prolific refuses."""
+    errors: dict[str, str] = {}
+    if study.crowd_platform != "prolific":
+        errors["crowd_platform"] = "Choose Prolific as the study's crowd platform first."
+    if not study.completion_code:
+        errors["completion_code"] = ("Prolific needs a completion code: set the study's "
+                                     "completion code first.")
+    if ProlificLink.objects.filter(study=study).exists():
+        errors["prolific_study_id"] = "The study is already linked to a Prolific study."
+    if isinstance(reward_minor, bool) or not isinstance(reward_minor, int) or reward_minor < 1:
+        errors["reward_minor"] = "The reward per participant in pence/cents, at least 1."
+    if isinstance(minutes, bool) or not isinstance(minutes, int) or minutes < 1:
+        errors["minutes"] = "The estimated completion time in whole minutes, at least 1."
+    places = places if places is not None else _design_seats(study)
+    if isinstance(places, bool) or not isinstance(places, int) or places < 1:
+        errors["places"] = ("How many participants Prolific recruits, at least 1 (build the "
+                            "study's seats first, or give it).")
+    if token_env is not None and (problem := token_env_problem(token_env)):
+        errors["token_env"] = problem
+    if errors:
+        raise ValidationError(errors)
+    link = ProlificLink(study=study, token_env=token_env or "",
+                        api_token=(api_token or "").strip())
+    codes = [{"code": study.completion_code, "code_type": "COMPLETED",
+              "actions": [{"action": "MANUALLY_REVIEW"}]}]
+    if study.screen_out_code:
+        codes.append({"code": study.screen_out_code, "code_type": "OTHER",
+                      "actions": [{"action": "MANUALLY_REVIEW"}]})
+    remote = client_for(link).study_create({
+        "name": study.title, "internal_name": f"evalstudy {study.slug}",
+        "description": (description or study.title).strip(),
+        "external_study_url": crowd_entry_url(study), "prolific_id_option": "url_parameters",
+        "completion_codes": codes, "total_available_places": places,
+        "estimated_completion_time": minutes, "reward": reward_minor,
+        "device_compatibility": ["desktop"],
+    })
+    prolific_study_id = str(remote.get("id") or "")
+    if not PROLIFIC_ID.match(prolific_study_id):
+        raise ProlificError("Prolific created no study (no id in its answer).")
+    with transaction.atomic():
+        link.prolific_study_id = prolific_study_id
+        link.prolific_name = str(remote.get("name") or study.title)[:300]
+        link.prolific_status = str(remote.get("status") or "UNPUBLISHED")[:40]
+        link.save()
+        audit_record(actor=actor, source=source, study=study, action=AuditEvent.Action.CREATE,
+                     target=("prolific link", link.pk, str(link)),
+                     changes={"prolific_study_id": [None, prolific_study_id],
+                              "places": places, "reward_minor": reward_minor,
+                              "minutes": minutes})
+    return link

@@ -27,6 +27,7 @@ class FakeProlific:
     submissions: dict[str, dict[str, Any]] = field(default_factory=dict)
     bonuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     paid: list[str] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
     calls: list[tuple[str, str, Any, str]] = field(default_factory=list)  # method, path, body, auth
     throttle_next: int = 0  # answer this many requests with 429 first
     retry_after: str = "0"
@@ -118,6 +119,29 @@ def _handler(fake: FakeProlific):
                 else:
                     return self._error(400, "action: not a valid choice.")
                 return self._send(200, sub)
+            if method == "POST" and route == "studies/":
+                body = body or {}
+                missing = [key for key in ("name", "description", "external_study_url",
+                                           "completion_codes", "total_available_places",
+                                           "estimated_completion_time", "reward")
+                           if not body.get(key)]
+                if missing:
+                    return self._error(400, f"{missing[0]}: This field is required.")
+                if not str(body["external_study_url"]).startswith(("http://", "https://")):
+                    return self._error(400, "external_study_url: Enter a valid URL.")
+                study_id = f"{len(fake.studies) + 1:024x}"
+                fake.studies[study_id] = {**body, "id": study_id, "status": "UNPUBLISHED"}
+                return self._send(201, fake.studies[study_id])
+            if method == "POST" and route == "messages/":
+                body = body or {}
+                if not body.get("body"):
+                    return self._error(400, "body: This field is required.")
+                if not any(s["participant_id"] == body.get("recipient_id")
+                           and s["study_id"] == body.get("study_id")
+                           for s in fake.submissions.values()):
+                    return self._error(400, "recipient_id: not a participant of this study.")
+                fake.messages.append(body)
+                return self._send(204, {})
             if method == "POST" and route == "submissions/bonus-payments/":
                 study_id = (body or {}).get("study_id")
                 csv = (body or {}).get("csv_bonuses") or ""

@@ -3,13 +3,83 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import IO
 
 from evalstudy.models import Study
 from kit.csvsafe import SafeDictWriter
 
 from .models import MetricConfig, MetricResult
+
+# How each metric reads, in the order the pages show them (WER first: the headline of an ASR
+# study). Restated from the scorer classes' `direction` so that a page does not import the
+# model-backed scorers (and torch); tests/metrics/test_metrics_page.py checks they agree.
+METRIC_DIRECTIONS: dict[str, str] = {
+    "wer": "lower", "cer": "lower", "bleu": "higher", "chrf": "higher", "rouge": "higher",
+    "bertscore": "higher", "semantic_distance": "lower", "embedding_cosine": "higher",
+    "heval": "lower",
+}
+
+
+def metrics_in_display_order(names: Iterable[str]) -> list[str]:
+    """WER, CER, then the others as in METRIC_DIRECTIONS; unknown names last, by name."""
+    order = {name: i for i, name in enumerate(METRIC_DIRECTIONS)}
+    return sorted(set(names), key=lambda name: (order.get(name, len(order)), name))
+
+
+@dataclass
+class SystemSummary:
+    """One system's mean headline value per metric over the outputs that have one."""
+
+    system: str
+    outputs: int
+    means: dict[str, float | None] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    best: set[str] = field(default_factory=set)  # metrics on which this system is best
+
+
+def system_summaries(study: Study, configs: dict[str, MetricConfig],
+                     shown: list[str]) -> list[SystemSummary]:
+    """Per system, the mean of each shown metric's headline (the latest configuration) and
+    how many outputs it covers, with the best system per metric marked by its direction.
+    One query for the results, one for the systems' output counts."""
+    from django.db.models import Avg, Count, Q
+
+    from evalstudy.models import Output
+
+    rows = {
+        row["system_id"]: SystemSummary(system=row["system__name"], outputs=row["n"])
+        for row in Output.objects.filter(item__study=study)
+        .values("system_id", "system__name").annotate(n=Count("id")).order_by()
+    }
+    for row in (MetricResult.objects.filter(config__in=configs.values(),
+                                            output__item__study=study)
+                .values("output__system_id", "config__metric")
+                .annotate(mean=Avg("headline", filter=Q(error="")),
+                          n=Count("id", filter=Q(error="", headline__isnull=False)),
+                          failed=Count("id", filter=~Q(error="")))):
+        summary = rows.get(row["output__system_id"])
+        if summary is None:
+            continue
+        metric = row["config__metric"]
+        summary.means[metric] = row["mean"]
+        summary.counts[metric] = row["n"]
+        summary.errors[metric] = row["failed"]
+    for metric in shown:
+        scored = [s for s in rows.values() if s.means.get(metric) is not None]
+        if len(scored) < 2:
+            continue
+        if metric not in METRIC_DIRECTIONS:
+            continue  # a metric of unknown direction gets no "best"
+        pick = min if METRIC_DIRECTIONS[metric] == "lower" else max
+        best = pick(s.means[metric] for s in scored)
+        for s in scored:
+            if s.means[metric] == best:
+                s.best.add(metric)
+    return sorted(rows.values(), key=lambda s: s.system)
+
 
 TIDY_COLUMNS = (
     "item", "system", "metric", "value", "scorer", "scorer_version", "config", "error",
@@ -89,4 +159,4 @@ def output_results_page(study: Study, *, page: int = 1, per_page: int = 50):
         "config"
     ):
         by_output[result.output_id][result.config.metric] = result
-    return page_obj, by_output, list(configs)
+    return page_obj, by_output, metrics_in_display_order(configs)

@@ -16,7 +16,12 @@ from evalstudy.audit import WEB
 from evalstudy.permissions import EDITOR, VIEWER, study_for
 
 from .models import MetricRun
-from .selectors import output_results_page
+from .selectors import (
+    METRIC_DIRECTIONS,
+    latest_configs,
+    output_results_page,
+    system_summaries,
+)
 from .services import DEFAULT_METRICS, metric_run_start, metrics_export
 
 
@@ -32,7 +37,9 @@ def metrics_page(request: HttpRequest, slug: str) -> HttpResponse:
     rows = [(output, results.get(output.pk, {})) for output in page]
     return render(request, "metrics/metrics.html", {
         **_runs_context(study),
-        "page": page, "rows": rows, "shown": shown, "available": DEFAULT_METRICS,
+        "page": page, "rows": rows, "available": DEFAULT_METRICS,
+        "shown": [(name, METRIC_DIRECTIONS.get(name, "")) for name in shown],
+        "summaries": system_summaries(study, latest_configs(study), shown),
     })
 
 

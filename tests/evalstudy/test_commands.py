@@ -131,3 +131,14 @@ def test_demo_setup_is_idempotent_and_prints_links(capsys, settings, tmp_path):
     assert "unchanged" in second
     links = [line.split()[-1] for line in first.splitlines() if "/enter/" in line]
     assert links == [line.split()[-1] for line in second.splitlines() if "/enter/" in line]
+    # The seats it reports are the ones the admin's study list shows.
+    import re
+
+    from django.test import Client
+    admin = Client()
+    admin.login(username="researcher", password="researcher-demo")
+    listing = admin.get("/admin/evalstudy/study/").content.decode()
+    shown = dict(re.findall(r'<a href="/admin/evalstudy/study/\d+/change/">([\w-]+)</a>.*?'
+                            r'<td class="field-seats">(\d+)</td>', listing, re.S))
+    printed = dict(re.findall(r"demo study ([\w-]+): created, open, (\d+) seats", first))
+    assert printed and shown == printed

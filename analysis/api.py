@@ -125,6 +125,10 @@ class JudgmentsExport(StudyScopedView):
             OpenApiParameter("exclude_attention_failed", bool),
             OpenApiParameter("exclude_incomplete", bool),
             OpenApiParameter("exclude_unheard", bool),
+            OpenApiParameter("include_excluded", bool,
+                             description="keep the raters a researcher excluded"),
+            OpenApiParameter("min_competence", float,
+                             description="leave out raters whose MACE competence is below"),
         ],
         responses={(200, "text/csv"): OpenApiTypes.BINARY,
                    (200, "application/x-ndjson"): OpenApiTypes.BINARY,
@@ -141,11 +145,21 @@ class JudgmentsExport(StudyScopedView):
         def flag(name: str) -> bool:
             return params.get(name, "").lower() in ("1", "true", "yes")
 
+        min_competence = None
+        if params.get("min_competence", "").strip():
+            try:
+                min_competence = float(params["min_competence"])
+            except ValueError:
+                min_competence = -1.0
+            if not 0.0 <= min_competence <= 1.0:
+                raise serializers.ValidationError({"min_competence": ["a number from 0 to 1"]})
+
         body = self.exporter(study=study, filters=JudgmentFilter(
             include_calibration=flag("include_calibration"),
             exclude_attention_failed=flag("exclude_attention_failed"),
             exclude_incomplete=flag("exclude_incomplete"), raters=raters,
             exclude_unheard=flag("exclude_unheard"),
+            include_excluded=flag("include_excluded"), min_competence=min_competence,
         ), fmt=self.fmt, actor=request.user, source=API)
         response = HttpResponse(body, content_type=EXPORT_TYPES[self.fmt])
         response["Content-Disposition"] = (

@@ -30,9 +30,26 @@ class JudgmentFilter:
     # Judgments of slots with audio or video that the rater did not hear (or watch) to the end.
     exclude_unheard: bool = False
     raters: str = "all"  # "all" | "human" | "proxy"
+    # Raters a researcher excluded from the analysis (annotation.rater_actions) are left out
+    # unless this is set; their judgments stay stored either way.
+    include_excluded: bool = False
+    # Leave out human raters whose MACE competence (annotation.monitoring.rater_signals, the
+    # mean over the study's categorical criteria) is below this, 0..1 (None: keep everyone).
+    min_competence: float | None = None
+
+    def __post_init__(self) -> None:
+        # A TypeError, as for an unknown filter: analysis_run_start reports it as invalid.
+        value = self.min_competence
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                  or not 0.0 <= value <= 1.0):
+            raise TypeError("min_competence must be a number from 0 to 1")
 
     def describe(self) -> list[str]:
         return [
+            "raters excluded by the researcher "
+            + ("included" if self.include_excluded else "excluded"),
+            *([f"raters with a MACE competence below {self.min_competence:g} excluded"]
+              if self.min_competence is not None else []),
             "calibration items " + ("included" if self.include_calibration else "excluded"),
             "raters over the attention-check limit "
             + ("excluded" if self.exclude_attention_failed else "included"),
@@ -65,6 +82,12 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
         judgments = judgments.exclude(rater__in=stopped.values("rater"))
     if filters.exclude_incomplete:
         judgments = judgments.filter(slot__assignment__state="done")
+    if not filters.include_excluded:
+        excluded = Enrollment.objects.filter(study=study, excluded_at__isnull=False)
+        judgments = judgments.exclude(rater__in=excluded.values("rater"))
+    if filters.min_competence is not None:
+        judgments = judgments.exclude(
+            rater__in=less_competent_raters(study, float(filters.min_competence)))
     rows = judgments.values_list(
         "id", "rater_id", "rater__kind", "slot__assignment_id", "slot_id", "slot__kind",
         "slot__output_id", "slot__output__item_id", "slot__output__system_id",
@@ -121,6 +144,45 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
     for column in ("system", "system_b"):
         frame[column] = frame[column].map(lambda pk: systems[pk][0] if pk in systems else None)
     return frame.sort_values(["criterion", "item", "system", "rater"]).reset_index(drop=True)
+
+
+def exclusions_describe(study: Study, filters: JudgmentFilter) -> list[str]:
+    """What the report's Exclusions row says: the filters (`JudgmentFilter.describe`) with the
+    number of raters each rater-level exclusion actually left out, the researcher's reasons and
+    the MACE competences below the bar, so a reader can judge how much was removed and why."""
+    lines = filters.describe()
+    excluded = list(Enrollment.objects.filter(study=study, excluded_at__isnull=False)
+                    .order_by("excluded_at").values_list("excluded_reason", flat=True))
+    if excluded:
+        reasons = sorted({reason for reason in excluded if reason})
+        lines[0] = (f"{len(excluded)} rater{'s' if len(excluded) != 1 else ''} excluded by the "
+                    "researcher on the monitor: "
+                    + ("included (include_excluded)" if filters.include_excluded else "left out")
+                    + (f" (reasons given: {'; '.join(reasons)})" if reasons else ""))
+    else:
+        lines[0] = "no rater excluded by the researcher"
+    if filters.min_competence is not None:
+        below = sorted(theta for theta in rater_competences(study).values()
+                       if theta < filters.min_competence)
+        lines[1] = (f"{len(below)} rater{'s' if len(below) != 1 else ''} with a MACE competence "
+                    f"below {filters.min_competence:g} left out"
+                    + (f" (competences {', '.join(f'{theta:.2f}' for theta in below)})"
+                       if below else ""))
+    return lines
+
+
+def rater_competences(study: Study) -> dict[int, float]:
+    """rater id -> MACE competence (0..1) of the study's human raters on its categorical
+    criteria, as the monitor shows it; raters with no shared categorical judgment are absent."""
+    from annotation.monitoring import rater_signals
+
+    return {rater: signal.competence for rater, signal in rater_signals(study).raters.items()
+            if signal.competence is not None}
+
+
+def less_competent_raters(study: Study, minimum: float) -> list[int]:
+    """Ids of the raters whose MACE competence is below `minimum`."""
+    return sorted(rater for rater, theta in rater_competences(study).items() if theta < minimum)
 
 
 def _with_listening(study: Study, frame: pd.DataFrame, *, exclude_unheard: bool

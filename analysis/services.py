@@ -15,6 +15,7 @@ from .models import AnalysisRun
 from .selectors import (
     JUDGMENT_COLUMNS,
     JudgmentFilter,
+    exclusions_describe,
     judgments_tidy,
     metric_scores,
     proxy_raters,
@@ -147,7 +148,7 @@ def analysis_run_execute(run: AnalysisRun) -> AnalysisRun:
     result = analyse(judgments, criteria, metrics, options, progress=progress)
     progress("rendering the report")
     html = render_html(study=study, result=result, options=run.options,
-                       filters=filters.describe())
+                       filters=exclusions_describe(study, filters))
     pdf = render_pdf(html) if run.options.get("pdf", True) else None
     run.result, run.report_html, run.report_pdf = result, html, pdf
     run.status, run.finished_at, run.step = AnalysisRun.Status.DONE, timezone.now(), "done"

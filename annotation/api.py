@@ -22,7 +22,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalstudy.api.base import StudyScopedView
+from evalstudy.audit import API
 from evalstudy.models import Assignment, AssignmentSlot, Study
+from evalstudy.permissions import EDITOR
 from evalstudy.services import (
     AssignmentExpired,
     NotEnrolled,
@@ -34,7 +36,7 @@ from evalstudy.services import (
 from kit.openapi import READ_ERRORS, errors
 from kit.rest import enforce_csrf
 
-from . import flow
+from . import flow, rater_actions
 from .auth import IsRater, RaterThrottle
 from .idempotency import (
     MAX_KEY_LENGTH,
@@ -289,7 +291,23 @@ class ProgressSerializer(serializers.Serializer):
         "attention_failed": serializers.IntegerField(),
         "calibration_accuracy": serializers.FloatField(allow_null=True),
         "stopped": serializers.CharField(),
+        "min_seconds": serializers.FloatField(allow_null=True),
+        "speeder": serializers.BooleanField(help_text="median seconds per item below the "
+                                            "study's speeder threshold"),
+        "straightlining": serializers.BooleanField(),
+        "straightlining_detail": serializers.CharField(),
+        "agreement": serializers.FloatField(
+            allow_null=True, help_text="leave-one-out agreement with the other raters, 0..1"),
+        "competence": serializers.FloatField(
+            allow_null=True, help_text="MACE competence on the categorical criteria, 0..1"),
+        "excluded": serializers.BooleanField(help_text="excluded from the analysis"),
+        "excluded_reason": serializers.CharField(),
     }))
+    speeder_seconds = serializers.FloatField(
+        allow_null=True, help_text="the speeder threshold in force (seconds per item)")
+    speeder_derived = serializers.BooleanField(
+        help_text="the threshold is 0.3 x the study's median (no study setting)")
+    competence_criteria = serializers.ListField(child=serializers.CharField())
 
 
 class StudyProgress(StudyScopedView):
@@ -305,10 +323,119 @@ class StudyProgress(StudyScopedView):
             "outputs_complete": monitor.outputs_complete, "ratings_target": monitor.target,
             "coverage": {str(k): v for k, v in sorted(monitor.coverage.items())},
             "median_seconds": monitor.median_seconds,
+            "speeder_seconds": monitor.speeder_seconds,
+            "speeder_derived": monitor.speeder_derived,
+            "competence_criteria": monitor.competence_criteria,
             "raters": [{
                 "rater_id": row.rater_id, "rater": row.rater, "kind": row.kind,
                 "state": row.state, "done": row.done, "total": row.total,
                 "median_seconds": row.median_seconds, "attention_failed": row.attention_failed,
                 "calibration_accuracy": row.calibration_accuracy, "stopped": row.stopped,
+                "min_seconds": row.min_seconds, "speeder": row.speeder,
+                "straightlining": row.straightlining,
+                "straightlining_detail": row.straightlining_detail,
+                "agreement": row.agreement, "competence": row.competence,
+                "excluded": row.excluded, "excluded_reason": row.excluded_reason,
             } for row in monitor.raters],
         })
+
+
+# --- researchers' actions on a rater (annotation.rater_actions) ------------------------------
+class RaterActionSerializer(serializers.Serializer):
+    rater_id = serializers.IntegerField()
+    excluded = serializers.BooleanField()
+    excluded_reason = serializers.CharField()
+    stopped = serializers.CharField()
+    replacement_seat = serializers.IntegerField(
+        allow_null=True, help_text="reopen-seat: the new open seat holding the handed-on slots")
+
+
+class ExcludeInput(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True,
+                                   max_length=rater_actions.REASON_MAX)
+
+
+class ReopenInput(serializers.Serializer):
+    all_items = serializers.BooleanField(
+        required=False, default=False,
+        help_text="hand on every slot of the seat, answered ones too (the whole list is rated "
+                  "again); default: only the unjudged ones")
+
+
+class _RaterAction(StudyScopedView):
+    """POST on one rater of a study (editors and above). A rater who did not enter this study
+    (another study's, a proxy, a pending invitation) is a 404. The answer tells the monitor
+    (htmx) to refresh."""
+
+    study_roles = {"POST": EDITOR}
+
+    def answer(self, enrollment, replacement=None) -> Response:
+        return Response({
+            "rater_id": enrollment.rater_id, "excluded": enrollment.excluded_at is not None,
+            "excluded_reason": enrollment.excluded_reason,
+            "stopped": enrollment.stop_reason if enrollment.stopped_at else "",
+            "replacement_seat": replacement.pk if replacement is not None else None,
+        }, headers={"HX-Trigger": "monitor-refresh"})
+
+
+def _reason(request) -> str:
+    data = ExcludeInput(data=request.data if hasattr(request.data, "get") else {})
+    data.is_valid(raise_exception=True)
+    # The monitor's button asks for the reason in a prompt (htmx sends it as HX-Prompt).
+    return data.validated_data.get("reason") or request.headers.get("HX-Prompt", "")[
+        :rater_actions.REASON_MAX]
+
+
+class RaterExclude(_RaterAction):
+    """Exclude the rater from the analysis (reversible; their judgments stay stored and their
+    seat is untouched). Body: optional `reason`. Audited."""
+
+    @extend_schema(request=ExcludeInput, responses={200: RaterActionSerializer,
+                                                    **errors(400, 401, 403, 404)})
+    def post(self, request, slug, pk):
+        study = self.get_study()
+        try:
+            enrollment = rater_actions.rater_exclude(study=study, rater_id=pk,
+                                                     reason=_reason(request),
+                                                     actor=request.user, source=API)
+        except rater_actions.RaterNotInStudy:
+            raise Http404("No such rater in this study.") from None
+        return self.answer(enrollment)
+
+
+class RaterInclude(_RaterAction):
+    """Undo an exclusion: the rater's judgments enter the analysis again. Audited."""
+
+    @extend_schema(request=None, responses={200: RaterActionSerializer,
+                                            **errors(401, 403, 404)})
+    def post(self, request, slug, pk):
+        study = self.get_study()
+        try:
+            enrollment = rater_actions.rater_include(study=study, rater_id=pk,
+                                                     actor=request.user, source=API)
+        except rater_actions.RaterNotInStudy:
+            raise Http404("No such rater in this study.") from None
+        return self.answer(enrollment)
+
+
+class RaterReopenSeat(_RaterAction):
+    """Hand the rater's seat on to someone else: the rater is stopped and keeps what they
+    judged; a new open seat holds their unjudged slots (or, with `all_items`, every slot).
+    409 when there is nothing to hand on. Audited."""
+
+    @extend_schema(request=ReopenInput, responses={200: RaterActionSerializer,
+                                                   **errors(400, 401, 403, 404, 409)})
+    def post(self, request, slug, pk):
+        study = self.get_study()
+        data = ReopenInput(data=request.data if hasattr(request.data, "get") else {})
+        data.is_valid(raise_exception=True)
+        try:
+            replacement = rater_actions.seat_reopen(
+                study=study, rater_id=pk, all_items=data.validated_data["all_items"],
+                actor=request.user, source=API)
+            enrollment = rater_actions.rater_enrollment(study=study, rater_id=pk)
+        except rater_actions.RaterNotInStudy:
+            raise Http404("No such rater in this study.") from None
+        except rater_actions.SeatNotReopenable as error:
+            raise StateConflict(str(error)) from None
+        return self.answer(enrollment, replacement)

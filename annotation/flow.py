@@ -173,6 +173,26 @@ def after_attention_check(*, study: Study, rater: Rater) -> bool:
     return True
 
 
+def after_calibration_item(*, study: Study, rater: Rater) -> bool:
+    """Stop the rater when the study has a calibration pass mark, every practice item of their
+    seat is answered, and the share they answered as expected is below the mark: the real
+    items are then never served to them. Computed from the stored judgments (a retried
+    submission cannot count twice). Returns whether the rater is (now) stopped."""
+    mark = study.calibration_pass_mark
+    if mark is None:
+        return False
+    slots = list(AssignmentSlot.objects.filter(
+        assignment__study=study, assignment__rater=rater, kind=AssignmentSlot.Kind.CALIBRATION,
+    ).exclude(assignment__state=Assignment.State.EXPIRED).select_related("calibration_item"))
+    if not slots or any(slot.completed_at is None for slot in slots):
+        return False
+    passed = [control_slot_passed(slot) for slot in slots]
+    if sum(1 for p in passed if p) / len(passed) >= mark:
+        return False
+    _stop(enrollment_get(study=study, rater=rater), Enrollment.StopReason.CALIBRATION)
+    return True
+
+
 @dataclass(frozen=True)
 class Step:
     name: str  # "stopped" | "consent" | "instructions" | "rate"

@@ -64,7 +64,7 @@ from evalstudy.models import (
 from evalstudy.services import lease_renew
 
 from .alignment import alignment_for
-from .flow import after_attention_check
+from .flow import after_attention_check, after_calibration_item
 from .media import media_views
 from .models import Judgment, ListeningLog
 from .selectors import Question, SlotView, _choices, marked_sides, study_sides
@@ -196,6 +196,7 @@ SELECT seat.id, seat.{_column(Assignment, 'state')},
        seat.{_column(Assignment, 'lease_expires_at')},
        st.id, st.slug, st.title, st.status, st.instructions, st.consent_text,
        st.reference_shown, st.allow_revision, st.lease_minutes, st.attention_fail_limit,
+       st.calibration_pass_mark,
        st.language, st.rater_labels, st.alignment_shown,
        st.media_must_finish, st.media_max_plays, st.media_autoplay,
        r.id, r.kind, r.{_column(Rater, 'user')}, r.{_column(Rater, 'study')}, r.origin,
@@ -321,7 +322,8 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
     if row is None:
         return None
     (seat_id, seat_state, lease, study_id, study_slug, title, status, instructions, consent,
-     reference_shown, allow_revision, lease_minutes, fail_limit, language, rater_labels,
+     reference_shown, allow_revision, lease_minutes, fail_limit, pass_mark, language,
+     rater_labels,
      alignment_shown, must_finish, max_plays, autoplay,
      r_id, r_kind, r_user, r_study, r_origin,
      en_id, pending, stopped_at, platform_session, consented_at, seen_at,
@@ -333,6 +335,7 @@ def _read(*, slug: str, rater_id: int | None, user_id: int | None,
                   instructions=instructions, consent_text=consent,
                   reference_shown=reference_shown, allow_revision=allow_revision,
                   lease_minutes=lease_minutes, attention_fail_limit=fail_limit,
+                  calibration_pass_mark=pass_mark,
                   language=language, alignment_shown=alignment_shown,
                   media_must_finish=must_finish, media_max_plays=max_plays,
                   media_autoplay=autoplay,
@@ -554,10 +557,14 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
             counts.stopped = after_attention_check(study=context.study, rater=context.rater)
             if not counts.stopped and upcoming is not None:
                 _serve(context, now, renew=False)
-        if counts.stopped:
-            page.stopped = True
         elif context.slot_kind == AssignmentSlot.Kind.CALIBRATION:
+            # The pass mark's stop (if due) comes after this item's feedback page.
+            counts.stopped = after_calibration_item(study=context.study, rater=context.rater)
+        if context.slot_kind == AssignmentSlot.Kind.CALIBRATION:
             page.feedback_slot = slot_id
+            page.stopped = counts.stopped
+        elif counts.stopped:
+            page.stopped = True
         elif upcoming is None:
             page.done = True
         else:

@@ -5,13 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from evalstudy.audit import WEB
-from evalstudy.permissions import study_for
+from evalstudy.permissions import EDITOR, has_role, study_for
 
+from . import rater_actions
 from .monitoring import study_monitor
 from .services import progress_export
 
@@ -47,14 +51,16 @@ def monitor_page(request: HttpRequest, slug: str) -> HttpResponse:
     study = _visible_study(request, slug)
     return render(request, "annotation/monitor.html",
                   {"monitor": study_monitor(study), "poll_seconds": POLL_SECONDS,
-                   "sections": _sections(request, study)})
+                   "sections": _sections(request, study),
+                   "can_act": has_role(request.user, study, EDITOR)})
 
 
 @staff_member_required
 def monitor_fragment(request: HttpRequest, slug: str) -> HttpResponse:
     study = _visible_study(request, slug)
     return render(request, "annotation/_monitor_live.html",
-                  {"monitor": study_monitor(study), "poll_seconds": POLL_SECONDS})
+                  {"monitor": study_monitor(study), "poll_seconds": POLL_SECONDS,
+                   "can_act": has_role(request.user, study, EDITOR)})
 
 
 @staff_member_required
@@ -64,3 +70,46 @@ def monitor_csv(request: HttpRequest, slug: str) -> HttpResponse:
     response["Content-Disposition"] = f'attachment; filename="{study.slug}-progress.csv"'
     progress_export(study=study, stream=response, actor=request.user, source=WEB)
     return response
+
+
+RATER_ACTIONS = ("exclude", "include", "reopen")
+
+
+@staff_member_required
+@require_POST
+def rater_action(request: HttpRequest, slug: str, rater_id: int, action: str) -> HttpResponse:
+    """The monitor's buttons on a rater (exclude, include, reopen the seat). With htmx the
+    answer is empty and tells the live table to refresh; without JavaScript the form lands
+    back on the monitor with a message. Editors of the study only (others: 403 or 404)."""
+    study = study_for(request.user, slug, EDITOR)
+    if action not in RATER_ACTIONS:
+        raise Http404(f"No rater action {action!r}: one of {', '.join(RATER_ACTIONS)}.")
+    common = {"study": study, "rater_id": rater_id, "actor": request.user, "source": WEB}
+    try:
+        if action == "exclude":
+            # htmx asks for the reason in a prompt and sends it as HX-Prompt.
+            reason = request.POST.get("reason") or request.headers.get("HX-Prompt", "")
+            rater_actions.rater_exclude(**common, reason=reason[:rater_actions.REASON_MAX])
+            done = "excluded from the analysis (judgments kept; Include undoes it)"
+        elif action == "include":
+            rater_actions.rater_include(**common)
+            done = "included in the analysis again"
+        else:
+            all_items = request.POST.get("all_items", "").lower() in ("1", "true", "on", "yes")
+            replacement = rater_actions.seat_reopen(**common, all_items=all_items)
+            done = f"seat handed on ({replacement.slots.count()} items in a new open seat)"
+    except rater_actions.RaterNotInStudy:
+        raise Http404("No such rater in this study.") from None
+    except rater_actions.SeatNotReopenable as error:
+        level, text = messages.ERROR, f"Rater {rater_id}: nothing changed. {error}"
+    else:
+        level, text = messages.SUCCESS, f"Rater {rater_id}: {done}."
+    if request.headers.get("HX-Request"):
+        # The text goes into the page's status line (the form targets it); the live table
+        # refreshes at once to show the change.
+        answer = render(request, "annotation/_rater_action_result.html",
+                        {"text": text, "failed": level == messages.ERROR})
+        answer["HX-Trigger"] = "monitor-refresh"
+        return answer
+    messages.add_message(request, level, text)
+    return HttpResponseRedirect(reverse("annotation:monitor", args=[study.slug]) + "#raters")

@@ -32,7 +32,7 @@ from evalstudy.spec.errors import SpecError, SpecInvalid
 from evalstudy.spec.files import JudgmentRow
 from kit.csvsafe import SafeDictWriter
 
-from .flow import after_attention_check
+from .flow import after_attention_check, after_calibration_item
 from .media import media_unfinished, must_finish_message
 from .models import Judgment, JudgmentRevision
 from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
@@ -62,7 +62,8 @@ class StoreCounts:
     unchanged: int = 0
     removed: int = 0
     slot_kind: str = ""
-    stopped: bool = False  # the rater was stopped by this submission (attention-check limit)
+    # the rater was stopped by this submission (attention-check limit, calibration pass mark)
+    stopped: bool = False
 
 
 def _store_value(
@@ -245,6 +246,8 @@ def judgment_submit(
             seat.save(update_fields=fields)
         if slot.kind == AssignmentSlot.Kind.ATTENTION:
             counts.stopped = after_attention_check(study=study, rater=rater)
+        elif slot.kind == AssignmentSlot.Kind.CALIBRATION:
+            counts.stopped = after_calibration_item(study=study, rater=rater)
         return counts
 
 

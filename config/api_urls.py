@@ -41,6 +41,13 @@ urlpatterns = [
     path(STUDY + "open/", studies_api.StudyOpen.as_view(), name="api-study-open"),
     path(STUDY + "close/", studies_api.StudyClose.as_view(), name="api-study-close"),
     path(STUDY + "progress/", rater_api.StudyProgress.as_view(), name="api-study-progress"),
+    # Researchers' actions on a rater of the study (live quality control)
+    path(STUDY + "raters/<int:pk>/exclude/", rater_api.RaterExclude.as_view(),
+         name="api-study-rater-exclude"),
+    path(STUDY + "raters/<int:pk>/include/", rater_api.RaterInclude.as_view(),
+         name="api-study-rater-include"),
+    path(STUDY + "raters/<int:pk>/reopen-seat/", rater_api.RaterReopenSeat.as_view(),
+         name="api-study-rater-reopen-seat"),
     path(STUDY + "systems/", studies_api.SystemList.as_view(), name="api-study-systems"),
     path(STUDY + "items/", content_api.ItemList.as_view(), name="api-study-items"),
     path(STUDY + "outputs/", content_api.OutputList.as_view(), name="api-study-outputs"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 
@@ -107,6 +108,17 @@ class Study(models.Model):
     )
     attention_fail_limit = models.PositiveIntegerField(
         null=True, blank=True, help_text="Stop a rater after this many failed attention checks."
+    )
+    # Live quality control (annotation.quality, annotation.monitoring).
+    speeder_seconds = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0)],
+        help_text="Flag a rater as a speeder when their median seconds per item is below this "
+                  "(blank: 0.3 x the study's own median seconds per item).",
+    )
+    calibration_pass_mark = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share (0 to 1) of the practice items a rater must answer as expected before "
+                  "the real items are served; below it they are stopped (blank: no gate).",
     )
     allow_revision = models.BooleanField(default=True)
     alignment_shown = models.BooleanField(
@@ -558,6 +570,8 @@ class Enrollment(models.Model):
         SCREENING = "screening", "Failed the study's screening rules"
         ATTENTION = "attention", "Too many failed attention checks"
         DECLINED = "declined", "Did not give consent"
+        CALIBRATION = "calibration", "Below the study's calibration pass mark"
+        REOPENED = "reopened", "Seat reopened to someone else by the researcher"
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="enrollments")
     rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="enrollments")
@@ -571,6 +585,13 @@ class Enrollment(models.Model):
     instructions_seen_at = models.DateTimeField(null=True, blank=True)
     stopped_at = models.DateTimeField(null=True, blank=True)
     stop_reason = models.CharField(max_length=12, choices=StopReason.choices, blank=True)
+    # Excluded from the analysis by a researcher (reversible; the judgments stay stored).
+    excluded_at = models.DateTimeField(null=True, blank=True)
+    excluded_reason = models.CharField(max_length=500, blank=True)
+    excluded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
 
     class Meta:
         constraints = [

@@ -265,6 +265,11 @@ CASES: dict[tuple[str, str], Case] = {
     ("api-study-prolific-message", "POST"): Case("editor", 400, kwargs=_submission,
                                                  body=lambda w, r, x: {}),
     ("api-study-prolific-create", "POST"): Case("editor", 400, body=lambda w, r, x: {}),
+    # Researchers' actions on a rater (annotation.rater_actions): the enrolled rater of the
+    # study; reopening a seat they never claimed is a 409.
+    ("api-study-rater-exclude", "POST"): Case("editor", 200, kwargs=_rater_of),
+    ("api-study-rater-include", "POST"): Case("editor", 200, kwargs=_rater_of),
+    ("api-study-rater-reopen-seat", "POST"): Case("editor", 409, kwargs=_rater_of),
     ("api-rater-slots", "GET"): Case("rater", 200, kwargs=_rater_study,
                                      prepare=open_a_with_seats),
     ("api-rater-next", "POST"): Case("rater", 200, kwargs=_rater_study,

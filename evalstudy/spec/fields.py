@@ -56,6 +56,22 @@ def _int(minimum: int, nullable: bool = False) -> Callable[[Any], int | None]:
     return check
 
 
+def _number_or_none(minimum: float, maximum: float | None = None
+                    ) -> Callable[[Any], float | None]:
+    """A number (whole or not) in [minimum, maximum], or null."""
+    def check(value: Any) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"expected a number, got {value!r}")
+        if value < minimum or (maximum is not None and value > maximum):
+            upper = f" and at most {maximum}" if maximum is not None else ""
+            raise ValueError(f"must be at least {minimum}{upper}, got {value}")
+        return float(value)
+
+    return check
+
+
 def _whole_or_none(value: Any) -> int | None:
     if value is None:
         return None
@@ -177,6 +193,8 @@ STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "lease_minutes": (_int(1), 60),
     "attention_check_every": (_int(0), 0),
     "attention_fail_limit": (_int(1, nullable=True), None),
+    "speeder_seconds": (_number_or_none(0.0), None),
+    "calibration_pass_mark": (_number_or_none(0.0, 1.0), None),
     "allow_revision": (_bool, True),
     "encoder_path": (_short(500), ""),
     "language": (_choice(RATER_LANGUAGES), "en"),

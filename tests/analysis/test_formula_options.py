@@ -171,7 +171,7 @@ def test_page_passes_separation_and_deployment_group_and_refuses_an_unknown_fiel
     wine_editor.post(url, {"separation": "penalised", "deployment_group": "speaker"})
     assert AnalysisRun.objects.get().options == {
         "filters": {"exclude_attention_failed": False, "exclude_incomplete": False,
-                    "exclude_unheard": False, "raters": "all"},
+                    "exclude_unheard": False, "include_excluded": False, "raters": "all"},
         "engine": "auto", "separation": "penalised", "deployment_group": "speaker"}
     form = wine_editor.get(reverse("analysis:page", args=[wine_study.slug])).content.decode()
     assert 'name="separation"' in form and 'name="deployment_group"' in form

@@ -31,6 +31,10 @@ class Command(BaseCommand):
         parser.add_argument("--exclude-unheard", action="store_true",
                             help="leave out judgments of audio or video not heard to the end")
         parser.add_argument("--raters", choices=["all", "human", "proxy"], default="all")
+        parser.add_argument("--include-excluded", action="store_true",
+                            help="keep the raters a researcher excluded from the analysis")
+        parser.add_argument("--min-competence", type=float, metavar="THETA",
+                            help="leave out raters whose MACE competence (0..1) is below THETA")
         parser.add_argument("--separation", choices=["auto", "penalised", "off"], default="auto",
                             help="binary criteria with separation (a system at 0%% or 100%%): "
                                  "add a penalised GLMM (blme::bglmer) when detected (auto), "
@@ -46,6 +50,8 @@ class Command(BaseCommand):
             "exclude_attention_failed": options["exclude_attention_failed"],
             "exclude_incomplete": options["exclude_incomplete"], "raters": options["raters"],
             "exclude_unheard": options["exclude_unheard"],
+            "include_excluded": options["include_excluded"],
+            "min_competence": options["min_competence"],
         }
         run_options = {"filters": filters, "engine": options["engine"],
                        "pdf": bool(options["pdf"]), "separation": options["separation"]}

@@ -11,12 +11,13 @@ from typing import Any
 
 import pandas as pd
 
+from annotation.models import JudgmentRevision
 from evalstudy.audit import SYSTEM, audit_export
-from evalstudy.models import Output, Study
+from evalstudy.models import Output, Rater, Study
 from kit.csvsafe import SafeDictWriter, plain_cell
 
 from .models import AnalysisRun
-from .selectors import JudgmentFilter, judgments_tidy
+from .selectors import JudgmentFilter, _rater_labels, judgments_tidy
 from .stats import spans
 from .stats.flatten import COLUMNS, statistics_rows
 
@@ -69,6 +70,73 @@ def judgments_export(*, study: Study, filters: JudgmentFilter, fmt: str, file: s
     audit_export(actor=actor, source=source, what="judgments", fmt=fmt, target=study,
                  file=file, rows=len(frame))
     return body
+
+
+# The columns of a browser download (`judgments_browse_export`): the tidy table's keys, every
+# slot kind (practice items and attention checks too: `item` is then the control item's key),
+# and each judgment's revisions.
+BROWSE_COLUMNS = (
+    "judgment", "rater", "rater_id", "rater_kind", "seat", "slot", "slot_kind", "position",
+    "item", "output", "system", "output_b", "system_b", "shown", "criterion",
+    "criterion_kind", "value", "numeric", "revision", "earlier_values", "served_at",
+    "submitted_at", "seconds",
+)
+
+
+def judgments_browse_export(*, study: Study, judgments: Any, filters: dict[str, str], fmt: str,
+                            file: str = "", actor: Any = None, source: str = SYSTEM) -> bytes:
+    """The judgments of the judgment browser's filter (`judgments`: a queryset of `study`'s
+    judgments, filtered in the database by analysis.browser) as a table of BROWSE_COLUMNS in
+    `fmt`: CSV (formula-like cells neutralised), JSONL or Parquet, through the same writers
+    as `judgments_export`. `earlier_values` lists the values a revision replaced, oldest
+    first (JSON). Audited as "export" (what: judgments) with the filter and the row count."""
+    if fmt not in JUDGMENT_FORMATS:
+        raise ValueError(f"judgment format {fmt!r}: one of {', '.join(JUDGMENT_FORMATS)}")
+    frame = _browse_frame(study, judgments)
+    body = _table_bytes(frame, fmt)
+    audit_export(actor=actor, source=source, what="judgments", fmt=fmt, target=study,
+                 file=file, rows=len(frame), filters=dict(filters))
+    return body
+
+
+def _browse_frame(study: Study, judgments: Any) -> pd.DataFrame:
+    """BROWSE_COLUMNS of `judgments`, in a fixed number of queries (rows, revisions, raters,
+    and the outputs of tuple slots when there are any)."""
+    rows = list(judgments.order_by("submitted_at", "id").values_list(
+        "id", "rater_id", "rater__kind", "slot__assignment_id", "slot_id", "slot__kind",
+        "slot__position", "slot__output__item__external_id", "slot__calibration_item__key",
+        "slot__attention_check__key", "slot__output_id", "slot__output__system__name",
+        "slot__output_b_id", "slot__output_b__system__name", "slot__shown_outputs",
+        "criterion__key", "criterion__kind", "value", "numeric_value", "revision",
+        "served_at", "submitted_at"))
+    ids = [row[0] for row in rows]
+    earlier: dict[int, list[str]] = {}
+    revised = [row[0] for row in rows if row[19]]
+    for judgment_id, value in (JudgmentRevision.objects.filter(judgment_id__in=revised)
+                               .order_by("replaced_at", "id").values_list("judgment_id", "value")
+                               if revised else ()):
+        earlier.setdefault(judgment_id, []).append(value)
+    names = _rater_labels({pk: str(r) for pk, r in Rater.objects.in_bulk(
+        {row[1] for row in rows}).items()}) if ids else {}
+    shown_ids = {pk for row in rows for pk in (row[14] or [])}
+    systems = dict(Output.objects.filter(pk__in=shown_ids).values_list("id", "system__name")
+                   ) if shown_ids else {}
+    records = []
+    for (pk, rater, rater_kind, seat, slot, kind, position, item, calibration, attention,
+         output, system, output_b, system_b, shown, criterion, criterion_kind, value, numeric,
+         revision, served, submitted) in rows:
+        records.append((
+            pk, names.get(rater, str(rater)), rater, rater_kind, seat, slot, kind, position,
+            item or calibration or attention, output, system, output_b, system_b,
+            json.dumps([systems.get(o) for o in shown]) if shown else None, criterion,
+            criterion_kind, value, numeric, revision,
+            json.dumps(earlier[pk], ensure_ascii=False) if pk in earlier else None, served,
+            submitted,
+            (submitted - served).total_seconds() if served and submitted else None))
+    frame = pd.DataFrame.from_records(records, columns=list(BROWSE_COLUMNS))
+    for column in ("served_at", "submitted_at"):
+        frame[column] = pd.to_datetime(frame[column], utc=True)
+    return frame
 
 
 def spans_export(*, study: Study, filters: JudgmentFilter, fmt: str, file: str = "",

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import browser, views
 
 app_name = "analysis"
 
@@ -8,6 +8,12 @@ urlpatterns = [
     path("studies/<slug:slug>/analysis/", views.analysis_page, name="page"),
     path("studies/<slug:slug>/analysis/runs/", views.runs_fragment, name="runs"),
     path("studies/<slug:slug>/analysis/start/", views.start, name="start"),
+    # The judgment browser: filters as GET parameters, downloads of the filtered set.
+    path("studies/<slug:slug>/judgments/", browser.judgments_view, name="judgments"),
+    path("studies/<slug:slug>/judgments/download.<str:fmt>", browser.judgments_download,
+         name="judgments_download"),
+    path("studies/<slug:slug>/judgments/<int:pk>/", browser.judgment_item_view,
+         name="judgment_item"),
     path("analysis/<int:pk>/report/", views.report, name="report"),
     path("analysis/<int:pk>/report.pdf", views.report_pdf, name="report_pdf"),
     path("analysis/<int:pk>/result.json", views.report_json, name="report_json"),

@@ -63,11 +63,17 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
             "exclude_attention_failed": bool(request.POST.get("exclude_attention_failed")),
             "exclude_incomplete": bool(request.POST.get("exclude_incomplete")),
             "exclude_unheard": bool(request.POST.get("exclude_unheard")),
+            "include_excluded": bool(request.POST.get("include_excluded")),
             "raters": request.POST.get("raters", "all"),
         },
         "engine": request.POST.get("engine", "auto"),
         "separation": request.POST.get("separation", "auto"),
     }
+    if request.POST.get("min_competence", "").strip():
+        try:
+            options["filters"]["min_competence"] = float(request.POST["min_competence"])
+        except ValueError:
+            options["filters"]["min_competence"] = request.POST["min_competence"]  # refused
     if request.POST.get("deployment_group", "").strip():
         options["deployment_group"] = request.POST["deployment_group"].strip()
     if request.POST.get("formula", "").strip():

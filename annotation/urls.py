@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import media_views, monitor, views
+from . import media_views, monitor, preview, views
 
 app_name = "annotation"
 
@@ -20,5 +20,14 @@ urlpatterns = [
     path("listening/<int:slot_id>/<str:which>/", media_views.listening, name="listening"),
     path("monitor/<slug:slug>/", monitor.monitor_page, name="monitor"),
     path("monitor/<slug:slug>/live/", monitor.monitor_fragment, name="monitor_fragment"),
+    path("monitor/<slug:slug>/raters/<int:rater_id>/<str:action>/", monitor.rater_action,
+         name="rater_action"),
     path("monitor/<slug:slug>/progress.csv", monitor.monitor_csv, name="monitor_csv"),
+    # Preview as a rater: the first seat walked by a researcher, nothing stored.
+    path("preview/<slug:slug>/", preview.preview_page, name="preview"),
+    path("preview/<slug:slug>/start/", preview.preview_start, name="preview_start"),
+    path("preview/<slug:slug>/feedback/", preview.preview_feedback_page,
+         name="preview_feedback"),
+    path("preview/<slug:slug>/media/<int:media_id>", preview.preview_media,
+         name="preview_media"),
 ]

@@ -463,3 +463,36 @@ def binary_label(kind: str, value: str) -> float | None:
     if kind == SEVERITY:
         return {"0": 1.0, "1": 1.0, "2": 0.0}.get(value)
     return None
+
+
+#: The fields of a criterion that `criterion_problems` reads, as the model and the API name them.
+RULE_FIELDS = ("kind", "scale_points", "labels", "options", "scale_min", "scale_max",
+               "severity_weights", "span_reference")
+
+
+def criterion_problems(values: Mapping[str, Any]) -> list[str]:
+    """Problems with a criterion given as a mapping of its fields (`RULE_FIELDS`; a missing one
+    reads as unset): the one rule that the admin and the API apply when a criterion is saved
+    and `study_validate` applies when the study is opened, so that the two cannot disagree."""
+    kind = str(values.get("kind") or "")
+    if not kind:
+        return ["a criterion needs a kind"]
+    options = values.get("options") or []
+    return check_rule(
+        kind, scale_points=values.get("scale_points"), labels=values.get("labels") or [],
+        options=list(options) if isinstance(options, list | tuple) else [options],
+        scale_min=values.get("scale_min"), scale_max=values.get("scale_max"),
+        severity_weights=values.get("severity_weights") or None,
+        span_reference=bool(values.get("span_reference")))
+
+
+def attention_repeats(*, checks_per_seat: int, n_attention: int) -> str | None:
+    """A warning when a seat would show the same attention check more than once: the design
+    cycles through the study's checks (evalstudy.design.ordering), so with fewer checks than a
+    seat's attention slots some come back. None when every slot gets a different check."""
+    if n_attention <= 0 or checks_per_seat <= n_attention:
+        return None
+    return (f"A seat has up to {checks_per_seat} attention-check slots but the study has "
+            f"{n_attention} attention check(s), so a rater sees the same check more than once: "
+            f"add at least {checks_per_seat - n_attention} more, or raise "
+            "attention_check_every.")

@@ -546,3 +546,40 @@ def outputs_import(*, study: Study, rows: list[OutputRow], file_name: str, actor
                      changes={"what": "outputs", "file": file_name,
                               "outputs": len(new) + len(changed)})
         return len(new) + len(changed)
+
+
+# --- the items grid (the study admin's "Edit items in a grid") --------------------------------
+def items_grid_save(
+    *, study: Study, items: list[ItemSpec], remove: list[str], file_name: str,
+    limits: SpecLimits | None = None, actor: Any = None, source: str = SYSTEM,
+) -> tuple[int, int, int]:
+    """Write the items of the grid (`items_import`) and delete the items of `remove` (external
+    ids) of a draft study without raters, in one transaction: any problem writes nothing.
+    Returns (items written, outputs written, items removed). The removal is audited as
+    "delete" with the ids, the rest as `items_import` audits it."""
+    with transaction.atomic():
+        locked = Study.objects.select_for_update().get(pk=study.pk)
+        removed = 0
+        if remove:
+            if _started(locked):
+                raise SpecInvalid([SpecError(
+                    file_name, None, "", f"study {locked.slug!r} is {locked.status} and has "
+                    "raters; items can only be removed from a draft study")])
+            # Seats built from the old items go first: their slots protect the outputs.
+            locked.assignments.filter(source=Assignment.Source.DESIGN,
+                                      rater__isnull=True).delete()
+            try:
+                Item.objects.filter(study=locked, external_id__in=remove).delete()
+            except ProtectedError as error:
+                raise SpecInvalid([SpecError(
+                    file_name, None, "", f"cannot remove items that judgments refer to: "
+                    f"{error.args[0]}")]) from None
+            removed = len(set(remove))
+            audit_record(actor=actor, source=source, action=AuditEvent.Action.DELETE,
+                         target=locked, changes={"what": "items", "file": file_name,
+                                                 "removed": sorted(set(remove))})
+        n_items, n_outputs = (0, 0)
+        if items:
+            n_items, n_outputs = items_import(study=locked, items=items, file_name=file_name,
+                                              limits=limits, actor=actor, source=source)
+        return n_items, n_outputs, removed

@@ -213,7 +213,8 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
         for c in criteria
     ])
     for position, criterion in enumerate(criteria):
-        for problem in criterion.problems():
+        for problem in rules.criterion_problems(
+                {name: getattr(criterion, name) for name in rules.RULE_FIELDS}):
             problems.append(f"Criterion {criterion.key!r}: {problem}.")
         parent = criterion.show_if_criterion
         if parent is not None:
@@ -273,6 +274,29 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
                 "(EVALSTUDY_MAX_DESIGN_SLOTS): lower ratings_per_output or split the study."
             )
     return problems
+
+
+def attention_slots_per_seat(*, design: str, n_items: int, n_systems: int,
+                             items_per_rater: int | None, attention_every: int) -> int:
+    """The most attention-check slots one seat gets: one per `attention_every` targets of its
+    part of the list (the arithmetic of `design_slot_count`)."""
+    if not attention_every or n_items == 0 or n_systems == 0:
+        return 0
+    cells = n_systems if design == Study.Design.CROSSED else 1
+    parts = 1 if not items_per_rater or items_per_rater >= n_items else math.ceil(
+        n_items / items_per_rater)
+    return math.ceil(n_items / parts) * cells // attention_every
+
+
+def study_warnings(*, study: Study) -> list[str]:
+    """What is allowed but probably not meant, shown when the study is saved or opened (it
+    does not stop the study from opening): an attention check a seat would show twice."""
+    n_attention = study.attention_checks.count()
+    per_seat = attention_slots_per_seat(
+        design=study.design, n_items=study.items.count(), n_systems=study.systems.count(),
+        items_per_rater=study.items_per_rater, attention_every=study.attention_check_every)
+    warning = rules.attention_repeats(checks_per_seat=per_seat, n_attention=n_attention)
+    return [warning] if warning else []
 
 
 def _tuple_design_problems(study: Study, criteria: list[Criterion], n_systems: int

@@ -31,6 +31,7 @@ CORES = (
     "evalstudy.media_probe",
     "evalstudy.media_fetch",
     "evalstudy.spec",
+    "annotation.quality",
     "prolific.client",
     "metrics.scorers",
     "proxies.judges",

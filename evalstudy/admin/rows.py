@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.db.models import Count, Q
 from django.utils.html import format_html
 
+from .. import criteria as rules
 from .. import permissions as perms
 from ..models import (
     Assignment,
@@ -27,10 +28,11 @@ from ..permissions import studies_visible_to
 from ..spec.study import show_if_problems
 from .media import ItemMediaInline, save_media_formset
 from .scoping import ONLY_VISIBLE, StudyRowChoices, StudyRowForm, StudyScopedAdmin
+from .widgets import StructuredFieldsMixin
 
 
 @admin.register(System)
-class SystemAdmin(StudyScopedAdmin):
+class SystemAdmin(StructuredFieldsMixin, StudyScopedAdmin):
     list_display = ("name", "study", "description")
     list_filter = (("study", ONLY_VISIBLE),)
     search_fields = ("name", "description", "study__slug")
@@ -50,7 +52,7 @@ class OutputInline(StudyRowChoices, admin.TabularInline):
 
 
 @admin.register(Item)
-class ItemAdmin(StudyScopedAdmin):
+class ItemAdmin(StructuredFieldsMixin, StudyScopedAdmin):
     list_display = ("external_id", "study", "short_reference", "metadata")
     list_filter = (("study", ONLY_VISIBLE),)
     search_fields = ("external_id", "reference", "context")
@@ -82,7 +84,33 @@ class OutputAdmin(StudyScopedAdmin):
         return output.text[:100]
 
 
-class CriterionForm(StudyRowForm):
+class CriterionRulesForm(StudyRowForm):
+    """A criterion refused at save when its kind's settings are wrong (a Likert criterion
+    without scale points, a categorical one without options, an inverted slider range):
+    `criteria.criterion_problems`, the rule that opening the study applies too. Each problem
+    is shown on the field it names."""
+
+    # Where a problem is shown: the first of these its sentence names (else on the kind).
+    problem_fields = (("scale_points", "scale_points"), ("scale_min", "scale_min"),
+                      ("scale_max", "scale_max"), ("severity_weights", "severity_weights"),
+                      ("span_reference", "span_reference"), ("option", "options"),
+                      ("categor", "options"), ("label", "labels"))
+
+    def clean(self):
+        data = super().clean()
+        if any(name in self.errors for name in rules.RULE_FIELDS) or not data.get("kind"):
+            return data  # the field's own error first
+        values = {name: data.get(name, getattr(self.instance, name, None))
+                  for name in rules.RULE_FIELDS}
+        for problem in rules.criterion_problems(values):
+            field = next((name for word, name in self.problem_fields if word in problem),
+                         "kind")
+            self.add_error(field if field in self.fields else None, f"{problem[:1].upper()}"
+                                                                    f"{problem[1:]}.")
+        return data
+
+
+class CriterionForm(CriterionRulesForm):
     """One criterion edited on its own page: with it changed, the study's criteria must still
     form a forward chain (see CriterionInlineFormSet), else its show_if is refused."""
 
@@ -108,7 +136,7 @@ class CriterionForm(StudyRowForm):
 
 
 @admin.register(Criterion)
-class CriterionAdmin(StudyScopedAdmin):
+class CriterionAdmin(StructuredFieldsMixin, StudyScopedAdmin):
     form = CriterionForm
     list_display = ("key", "study", "kind", "required", "show_if_criterion", "order")
     list_filter = ("kind", ("study", ONLY_VISIBLE))
@@ -116,14 +144,14 @@ class CriterionAdmin(StudyScopedAdmin):
 
 
 @admin.register(CalibrationItem)
-class CalibrationItemAdmin(StudyScopedAdmin):
+class CalibrationItemAdmin(StructuredFieldsMixin, StudyScopedAdmin):
     list_display = ("key", "study", "order", "expected")
     list_filter = (("study", ONLY_VISIBLE),)
     search_fields = ("key", "text", "reference")
 
 
 @admin.register(AttentionCheck)
-class AttentionCheckAdmin(StudyScopedAdmin):
+class AttentionCheckAdmin(StructuredFieldsMixin, StudyScopedAdmin):
     list_display = ("key", "study", "order", "expected")
     list_filter = (("study", ONLY_VISIBLE),)
     search_fields = ("key", "text", "reference")

@@ -4,6 +4,7 @@ add their own actions and pages to it from AppConfig.ready (`study_admin_action_
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import types
@@ -13,12 +14,13 @@ import yaml
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import models
 from django.db.models import Count, Q
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
-from django.urls import path, reverse
+from django.urls import NoReverseMatch, path, reverse
+from django.utils.html import format_html, format_html_join
 
 from kit.admin import AuditedAdmin
 
@@ -47,13 +49,23 @@ from ..spec.files import parse_items_file
 from ..spec.limits import study_setting_problems
 from ..spec.load import decode
 from ..spec.study import parse_study_spec, show_if_problems
+from .grid import items_grid_view
+from .rows import CriterionRulesForm
 from .scoping import ADMIN, StudyRowChoices, rows_with_role
+from .widgets import StructuredFieldsMixin
 
 
-class SystemInline(admin.TabularInline):
+class SystemInline(StructuredFieldsMixin, admin.TabularInline):
     model = System
     extra = 0
     fields = ("name", "description", "metadata")
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        # Narrow boxes: the inline's three columns fit a 1366 px screen beside the admin's menu.
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name in ("description", "metadata") and field is not None:
+            field.widget.attrs.update({"rows": 2, "cols": 36})
+        return field
 
 
 class CriterionInlineFormSet(forms.BaseInlineFormSet):
@@ -93,8 +105,9 @@ class CriterionInlineFormSet(forms.BaseInlineFormSet):
             raise ValidationError(problems)
 
 
-class CriterionInline(StudyRowChoices, admin.StackedInline):
+class CriterionInline(StructuredFieldsMixin, StudyRowChoices, admin.StackedInline):
     model = Criterion
+    form = CriterionRulesForm
     formset = CriterionInlineFormSet
     extra = 0
     fk_name = "study"
@@ -106,13 +119,13 @@ class CriterionInline(StudyRowChoices, admin.StackedInline):
     )
 
 
-class CalibrationInline(admin.StackedInline):
+class CalibrationInline(StructuredFieldsMixin, admin.StackedInline):
     model = CalibrationItem
     extra = 0
     fields = (("key", "order"), "reference", "context", "text", "text_b", "expected", "feedback")
 
 
-class AttentionInline(admin.StackedInline):
+class AttentionInline(StructuredFieldsMixin, admin.StackedInline):
     model = AttentionCheck
     extra = 0
     fields = (("key", "order"), "reference", "context", "text", "text_b", "expected")
@@ -158,6 +171,14 @@ class StudyAdminForm(forms.ModelForm):
         return data
 
 
+def problems_html(heading: str, problems: list[str]) -> str:
+    """One message for several problems: the heading, then the problems as a list, one a
+    line (the admin shows a message's HTML when it is marked safe)."""
+    return format_html("{} ({} problem{}):<ul class=\"problem-list\">{}</ul>", heading,
+                       len(problems), "" if len(problems) == 1 else "s",
+                       format_html_join("", "<li>{}</li>", ((p,) for p in problems)))
+
+
 def _report_spec_errors(request, error: SpecInvalid) -> None:
     messages.error(request, f"Nothing was imported ({len(error.errors)} problem(s)).")
     for problem in error.errors[:50]:
@@ -196,7 +217,8 @@ class StudyAdmin(AuditedAdmin):
             "crowd_url", "completion_url", "completion_code", "screen_out_url",
             "screen_out_code", "crowd_platform", "crowd_no_codes", "excluded_studies",
             "lease_minutes",
-            "attention_check_every", "attention_fail_limit")}),
+            "attention_check_every", "attention_fail_limit",
+            "speeder_seconds", "calibration_pass_mark")}),
         ("Timestamps", {"fields": ("created_at", "updated_at"), "classes": ("collapse",)}),
     )
 
@@ -239,6 +261,18 @@ class StudyAdmin(AuditedAdmin):
             obj.owner = request.user
         super().save_model(request, obj, form, change)
 
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        study = self.get_object(request, object_id)
+        links = {}
+        if study is not None:
+            # Pages of the annotation and analysis apps, linked when they are installed.
+            for name, url_name in (("preview_url", "annotation:preview"),
+                                   ("judgments_url", "analysis:judgments")):
+                with contextlib.suppress(NoReverseMatch):
+                    links[name] = reverse(url_name, args=[study.slug])
+        return super().change_view(request, object_id, form_url,
+                                   extra_context={**links, **(extra_context or {})})
+
     @admin.display(description="crowd entry URL (paste into Prolific)")
     def crowd_url(self, study):
         if not study.pk:
@@ -262,21 +296,30 @@ class StudyAdmin(AuditedAdmin):
         return study.seats_
 
     # --- actions ------------------------------------------------------------------------
-    def each_study(self, request, queryset, service, done: str) -> None:
+    def each_study(self, request, queryset, service, done: str, warnings=None) -> None:
         """Run `service(study=, actor=, source=)` on each selected study the user may change
         (editor or above); the others (a viewer's) are skipped and reported. The service
-        records its audit event. For actions of other apps too."""
+        records its audit event. A refusal lists its problems one a line; `warnings(study=)`
+        (optional) gives what to point out after a success. For actions of other apps too."""
         for study in rows_with_role(request, queryset, perms.EDITOR, label=lambda s: s.slug):
             try:
                 service(study=study, actor=request.user, source=ADMIN)
             except ValidationError as error:
-                messages.error(request, f"{study.slug}: " + " ".join(error.messages))
+                messages.error(request, problems_html(f"{study.slug}: not done", error.messages))
             else:
                 messages.success(request, f"{study.slug}: {done}")
+                for warning in warnings(study=study) if warnings else ():
+                    messages.warning(request, f"{study.slug}: {warning}")
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        for warning in services.study_warnings(study=form.instance):
+            messages.warning(request, warning)
 
     @admin.action(description="Open selected studies for raters")
     def open_studies(self, request, queryset):
-        self.each_study(request, queryset, services.study_open, "opened")
+        self.each_study(request, queryset, services.study_open, "opened",
+                        warnings=services.study_warnings)
 
     @admin.action(description="Close selected studies")
     def close_studies(self, request, queryset):
@@ -308,6 +351,8 @@ class StudyAdmin(AuditedAdmin):
                  name="evalstudy_study_design_csv"),
             path("<int:pk>/spec.<str:fmt>", self.admin_site.admin_view(self.spec_view),
                  name="evalstudy_study_spec"),
+            path("<int:pk>/items-grid/", self.admin_site.admin_view(
+                types.MethodType(items_grid_view, self)), name="evalstudy_study_items_grid"),
         ]
         own += [path(route, self.admin_site.admin_view(types.MethodType(view, self)), name=name)
                 for route, view, name in _STUDY_PAGES]
@@ -321,7 +366,7 @@ class StudyAdmin(AuditedAdmin):
             self.has_view_permission(request, study)
         )
         if not allowed:
-            raise admin.sites.PermissionDenied
+            raise PermissionDenied
         return study
 
     def _upload_page(self, request, form, title, study=None, help_text=""):
@@ -352,7 +397,7 @@ class StudyAdmin(AuditedAdmin):
 
     def import_spec_view(self, request):
         if not self.has_add_permission(request):
-            raise admin.sites.PermissionDenied
+            raise PermissionDenied
 
         def run(text, name, data):
             spec = parse_study_spec(text, name, spec_limits())
@@ -361,7 +406,8 @@ class StudyAdmin(AuditedAdmin):
                                                    owner=request.user, actor=request.user,
                                                    source=ADMIN, media_from=media_from)
             if data["open_after_import"]:
-                self.each_study(request, [study], services.study_open, "opened")
+                self.each_study(request, [study], services.study_open, "opened",
+                                warnings=services.study_warnings)
             return study, f"{outcome} study {study.slug}"
 
         return self.upload(

@@ -4,6 +4,7 @@ systems compared and the criteria raters answer."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import parsers, serializers, status
@@ -11,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from kit.openapi import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, errors, paginated
-from kit.rest import PageNumberPagination
+from kit.rest import PageNumberPagination, error_body
 
 from .. import criteria as rules
 from .. import permissions as perms
@@ -25,6 +26,7 @@ from ..services import (
     study_create,
     study_open,
     study_update,
+    study_warnings,
     system_create,
 )
 from ..spec.errors import SpecError, SpecInvalid
@@ -58,7 +60,8 @@ class StudySerializer(serializers.ModelSerializer):
                   "reference_shown", "allow_revision", "completion_url", "completion_code",
                   "screen_out_url", "screen_out_code", "crowd_platform", "crowd_no_codes",
                   "lease_minutes",
-                  "attention_check_every", "attention_fail_limit", "encoder_path", "language",
+                  "attention_check_every", "attention_fail_limit", "speeder_seconds",
+                  "calibration_pass_mark", "encoder_path", "language",
                   "rater_labels",
                   "alignment_shown", "media_must_finish", "media_max_plays", "media_autoplay",
                   "owner", "your_role",
@@ -88,6 +91,19 @@ class StudySerializer(serializers.ModelSerializer):
             raise serializers.ValidationError({name: [problem]
                                                for name, problem in problems.items()})
         return data
+
+
+class OpenedStudySerializer(StudySerializer):
+    """The study as it opened, with what should still be looked at (e.g. one attention item
+    shown several times in a seat): the admin shows the same list."""
+
+    warnings = serializers.SerializerMethodField()
+
+    class Meta(StudySerializer.Meta):
+        fields = (*StudySerializer.Meta.fields, "warnings")
+
+    def get_warnings(self, study) -> list[str]:
+        return study_warnings(study=study)
 
 
 class StudyList(APIView):
@@ -211,10 +227,20 @@ class StudyOpen(StudyScopedView):
 
     study_roles = {"POST": EDITOR}
 
-    @extend_schema(request=None, responses={200: StudySerializer, **WRITE_ERRORS})
+    @extend_schema(request=None, responses={200: OpenedStudySerializer, **WRITE_ERRORS})
     def post(self, request, slug):
-        study = study_open(study=self.get_study(), actor=request.user, source=API)
-        return Response(StudySerializer(study, context={"request": request}).data)
+        """A study that opens answers it with `warnings` (problems that do not block opening,
+        one a string). A study that cannot open answers 400 with every problem in `errors`,
+        one a row (field "study"), and all of them in `message`."""
+        try:
+            study = study_open(study=self.get_study(), actor=request.user, source=API)
+        except DjangoValidationError as error:
+            problems = error.messages
+            return Response(error_body(
+                "invalid", "; ".join(problems), errors=[
+                    {"source": slug, "row": None, "field": "study", "message": problem}
+                    for problem in problems]), status=status.HTTP_400_BAD_REQUEST)
+        return Response(OpenedStudySerializer(study, context={"request": request}).data)
 
 
 class StudyClose(StudyScopedView):
@@ -287,13 +313,8 @@ class CriterionSerializer(serializers.ModelSerializer):
         for name in ("labels", "options", "show_if_values", "severity_weights"):
             if (problem := json_value_problem(data.get(name), limits)) is not None:
                 raise serializers.ValidationError({name: [problem]})
-        problems = rules.check_rule(data["kind"], scale_points=data.get("scale_points"),
-                                    labels=data.get("labels") or [],
-                                    options=list(data.get("options") or []),
-                                    scale_min=data.get("scale_min"),
-                                    scale_max=data.get("scale_max"),
-                                    severity_weights=data.get("severity_weights") or None,
-                                    span_reference=bool(data.get("span_reference")))
+        # The rule opening the study applies too (criteria.criterion_problems).
+        problems = rules.criterion_problems(data)
         if problems:
             raise serializers.ValidationError({"kind": problems})
         parent_key = (data.pop("show_if_criterion", None) or {}).get("key")

@@ -25,22 +25,25 @@ AXE = Path(__file__).resolve().parent / "vendor" / "axe-core-4.14.1" / "axe.min.
 WCAG = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 
 
-def axe_violations(page) -> list[dict]:
-    """axe-core's WCAG 2.1 A/AA violations on the page as it is now (the script is evaluated
-    through the browser's debugging protocol: the page's Content Security Policy stays on)."""
+def axe_violations(page, within: str | None = None) -> list[dict]:
+    """axe-core's WCAG 2.1 A/AA violations on the page as it is now, or only in the elements
+    matching the CSS selector `within` (our additions to a page we do not own, e.g. the
+    admin's). The script is evaluated through the browser's debugging protocol: the page's
+    Content Security Policy stays on."""
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         page.evaluate(AXE.read_text(encoding="utf-8"))
-    return page.evaluate("""async (tags) => {
-        const result = await axe.run(document, {runOnly: {type: "tag", values: tags}});
+    return page.evaluate("""async ([tags, within]) => {
+        const context = within ? {include: [within]} : document;
+        const result = await axe.run(context, {runOnly: {type: "tag", values: tags}});
         return result.violations.map((v) => ({
             id: v.id, impact: v.impact, help: v.help,
             nodes: v.nodes.map((n) => n.target.join(" ") + ": " + n.failureSummary),
         }));
-    }""", WCAG)
+    }""", [WCAG, within])
 
 
-def assert_accessible(page, where: str) -> None:
-    violations = axe_violations(page)
+def assert_accessible(page, where: str, within: str | None = None) -> None:
+    violations = axe_violations(page, within)
     report = "\n".join(f"{v['id']} ({v['impact']}): {v['help']}\n    " + "\n    ".join(v["nodes"])
                        for v in violations)
     assert not violations, f"{where} ({page.url}):\n{report}"

@@ -238,3 +238,16 @@ def test_entry_links_and_metadata_are_shown_to_owners_only(db, client, role):
     client.force_login(owner)
     page = client.get(f"/admin/evalstudy/rater/{rater.pk}/change/").content.decode()
     assert rater.access_token in page and "p9@example.org" in page
+
+
+def test_a_collaborator_without_the_admins_view_permission_gets_403_not_500(setup):
+    """The study's extra admin pages refuse with 403 (they raised a name Django does not
+    have, a 500)."""
+    study, _ = setup
+    bare = UserFactory(username="bare-viewer", is_staff=True)  # no evalstudy permissions
+    StudyCollaborator.objects.create(study=study, user=bare, role="viewer")
+    client = Client()
+    client.force_login(bare)
+    for url in (reverse("admin:evalstudy_study_design_csv", args=[study.pk]),
+                reverse("admin:evalstudy_study_spec", args=[study.pk, "yaml"])):
+        assert client.get(url).status_code == 403, url

@@ -1,0 +1,95 @@
+"""Authoring in the admin, in Chromium at 1366x768: the study change page fits the screen, and
+the items grid takes a block pasted from a spreadsheet, saves it and shows the result; both
+pages pass axe-core."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from evalstudy.models import Criterion, Item, Output
+from tests.browser.test_accessibility_browser import assert_accessible
+from tests.factories import UserFactory, make_study
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def signed_in_page(live_server, new_page, client):
+    researcher = UserFactory(username="author", is_staff=True, is_superuser=True)
+    client.force_login(researcher)
+    page = new_page(width=1366, height=768)
+    page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value,
+                               "url": live_server.url}])
+    return page
+
+
+def test_study_change_page_fits_1366px(live_server, new_page, shot, client):
+    study = make_study(n_items=2, n_systems=3, attention_check_every=2)
+    page = signed_in_page(live_server, new_page, client)
+    page.goto(f"{live_server.url}/admin/evalstudy/study/{study.pk}/change/")
+    expect(page.get_by_role("link", name="Edit items in a grid")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1366
+    shot(page, "32-study-admin")
+
+
+def test_items_grid_paste_edit_save(live_server, new_page, shot, client):
+    study = make_study(n_items=2, n_systems=2)
+    page = signed_in_page(live_server, new_page, client)
+    page.goto(f"{live_server.url}/admin/evalstudy/study/{study.pk}/items-grid/")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1366
+    assert_accessible(page, "items grid")
+    # Edit one cell by typing.
+    cell = page.get_by_label("Row 1, Output: sys-1")
+    cell.fill("typed by hand")
+    # Paste three spreadsheet rows (item, reference, context, outputs) into row 3.
+    page.get_by_label("Row 3, Item id").focus()
+    page.evaluate("""() => {
+        const box = document.activeElement;
+        const data = new DataTransfer();
+        data.setData("text/plain", "pasted-1\\tref one\\t\\tA one\\tB one\\n"
+                                   + "pasted-2\\tref two\\t\\tA two\\tB two\\n"
+                                   + "pasted-3\\tref three\\t\\tA three\\tB three\\n");
+        box.dispatchEvent(new ClipboardEvent("paste", {clipboardData: data, bubbles: true,
+                                                       cancelable: true}));
+    }""")
+    expect(page.get_by_label("Row 5, Output: sys-1")).to_have_value("B three")  # a row added
+    page.get_by_role("button", name="Add a row").click()
+    page.get_by_role("button", name="Save items").click()
+    expect(page.locator(".messagelist")).to_contain_text("Saved: 3 item(s)")
+    expect(page.get_by_label("Row 5, Output: sys-0")).to_have_value("A three")
+    assert Output.objects.get(item__external_id="item-000", system__name="sys-1").text == (
+        "typed by hand")
+    assert Item.objects.filter(study=study).count() == 5
+    # A row with an error: nothing saved, the row and column named.
+    page.get_by_label("Row 6, Item id").fill("half")
+    page.get_by_label("Row 6, Output: sys-0").fill("only A")
+    page.get_by_role("button", name="Save items").click()
+    expect(page.locator("#grid-problems")).to_contain_text(
+        "row 6, outputs: no output for system 'sys-1'")
+    assert not Item.objects.filter(external_id="half").exists()
+    assert_accessible(page, "items grid with an error")
+    shot(page, "33-items-grid")
+
+
+def test_scale_labels_are_edited_as_rows_and_saved(live_server, new_page, shot, client):
+    """The structured fields are rows of inputs (no `key = value` typing): change a label,
+    add an anchor, remove one, save; the stored labels are exactly what the rows said."""
+    study = make_study(n_items=2, n_systems=2)
+    Criterion.objects.filter(study=study, key="usable").update(
+        kind="likert", scale_points=5, options=[], labels={"1": "no", "5": "yes"})
+    page = signed_in_page(live_server, new_page, client)
+    page.goto(f"{live_server.url}/admin/evalstudy/study/{study.pk}/change/")
+    expect(page.get_by_label("Labels of usable, row 2: label")).to_have_value("yes")
+    page.get_by_label("Labels of usable, row 2: label").fill("excellent")
+    page.get_by_role("button", name="Add a row to Labels of usable").click()
+    page.get_by_label("Labels of usable, row 3: Point (optional)").fill("3")
+    page.get_by_label("Labels of usable, row 3: label").fill("middling = fair")
+    page.get_by_role("button", name="Remove row 1 of Labels of usable").click()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1366
+    # The admin's own tabular inlines have unlabelled inputs (Django's, not ours): check ours.
+    assert_accessible(page, "the row editors of the study change page", within=".rows-widget")
+    shot(page, "34-labels-as-rows")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    assert Criterion.objects.get(study=study, key="usable").labels == {
+        "5": "excellent", "3": "middling = fair"}

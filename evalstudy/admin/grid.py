@@ -7,7 +7,12 @@ lines numbered like the grid's rows) and `importers.items_grid_save`: every prob
 with its row and column and nothing is written unless all rows are valid. Only a draft study
 without raters changes (the importer's rule): judgments refer to the items and outputs raters
 saw. Works without JavaScript (the cells are a form); static/js/admin_widgets.js adds paste
-across cells and new rows.
+across cells and new rows, and posts the cells as one JSON field (`cells`).
+
+The grid is shown a page of rows at a time (`page_size`): without JavaScript every cell is a
+form field, and Django refuses a post of more than DATA_UPLOAD_MAX_NUMBER_FIELDS fields, so a
+page holds as many rows as fit in that limit. Saving a page writes its rows only (the items of
+other pages stay as they are). A post of more rows than MAX_ROWS is refused, never cut.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ import io
 import json
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 
 from ..audit import ADMIN
+from ..forms import ItemsUploadForm
 from ..importers import _started, items_grid_save, spec_limits
 from ..models import Output, Study
 from ..spec.errors import SpecError, SpecInvalid
@@ -33,7 +40,8 @@ from .widgets import text_value, value_text
 ITEM, REFERENCE, CONTEXT = "item", "reference", "context"
 OUTPUT, META = "output:", "meta:"
 BLANK_ROWS = 3
-MAX_ROWS = 5000  # a grid this long is better imported as a file
+MAX_ROWS = 5000  # rows saved in one post; a grid this long is better imported as a file
+MAX_PAGE_ROWS = 100  # rows drawn on one page, whatever the field limit allows
 
 
 @dataclass
@@ -45,6 +53,18 @@ class Grid:
     rows: list[dict[str, str]] = field(default_factory=list)
     originals: list[str] = field(default_factory=list)
     remove: list[str] = field(default_factory=list)
+    first: int = 1  # the number of the first row (a page's rows are numbered in the study's)
+
+
+def page_size(n_columns: int) -> int:
+    """Rows on one page such that a post of the page without JavaScript (per row: a field per
+    column, the original id and the remove box; the blank rows; the column names and a few
+    more) stays within DATA_UPLOAD_MAX_NUMBER_FIELDS."""
+    limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+    if limit is None:
+        return MAX_PAGE_ROWS
+    budget = limit - 10 - n_columns * (1 + BLANK_ROWS)
+    return max(1, min(MAX_PAGE_ROWS, budget // (n_columns + 2)))
 
 
 def heading(column: str) -> str:
@@ -55,18 +75,32 @@ def heading(column: str) -> str:
     return {ITEM: "Item id", REFERENCE: "Reference", CONTEXT: "Context"}[column]
 
 
-def grid_of_study(study: Study) -> Grid:
-    systems = list(study.systems.order_by("id").values_list("id", "name"))
-    items = list(study.items.order_by("id"))
+def grid_columns(study: Study, items: list) -> list[str]:
+    systems = study.systems.order_by("id").values_list("name", flat=True)
     meta_keys: list[str] = []
     for item in items:
         meta_keys += [key for key in item.metadata or {} if key not in meta_keys]
-    columns = [ITEM, REFERENCE, CONTEXT, *(OUTPUT + name for _, name in systems),
-               *(META + key for key in meta_keys)]
+    return [ITEM, REFERENCE, CONTEXT, *(OUTPUT + name for name in systems),
+            *(META + key for key in meta_keys)]
+
+
+def grid_of_study(study: Study, page: int = 1) -> tuple[Grid, int]:
+    """Page `page` (from 1) of the study's items as a grid, and the number of pages. Reads
+    the page's items and their outputs only."""
+    n_items = study.items.count()
+    first_items = list(study.items.order_by("id")[:MAX_PAGE_ROWS])
+    size = page_size(len(grid_columns(study, first_items)))
+    n_pages = max(1, -(-n_items // size))
+    page = min(max(page, 1), n_pages)
+    offset = (page - 1) * size
+    items = list(study.items.order_by("id")[offset:offset + size])
+    columns = grid_columns(study, items)
+    systems = list(study.systems.order_by("id").values_list("id", "name"))
     texts: dict[tuple[int, int], str] = {
         (item_id, system_id): text for item_id, system_id, text in
-        Output.objects.filter(item__study=study).values_list("item_id", "system_id", "text")}
-    grid = Grid(columns)
+        Output.objects.filter(item__in=[item.pk for item in items]).values_list(
+            "item_id", "system_id", "text")}
+    grid = Grid(columns, first=offset + 1)
     for item in items:
         row = {ITEM: item.external_id, REFERENCE: item.reference, CONTEXT: item.context}
         for system_id, name in systems:
@@ -75,27 +109,55 @@ def grid_of_study(study: Study) -> Grid:
             row[META + key] = value_text(value)
         grid.rows.append(row)
         grid.originals.append(item.external_id)
-    return grid
+    return grid, n_pages
 
 
 def _clean(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")  # browsers post CRLF line ends
 
 
-def grid_of_post(post) -> Grid:
-    """The grid as posted: `col` (the column keys, in order), `rows`, and per row `c-R-J`
-    cells, `orig-R` and `remove-R`."""
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text or default)
+    except ValueError:
+        return default
+
+
+def posted_cells(post) -> dict[str, str] | None:
+    """The `cells` field static/js/admin_widgets.js posts in place of one field per cell: a
+    JSON object of the cells' field names and texts. None when absent; SpecInvalid when it is
+    not such an object."""
+    raw = post.get("cells")
+    if raw is None:
+        return None
+    try:
+        cells = json.loads(raw)
+    except ValueError:
+        cells = None
+    if not isinstance(cells, dict) or not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in cells.items()):
+        raise SpecInvalid([SpecError("items grid", None, "cells",
+                                     "not a JSON object of cell names and texts")])
+    return cells
+
+
+def grid_of_post(post, cells: dict[str, str] | None = None) -> Grid:
+    """The grid as posted: `col` (the column keys, in order), `first` (the first row's
+    number), `rows` (how many), and per row R `c-R-J` cells, `orig-R` and `remove-R`, as
+    fields or in `cells`. More than MAX_ROWS rows are refused, not cut."""
     columns = [c for c in post.getlist("col") if c in (ITEM, REFERENCE, CONTEXT)
                or c.startswith((OUTPUT, META))]
-    try:
-        n_rows = min(int(post.get("rows", "0")), MAX_ROWS)
-    except ValueError:
-        n_rows = 0
-    grid = Grid(columns)
-    for r in range(1, n_rows + 1):
-        row = {column: _clean(post.get(f"c-{r}-{j}", "")) for j, column in enumerate(columns)}
-        original = post.get(f"orig-{r}", "")
-        if post.get(f"remove-{r}") and original:
+    get = cells.get if cells is not None else post.get
+    first, n_rows = max(_int(post.get("first"), 1), 1), max(_int(post.get("rows"), 0), 0)
+    if n_rows > MAX_ROWS:
+        raise SpecInvalid([SpecError("items grid", None, "rows", (
+            f"{n_rows} rows were posted; at most {MAX_ROWS} are saved at once: import the "
+            "items as a file (Import items) or save in parts"))])
+    grid = Grid(columns, first=first)
+    for r in range(first, first + n_rows):
+        row = {column: _clean(get(f"c-{r}-{j}", "")) for j, column in enumerate(columns)}
+        original = get(f"orig-{r}", "")
+        if get(f"remove-{r}") and original:
             grid.remove.append(original)
             row = dict.fromkeys(columns, "")
         grid.rows.append(row)
@@ -109,6 +171,10 @@ def grid_of_table(text: str, systems: list[str]) -> Grid:
     records = list(csv.reader(io.StringIO(_clean(text).strip("\n")), delimiter="\t"))
     if not records:
         return Grid([ITEM])
+    if len(records) - 1 > MAX_ROWS:
+        raise SpecInvalid([SpecError("pasted table", None, "rows", (
+            f"the table has {len(records) - 1} rows; at most {MAX_ROWS} are saved at once: "
+            "import the items as a file (Import items)"))])
     columns = []
     for name in (cell.strip() for cell in records[0]):
         lowered = name.lower()
@@ -138,7 +204,8 @@ def grid_problems(grid: Grid, source: str) -> list[SpecError]:
         seen.add(column)
     if ITEM not in grid.columns:
         problems.append(SpecError(source, None, "header", "no item id column (item)"))
-    for number, (row, original) in enumerate(zip(grid.rows, grid.originals, strict=True), 1):
+    for number, (row, original) in enumerate(zip(grid.rows, grid.originals, strict=True),
+                                             grid.first):
         if original and original not in grid.remove and row.get(ITEM, "").strip() != original:
             problems.append(SpecError(source, number, "item", f"an existing item's id cannot "
                                       f"change here (it was {original!r}): remove the row and "
@@ -149,8 +216,11 @@ def grid_problems(grid: Grid, source: str) -> list[SpecError]:
 def grid_as_jsonl(grid: Grid) -> str:
     """One JSON line per grid row (a blank line for an empty row), so that the item reader's
     line numbers are the grid's row numbers. Empty output and metadata cells are left out (an
-    empty output then reads "no output for system ...")."""
-    lines = []
+    empty output then reads "no output for system ...").
+
+    A page's rows start at row `grid.first`: as many blank lines go first, so that the
+    reader's line numbers are still the rows' numbers."""
+    lines = [""] * (grid.first - 1)
     for row in grid.rows:
         if not any(value.strip() for value in row.values()):
             lines.append("")
@@ -174,50 +244,62 @@ def problem_text(error: SpecError, what: str) -> str:
     return f"{where}, {column}: {error.message}" if column else f"{where}: {error.message}"
 
 
+def _upload_items(request, limits) -> list:
+    """The uploaded item file, refused by name and size (ItemsUploadForm, as Import items
+    does) before it is read."""
+    form = ItemsUploadForm(files=request.FILES)
+    if not form.is_valid() and form.has_error("file"):
+        raise SpecInvalid([SpecError(request.FILES["file"].name, None, "", message)
+                           for message in form.errors["file"]])
+    upload = request.FILES["file"]
+    fmt = "jsonl" if upload.name.lower().endswith(".jsonl") else "csv"
+    return parse_items_file(decode(upload.read(), upload.name), upload.name, fmt, limits)
+
+
 def items_grid_view(study_admin, request, pk):
     study = study_admin.study_or_404(request, pk, change=True)
     systems = list(study.systems.order_by("id").values_list("name", flat=True))
     locked = _started(study)
     problems: list[str] = []
     error_rows: set[int] = set()
-    grid = grid_of_study(study)
+    page = _int(request.GET.get("page"), 1)
+    grid, n_pages = grid_of_study(study, page)
     if request.method == "POST" and not locked:
-        upload = request.FILES.get("file")
         limits = spec_limits()
+        what = "row"
         try:
-            if upload is not None:
-                source, what = upload.name, "line"
-                fmt = "jsonl" if upload.name.lower().endswith(".jsonl") else "csv"
-                items = parse_items_file(decode(upload.read(), upload.name), upload.name, fmt,
-                                         limits)
+            if "file" in request.FILES:
+                what = "line"
+                items = _upload_items(request, limits)
                 remove: list[str] = []
             else:
                 pasted = request.POST.get("paste", "")
                 if pasted.strip():
-                    grid, source, what = grid_of_table(pasted, systems), "pasted table", "row"
+                    grid, source = grid_of_table(pasted, systems), "pasted table"
                 else:
-                    grid, source, what = grid_of_post(request.POST), "items grid", "row"
+                    grid = grid_of_post(request.POST, posted_cells(request.POST))
+                    source = "items grid"
                 found = grid_problems(grid, source)
                 if found:
                     raise SpecInvalid(found)
                 items = parse_items_file(grid_as_jsonl(grid), source, "jsonl", limits)
                 remove = grid.remove
             n_items, n_outputs, removed = items_grid_save(
-                study=study, items=items, remove=remove, file_name=source, limits=limits,
-                actor=request.user, source=ADMIN)
+                study=study, items=items, remove=remove,
+                file_name=request.FILES["file"].name if "file" in request.FILES else source,
+                limits=limits, actor=request.user, source=ADMIN)
         except SpecInvalid as error:
             problems = [problem_text(e, what) for e in error.errors]
             error_rows = {e.line for e in error.errors if e.line}
-            if upload is not None:
-                grid = grid_of_study(study)
         else:
             messages.success(request, f"Saved: {n_items} item(s) and {n_outputs} output(s) "
                                       f"written, {removed} item(s) removed.")
-            return HttpResponseRedirect(reverse("admin:evalstudy_study_items_grid",
-                                                args=[study.pk]))
+            url = reverse("admin:evalstudy_study_items_grid", args=[study.pk])
+            return HttpResponseRedirect(f"{url}?page={page}" if page > 1 else url)
     n_loaded = len(grid.rows)
     rows = [*zip(grid.rows, grid.originals, strict=True)]
     rows += [(dict.fromkeys(grid.columns, ""), "")] * (0 if locked else BLANK_ROWS)
+    page = min(max(page, 1), n_pages)
     context = {
         **study_admin.admin_site.each_context(request), "opts": Study._meta, "study": study,
         "title": f"Items of {study.slug}", "locked": locked, "problems": problems,
@@ -225,8 +307,10 @@ def items_grid_view(study_admin, request, pk):
         "rows": [{"number": number, "original": original, "error": number in error_rows,
                   "cells": [(j, heading(column), row.get(column, "")) for j, column in
                             enumerate(grid.columns)]}
-                 for number, (row, original) in enumerate(rows, start=1)],
-        "n_rows": len(rows), "n_loaded": n_loaded, "systems": systems,
+                 for number, (row, original) in enumerate(rows, start=grid.first)],
+        "first": grid.first, "n_rows": len(rows), "n_loaded": n_loaded, "systems": systems,
+        "page": page, "n_pages": n_pages, "n_items": study.items.count(),
+        "last_loaded": grid.first + n_loaded - 1,
         "header_example": "\t".join(["item", "reference", *systems, "speaker"]),
     }
     return render(request, "admin/evalstudy/study/items_grid.html", context)

@@ -21,6 +21,7 @@ from .. import services
 from ..models import Enrollment, Rater
 from ..privacy import NotAPerson, OutsideYourStudies, rater_data_erase, rater_data_export
 from .scoping import ADMIN, ONLY_VISIBLE, StudyScopedAdmin
+from .widgets import StructuredFieldsMixin
 
 
 class RaterInviteForm(forms.ModelForm):
@@ -59,7 +60,7 @@ class RaterInviteForm(forms.ModelForm):
 
 
 @admin.register(Rater)
-class RaterAdmin(AuditedAdmin):
+class RaterAdmin(StructuredFieldsMixin, AuditedAdmin):
     """Researchers see the raters of their studies only (entered, invited or holding a seat).
 
     A rater belongs to one study (account holders excepted): adding one here invites it to a

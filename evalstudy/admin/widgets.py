@@ -5,7 +5,9 @@ Each is a text box with one entry a line, so it works without JavaScript
 (static/js/rows_editor.js shows it as rows of inputs with add and remove buttons, writing
 the lines back into the box):
 
-- key/value fields (metadata, expected answers, severity weights): `key = value`;
+- key/value fields (metadata, expected answers, severity weights): `key = value`, the key
+  JSON-quoted when it holds "=", starts with a quote or has spaces at either end
+  (`"a=b" = value`), so that every key comes back as it was stored;
 - lists (options, show_if values): one value a line;
 - scale labels: `point = label` for anchors of named points (Likert, slider), or one label a
   line for a list (severity: levels 0, 1, 2 in order).
@@ -63,18 +65,42 @@ def _rows(text: str) -> list[tuple[int, str]]:
             if line.strip()]
 
 
+def _split_key(line: str) -> tuple[str, bool, str, bool]:
+    """(key, found "=", the value's text, key was quoted) of a `key = value` line: the key
+    before the first "=", trimmed, or a JSON-quoted key taken exactly as written."""
+    stripped = line.lstrip()
+    if stripped.startswith('"'):
+        try:
+            key, end = json.JSONDecoder().raw_decode(stripped)
+        except ValueError:
+            pass
+        else:
+            rest = stripped[end:].lstrip()
+            if isinstance(key, str) and rest.startswith("="):
+                return key, True, rest[1:], True
+    key, sep, raw = line.partition("=")
+    return key.strip(), bool(sep), raw, False
+
+
+def _key_text(key: str) -> str:
+    """A key as written before " = ": quoted when it would not read back as itself."""
+    if not key or "=" in key or key != key.strip() or key.startswith('"') or (
+            "\n" in key or "\r" in key):
+        return json.dumps(key, ensure_ascii=False)
+    return key
+
+
 def key_value_parse(text: str, *, what: str = "key") -> dict[str, Any]:
     """`key = value` lines as a dict; ValidationError listing every bad row."""
     result: dict[str, Any] = {}
     first: dict[str, int] = {}
     errors = []
     for number, line in _rows(text):
-        key, sep, raw = line.partition("=")
-        key = key.strip()
+        key, sep, raw, quoted = _split_key(line)
         if not sep:
             errors.append(f"row {number}: write {what} = value (no '=' in {line.strip()!r})")
             continue
-        if not key:
+        if not key and not quoted:
             errors.append(f"row {number}: the {what} before '=' is empty")
             continue
         if key in first:
@@ -89,7 +115,8 @@ def key_value_parse(text: str, *, what: str = "key") -> dict[str, Any]:
 
 
 def key_value_text(value: Mapping[str, Any] | None) -> str:
-    return "\n".join(f"{key} = {value_text(item)}" for key, item in (value or {}).items())
+    return "\n".join(f"{_key_text(key)} = {value_text(item)}"
+                     for key, item in (value or {}).items())
 
 
 def lines_parse(text: str) -> list[Any]:

@@ -1,7 +1,10 @@
 // The study admin's items grid (templates/admin/evalstudy/study/items_grid.html): paste a
 // block copied from a spreadsheet into a cell and it fills the cells to its right and below
-// (adding rows as needed); "Add a row" adds an empty row. Without this file the grid is a
-// plain form of text boxes and the "paste a table" box does the same on the server.
+// (adding rows as needed); "Add a row" adds an empty row. On submit the cells go as one JSON
+// field (`cells`), so that a page grown by pasting stays within Django's limit on the number
+// of fields (DATA_UPLOAD_MAX_NUMBER_FIELDS). Without this file the grid is a plain form of
+// text boxes, a page of rows that fits the limit, and the "paste a table" box does the same
+// on the server.
 (function () {
   "use strict";
 
@@ -30,13 +33,14 @@
   function init() {
     const table = document.getElementById("items-grid");
     const count = document.getElementById("grid-rows");
+    const first = Number((document.getElementById("grid-first") || {}).value || 1);
     const addButton = document.getElementById("grid-add-row");
     if (!table || !count || !addButton) { return; }
     const body = table.tBodies[0];
     const nColumns = table.tHead.rows[0].cells.length - 2;  // less "Row" and "Remove"
 
     function addRow() {
-      const number = body.rows.length + 1;
+      const number = first + body.rows.length;
       const tr = document.createElement("tr");
       tr.dataset.row = String(number);
       const th = document.createElement("th");
@@ -59,6 +63,31 @@
       count.value = String(body.rows.length);
       return tr;
     }
+
+    const form = table.closest("form");
+    form.addEventListener("submit", function () {
+      // The cells' fields become one JSON field: disabled fields are not posted.
+      const cells = {};
+      body.querySelectorAll("textarea[name], input[type=hidden][name]").forEach(function (f) {
+        cells[f.name] = f.value;
+      });
+      body.querySelectorAll("input[type=checkbox][name]").forEach(function (box) {
+        if (box.checked) { cells[box.name] = "on"; }
+      });
+      let field = form.querySelector('input[name="cells"]');
+      if (!field) {
+        field = document.createElement("input");
+        field.type = "hidden";
+        field.name = "cells";
+        form.appendChild(field);
+      }
+      field.value = JSON.stringify(cells);
+      body.querySelectorAll("[name]").forEach(function (f) { f.disabled = true; });
+    });
+    // Back to this page from the browser's history: the cells are fields again.
+    window.addEventListener("pageshow", function () {
+      body.querySelectorAll("[name]").forEach(function (f) { f.disabled = false; });
+    });
 
     addButton.hidden = false;
     addButton.addEventListener("click", function () {

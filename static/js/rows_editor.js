@@ -15,19 +15,37 @@
     try { JSON.parse(trimmed); return true; } catch (e) { return false; }
   }
 
+  const QUOTED_KEY = /^\s*("(?:[^"\\]|\\.)*")\s*=/;
+
   function splitRow(kind, line) {
-    // [key, value]: key/value rows split at their first "="; scale labels only when the row
-    // starts with a whole-number point (a label alone may hold "=").
+    // [key, value], as evalstudy/admin/widgets.py reads a row: key/value rows split at their
+    // first "=" unless the key is JSON-quoted (a key holding "=" or spaces at either end);
+    // scale labels only when the row starts with a whole-number point (a label alone may
+    // hold "=").
     if (kind === "lines" || (kind === "labels" && !POINT.test(line))) return ["", line.trim()];
+    const quoted = QUOTED_KEY.exec(line);
+    if (quoted) {
+      try {
+        return [JSON.parse(quoted[1]), line.slice(quoted[0].length).trim()];
+      } catch (e) { /* not a JSON string: read it as a plain key */ }
+    }
     const at = line.indexOf("=");
     if (at < 0) return [line.trim(), ""];
     return [line.slice(0, at).trim(), line.slice(at + 1).trim()];
   }
 
+  function keyText(key) {
+    // Quoted exactly when the server's `_key_text` quotes it.
+    if (key.includes("=") || key !== key.trim() || key.startsWith('"') || /[\r\n]/.test(key)) {
+      return JSON.stringify(key);
+    }
+    return key;
+  }
+
   function joinRow(kind, key, value) {
     if (kind === "lines") return value;
     if (kind === "labels" && key === "") return value;
-    return key + " = " + value;
+    return keyText(key) + " = " + value;
   }
 
   function fieldName(box) {
@@ -63,9 +81,11 @@
       list.querySelectorAll("li").forEach(function (row) {
         const key = row.querySelector("input.row-key");
         const value = row.querySelector("input.row-value").value;
-        const keyText = key ? key.value.trim() : "";
-        if (keyText === "" && value.trim() === "") return;
-        lines.push(joinRow(kind, keyText, value.trim()));
+        // A key is kept as typed (spaces at either end included: it is then quoted), so a
+        // stored key comes back unchanged; a blank key is no key.
+        const keyValue = key && key.value.trim() !== "" ? key.value : "";
+        if (keyValue === "" && value.trim() === "") return;
+        lines.push(joinRow(kind, keyValue, value.trim()));
       });
       box.value = lines.join("\n");
       box.dispatchEvent(new Event("change", { bubbles: true }));

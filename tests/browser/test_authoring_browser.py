@@ -93,3 +93,25 @@ def test_scale_labels_are_edited_as_rows_and_saved(live_server, new_page, shot, 
     expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
     assert Criterion.objects.get(study=study, key="usable").labels == {
         "5": "excellent", "3": "middling = fair"}
+
+
+def test_keys_with_an_equals_sign_or_spaces_survive_the_row_editor(live_server, new_page,
+                                                                   client):
+    """A key the `key = value` text cannot hold plainly ("a=b", " padded ") is shown as it is
+    in the row editor and stored back unchanged by a save (it was cut at its "=" before)."""
+    from evalstudy.models import Rater
+    from tests.factories import RaterFactory
+
+    study = make_study(n_items=1, n_systems=1)
+    metadata = {"a=b": "c = d", " padded ": 1, "plain": "x"}
+    rater = RaterFactory(study=study, metadata=metadata)
+    page = signed_in_page(live_server, new_page, client)
+    page.goto(f"{live_server.url}/admin/evalstudy/rater/{rater.pk}/change/")
+    # (PostgreSQL's jsonb orders keys by length: "a=b", "plain", " padded ".)
+    expect(page.get_by_label("Metadata, row 1: Key")).to_have_value("a=b")
+    expect(page.get_by_label("Metadata, row 3: Key")).to_have_value(" padded ")
+    expect(page.get_by_label("Metadata, row 2: Key")).to_have_value("plain")
+    page.get_by_label("Metadata, row 2: value").fill("y")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    assert Rater.objects.get(pk=rater.pk).metadata == {**metadata, "plain": "y"}

@@ -4,8 +4,11 @@ check warning, and the items grid (paste, errors by row and column, atomic, audi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django import forms
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
@@ -31,6 +34,9 @@ pytestmark = pytest.mark.django_db
                  "code": "2", "blank": "", "padded": " x ", "list": [1, "a"], "eq": "a = b",
                  "quote": '"q"', "lines": "a\nb"}),
     (KEY_VALUE, {}),
+    # Keys that a plain `key = value` row cannot hold: they are written JSON-quoted.
+    (KEY_VALUE, {"a=b": 1, " padded ": "x", '"quoted': "y", "": "empty key", "x = y": "z = w",
+                 "new\nline": 2}),
     (LINES, ["fluent", "halting", "3", 3, "null", "a = b"]),
     (LABELS, {"1": "poor", "3": "fair", "5": "excellent"}),
     (LABELS, ["Meaning fully preserved", "Minor = small errors", "Meaning lost"]),
@@ -44,6 +50,13 @@ def test_structured_fields_round_trip_exactly(kind, value):
 def test_a_value_reads_as_json_when_it_is_json_else_as_text():
     assert text_value("2") == 2 and text_value('"2"') == "2" and text_value("yes") == "yes"
     assert value_text("2") == '"2"' and value_text(2) == "2" and value_text("yes") == "yes"
+
+
+def test_a_quoted_key_is_read_exactly_and_a_plain_one_trimmed():
+    field = StructuredField(KEY_VALUE)
+    assert field.clean('"a=b" = 1\n  speaker  = S01\n" sp " = "x"') == {
+        "a=b": 1, "speaker": "S01", " sp ": "x"}
+    assert field.prepare_value({"a=b": "c"}) == '"a=b" = c'
 
 
 @pytest.mark.parametrize(("kind", "text", "expected"), [
@@ -294,3 +307,103 @@ def test_change_page_links_to_the_grid(admin):
     study = make_study(n_items=1, n_systems=1)
     html = admin.get(reverse("admin:evalstudy_study_change", args=[study.pk])).content.decode()
     assert grid_url(study) in html and "Edit items in a grid" in html
+
+
+def page_post(page) -> dict:
+    """A page of the grid as a browser without JavaScript posts it unchanged: a field per
+    cell."""
+    data = {"col": [c for c, _ in page.context["columns"]], "rows": str(page.context["n_rows"]),
+            "first": str(page.context["first"])}
+    for row in page.context["rows"]:
+        for j, _, value in row["cells"]:
+            data[f"c-{row['number']}-{j}"] = value
+        if row["original"]:
+            data[f"orig-{row['number']}"] = row["original"]
+    return data
+
+
+def n_fields(data: dict) -> int:
+    return sum(len(v) if isinstance(v, list) else 1 for v in data.values()) + 2  # csrf, _save
+
+
+def test_a_long_grid_is_paged_within_the_field_limit_and_saves_a_page(admin, settings):
+    # 200 items: one page of every cell was ~1,000 fields, over Django's 1,000 default (the
+    # posted form failed with a 400 past about 165 items at 400).
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 400
+    study = make_study(n_items=200, n_systems=2)
+    page = admin.get(grid_url(study))
+    assert page.context["n_pages"] > 1
+    html = page.content.decode()
+    assert "Next page" in html and "item-199" not in html
+    second = admin.get(grid_url(study) + "?page=2")
+    data = page_post(second)
+    assert n_fields(data) <= settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+    first_row = second.context["first"]
+    assert first_row > 1 and second.context["rows"][0]["number"] == first_row
+    edited = second.context["rows"][0]["cells"][0][2]
+    columns = data["col"]
+    data[f"c-{first_row}-{columns.index('output:sys-0')}"] = "edited on page 2"
+    before = snapshot(study)
+    response = admin.post(grid_url(study) + "?page=2", data)
+    assert response.status_code == 302 and response.url.endswith("?page=2")
+    after = snapshot(study)
+    assert Output.objects.get(item__study=study, item__external_id=edited,
+                              system__name="sys-0").text == "edited on page 2"
+    # Only that cell changed: the other pages' items are untouched.
+    assert len(set(after[1]) - set(before[1])) == 1 and after[0] == before[0]
+
+
+def test_errors_on_a_later_page_name_the_studys_row_number(admin, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 400
+    study = make_study(n_items=120, n_systems=2)
+    second = admin.get(grid_url(study) + "?page=2")
+    data = page_post(second)
+    row = second.context["first"] + 1
+    data[f"c-{row}-{data['col'].index('output:sys-1')}"] = ""
+    response = admin.post(grid_url(study) + "?page=2", data)
+    assert response.status_code == 200
+    assert f"row {row}, outputs: no output for system" in response.content.decode()
+
+
+def test_too_many_rows_are_refused_not_cut(admin):
+    study = make_study(n_items=2, n_systems=2)
+    before = snapshot(study)
+    response = admin.post(grid_url(study), {"col": ["item", "output:sys-0", "output:sys-1"],
+                                            "rows": "5001", "c-1-0": "new", "c-1-1": "a",
+                                            "c-1-2": "b"})
+    assert response.status_code == 200
+    assert "5001 rows were posted; at most 5000" in response.content.decode()
+    assert snapshot(study) == before
+
+
+def test_cells_posted_as_one_json_field(admin):
+    # What static/js/admin_widgets.js posts: the form's cells in one field.
+    study = make_study(n_items=2, n_systems=2)
+    page = admin.get(grid_url(study))
+    data = page_post(page)
+    cells = {key: value for key, value in data.items() if key.startswith(("c-", "orig-"))}
+    cells[f"c-1-{data['col'].index('output:sys-1')}"] = "via json"
+    response = admin.post(grid_url(study), {"col": data["col"], "rows": data["rows"],
+                                            "first": "1", "cells": json.dumps(cells)})
+    assert response.status_code == 302
+    assert Output.objects.get(item__study=study, item__external_id="item-000",
+                              system__name="sys-1").text == "via json"
+    bad = admin.post(grid_url(study), {"col": data["col"], "rows": "1", "cells": "[1, 2]"})
+    assert "cells: not a JSON object" in bad.content.decode()
+
+
+@pytest.mark.parametrize(("name", "size", "message"), [
+    ("items.csv", 2000, "is over the upload limit"),
+    ("items.txt", 10, "expected a file ending in .csv, .jsonl"),
+])
+def test_grid_upload_is_refused_by_size_and_name_before_it_is_read(admin, settings, name, size,
+                                                                   message):
+    settings.EVALSTUDY_UPLOAD_MAX_BYTES = 1000
+    study = make_study(n_items=2, n_systems=2)
+    before = snapshot(study)
+    body = ("item,system,output\n" + "x,sys-0,y\n" * (size // 10)).encode()[:size]
+    upload = SimpleUploadedFile(name, body, content_type="text/csv")
+    response = admin.post(grid_url(study), {"file": upload})
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert snapshot(study) == before

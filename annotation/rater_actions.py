@@ -16,8 +16,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from evalstudy.audit import SYSTEM, audit_record
-from evalstudy.models import Assignment, AssignmentSlot, AuditEvent, Enrollment, Rater, Study
-from evalstudy.services import assignment_withdraw, enrollment_stop
+from evalstudy.models import Assignment, AuditEvent, Enrollment, Rater, Study
+from evalstudy.services import assignment_withdraw, enrollment_stop, hand_on_seat
 
 REASON_MAX = 500
 
@@ -107,7 +107,7 @@ def seat_reopen(*, study: Study, rater_id: int, all_items: bool = False, actor: 
                                 "Reopen it with all_items to have the whole list rated again.")
     state_before = seat.state
     if all_items:
-        replacement = _hand_on_every_slot(seat)
+        replacement = hand_on_seat(seat, every_slot=True)
         if enrollment.stopped_at is None:
             enrollment_stop(enrollment=enrollment, reason=Enrollment.StopReason.REOPENED, now=now)
     else:
@@ -121,25 +121,4 @@ def seat_reopen(*, study: Study, rater_id: int, all_items: bool = False, actor: 
                      "state": [state_before, Assignment.State.EXPIRED.value],
                      "reopened_to": replacement.pk, "all_items": all_items,
                      "slots_handed_on": replacement.slots.count(), "rater": rater.pk})
-    return replacement
-
-
-def _hand_on_every_slot(seat: Assignment) -> Assignment:
-    """Expire `seat` and open a replacement holding a fresh copy of every one of its slots, in
-    the same order. Precondition: `seat` is locked by the caller."""
-    seat.state = Assignment.State.EXPIRED
-    seat.save(update_fields=["state"])
-    replacement = Assignment.objects.create(
-        study_id=seat.study_id, source=seat.source, seat_index=seat.seat_index,
-        list_index=seat.list_index, part_index=seat.part_index, replica=seat.replica,
-        seed=seat.seed, replaces=seat,
-    )
-    AssignmentSlot.objects.bulk_create(
-        AssignmentSlot(
-            assignment=replacement, position=position, kind=slot.kind, output_id=slot.output_id,
-            output_b_id=slot.output_b_id, calibration_item_id=slot.calibration_item_id,
-            attention_check_id=slot.attention_check_id, shown_outputs=slot.shown_outputs,
-        )
-        for position, slot in enumerate(seat.slots.order_by("position"))
-    )
     return replacement

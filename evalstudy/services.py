@@ -587,13 +587,12 @@ def _has_open_slots() -> Exists:
     )
 
 
-def _hand_on(seat: Assignment, now: dt.datetime) -> Assignment:
-    """Expire an abandoned seat and open a replacement holding its unjudged slots.
-
-    The abandoned rater keeps what they judged (their judgments count towards the outputs'
-    redundancy); the replacement repeats the calibration items and carries every slot that was
-    not completed, in the same order. Precondition: `seat` is locked by the caller.
-    """
+def hand_on_seat(seat: Assignment, *, every_slot: bool = False) -> Assignment:
+    """Expire `seat` and open a replacement, the same seat of the design, holding fresh copies
+    of its slots in the same order: the unjudged ones and the calibration items (an abandoned
+    seat: the rater keeps what they judged, and their judgments count towards the outputs'
+    redundancy), or with `every_slot` all of them (a seat reopened to someone else after its
+    rater was excluded). Precondition: `seat` is locked by the caller."""
     seat.state = Assignment.State.EXPIRED
     seat.save(update_fields=["state"])
     replacement = Assignment.objects.create(
@@ -601,18 +600,23 @@ def _hand_on(seat: Assignment, now: dt.datetime) -> Assignment:
         list_index=seat.list_index, part_index=seat.part_index, replica=seat.replica,
         seed=seat.seed, replaces=seat,
     )
-    carried = seat.slots.filter(
-        Q(completed_at__isnull=True) | Q(kind=AssignmentSlot.Kind.CALIBRATION)
-    ).order_by("position")
+    carried = seat.slots.all() if every_slot else seat.slots.filter(
+        Q(completed_at__isnull=True) | Q(kind=AssignmentSlot.Kind.CALIBRATION))
     AssignmentSlot.objects.bulk_create(
         AssignmentSlot(
             assignment=replacement, position=position, kind=slot.kind, output_id=slot.output_id,
             output_b_id=slot.output_b_id, calibration_item_id=slot.calibration_item_id,
             attention_check_id=slot.attention_check_id, shown_outputs=slot.shown_outputs,
         )
-        for position, slot in enumerate(carried)
+        for position, slot in enumerate(carried.order_by("position"))
     )
     return replacement
+
+
+def _hand_on(seat: Assignment, now: dt.datetime) -> Assignment:
+    """Expire an abandoned seat and open a replacement holding its unjudged slots (and the
+    calibration items, repeated). Precondition: `seat` is locked by the caller."""
+    return hand_on_seat(seat)
 
 
 def _existing_seat(study: Study, rater: Rater) -> Assignment | None:

@@ -37,11 +37,15 @@ class ProlificLinkForm(forms.ModelForm):
         if services.link_taken(data.get("prolific_study_id") or "", study):
             raise forms.ValidationError("This Prolific study is already linked to another study.")
         # Ask Prolific before anything is stored: a wrong id or token is a form error.
-        probe = ProlificLink(token_env=data.get("token_env") or "",
+        # The installation-wide token links only this study's own Prolific study (its internal
+        # name): the same check as the service's.
+        probe = ProlificLink(token_env=data.get("token_env", self.instance.token_env) or "",
                              api_token=data.get("api_token") or (
                                  self.instance.api_token if self.instance.pk else ""))
+        if study is None:
+            return data
         try:
-            services.client_for(probe).study(data.get("prolific_study_id") or "")
+            services.link_check(study, data.get("prolific_study_id") or "", probe)
         except ProlificError as exc:
             raise forms.ValidationError(f"Prolific: {exc}") from exc
         return data
@@ -65,8 +69,10 @@ class ProlificLinkAdmin(StudyScopedAdmin):
         return ["study", "prolific_study_id", "token_env", "api_token", *self.readonly_fields]
 
     def get_readonly_fields(self, request, obj=None):
-        # A link stays with its study (relink by changing the Prolific id).
-        return (*self.readonly_fields, "study") if obj is not None else self.readonly_fields
+        # A link stays with its study (relink by changing the Prolific id). Only an
+        # administrator names a server environment variable (services.token_env_refusal).
+        fields = (*self.readonly_fields, "study") if obj is not None else self.readonly_fields
+        return fields if request.user.is_superuser else (*fields, "token_env")
 
     def save_model(self, request, obj, form, change):
         # Through the service (it reads the study from Prolific and records the audit event):
@@ -75,7 +81,9 @@ class ProlificLinkAdmin(StudyScopedAdmin):
         link = services.prolific_link(
             study=obj.study if change else data["study"],
             prolific_study_id=data["prolific_study_id"],
-            api_token=data.get("api_token") or None, token_env=data.get("token_env") or "",
+            api_token=data.get("api_token") or None,
+            # Read-only for editors (not in the form): the link keeps the one it has.
+            token_env=(data.get("token_env") or "") if "token_env" in data else None,
             actor=request.user, source=ADMIN)
         obj.pk = link.pk
 
@@ -88,8 +96,7 @@ class ProlificLinkAdmin(StudyScopedAdmin):
             except ProlificError as exc:
                 messages.error(request, f"{link.study.slug}: {exc}")
                 continue
-            messages.success(request, f"{link.study.slug}: {counts['submissions']} submissions, "
-                                      f"{counts['seats_freed']} seats freed.")
+            messages.success(request, f"{link.study.slug}: {services.sync_summary(counts)}")
 
 
 @admin.register(ProlificSubmission)

@@ -130,7 +130,7 @@ class ProlificSubmissionList(StudyScopedView):
     @extend_schema(parameters=PAGE_PARAMETERS, responses={
         200: paginated(SubmissionSerializer, "ProlificSubmission"), **READ_ERRORS})
     def get(self, request, slug):
-        rows = (ProlificSubmission.objects.filter(link__study=self.get_study())
+        rows = (services.own_submissions(self.get_study())
                 .select_related("enrollment").order_by("id"))
         if request.query_params.get("status"):
             rows = rows.filter(status=request.query_params["status"])

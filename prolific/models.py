@@ -13,7 +13,9 @@ class ProlificLink(models.Model):
     The API token is taken, in this order, from the environment variable named in `token_env`,
     from `api_token` (entered in the admin, stored, never shown back), then from
     PROLIFIC_API_TOKEN. Neither the admin nor the API ever displays it: they say whether one
-    is set.
+    is set. PROLIFIC_API_TOKEN alone links only a Prolific study whose internal name is
+    `evalstudy <slug>` (the one the platform creates for the study); any other existing
+    Prolific study needs a token of the link's own (services.link_check).
     """
 
     study = models.OneToOneField(Study, on_delete=models.CASCADE, related_name="prolific_link")
@@ -45,8 +47,9 @@ class ProlificLink(models.Model):
 
 
 class ProlificSubmission(models.Model):
-    """A Prolific submission as last synced, matched to the study's enrolment when one has the
-    participant's id."""
+    """A Prolific submission as last synced, of one of the study's own enrolled participants
+    (matched by Prolific's session id or the participant's id); the Prolific study's other
+    submissions are not stored."""
 
     class Status(models.TextChoices):
         ACTIVE = "ACTIVE", "Active"

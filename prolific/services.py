@@ -58,14 +58,49 @@ def token_env_problem(name: str) -> str | None:
     return None
 
 
-def token_for(link: ProlificLink) -> str:
-    """The token a link uses: its own environment variable, its stored token, then
-    PROLIFIC_API_TOKEN."""
+def token_env_refusal(actor: Any, name: str | None, current: str = "") -> str | None:
+    """Why `actor` may not make a link use the server's environment variable `name`: the
+    server's PROLIFIC_* variables may hold other labs' tokens (PROLIFIC_TOKEN_LAB2, say), and
+    naming one would borrow that lab's access to Prolific. Only an administrator of the
+    installation (a superuser), who sets those variables, assigns them; an editor gives the
+    token itself (api_token). Keeping the name a link has already is allowed, and so is a
+    command run on the server (no actor: whoever runs it holds the variables already)."""
+    if not name or name == current or actor is None or getattr(actor, "is_superuser", False):
+        return None
+    return ("Only an administrator of this installation may name a server environment "
+            "variable (it may hold another lab's token): give your own Prolific token as "
+            "api_token instead.")
+
+
+def own_token(link: ProlificLink) -> str:
+    """The link's own token: its environment variable's value, else its stored token (empty:
+    none, PROLIFIC_API_TOKEN is used)."""
     if link.token_env and not token_env_problem(link.token_env):
         value = os.environ.get(link.token_env, "")
         if value:
             return value
-    return link.api_token or settings.PROLIFIC_API_TOKEN
+    return link.api_token
+
+
+def token_for(link: ProlificLink) -> str:
+    """The token a link uses: its own environment variable, its stored token, then
+    PROLIFIC_API_TOKEN."""
+    return own_token(link) or settings.PROLIFIC_API_TOKEN
+
+
+def uses_installation_token(link: ProlificLink) -> bool:
+    """Whether the link reaches Prolific with the installation-wide PROLIFIC_API_TOKEN (no
+    token of its own, or one that is the same value, e.g. token_env naming
+    PROLIFIC_API_TOKEN): that token proves nothing about the linker's own Prolific access."""
+    own = own_token(link)
+    return not own or own == settings.PROLIFIC_API_TOKEN
+
+
+def internal_name_for(study: Study) -> str:
+    """The internal name the platform gives the Prolific study it creates for `study`
+    (prolific_create); an existing Prolific study with this internal name may be linked with
+    the installation-wide token."""
+    return f"evalstudy {study.slug}"
 
 
 def client_for(link: ProlificLink | None = None, *, token: str | None = None) -> ProlificClient:
@@ -97,15 +132,45 @@ def link_taken(prolific_study_id: str, study: Study | None) -> bool:
     return (others.exclude(study=study) if study is not None else others).exists()
 
 
+def link_check(study: Study, prolific_study_id: str, link: ProlificLink) -> dict[str, Any]:
+    """Read the Prolific study `link` (not stored; its tokens as they would be saved) would
+    link `study` to, and check that the linker may: with a token of the link's own (stored,
+    or named by token_env), Prolific's answer is the proof; with only the installation-wide
+    PROLIFIC_API_TOKEN, which reaches every lab's Prolific studies on this installation, the
+    Prolific study's internal name must be this study's (`evalstudy <slug>`, as
+    prolific_create names it). Raises ProlificError (Prolific refused) or ValidationError
+    (the installation token may not link it). Returns Prolific's study."""
+    remote = client_for(link).study(prolific_study_id)  # raises ProlificError
+    if uses_installation_token(link):
+        expected = internal_name_for(study)
+        if str(remote.get("internal_name") or "").strip() != expected:
+            # Prolific's names of the study are not repeated: they may be another lab's.
+            raise ValidationError({"prolific_study_id": (
+                "The installation's Prolific token (PROLIFIC_API_TOKEN) links only a Prolific "
+                f"study whose internal name is \"{expected}\" (as evalstudy names the "
+                "Prolific studies it creates), and this one's is not. Either give your own "
+                "Prolific API token (api_token, or token_env naming a PROLIFIC_* environment "
+                "variable), or set the Prolific study's internal name to "
+                f"\"{expected}\" on Prolific, then link it again.")})
+    return remote
+
+
 def prolific_link(*, study: Study, prolific_study_id: str, actor: Any, source: str,
                   api_token: str | None = None, token_env: str | None = None) -> ProlificLink:
     """Link `study` to a Prolific study: read it from Prolific first (a wrong id or token is
     refused with Prolific's message and nothing is stored), then store its id. Relinking
-    replaces the id; a token given replaces the stored one."""
+    replaces the id; a token given replaces the stored one.
+
+    Tenancy: PROLIFIC_API_TOKEN reaches every Prolific study of the installation's account,
+    other labs' included. With it alone, only a Prolific study whose internal name is this
+    study's (`evalstudy <slug>`) may be linked; any other needs a token of the link's own
+    (link_check). Refused with nothing stored nor audited."""
     prolific_study_id = _valid_id(prolific_study_id, "prolific_study_id")
     if token_env is not None and (problem := token_env_problem(token_env)):
         raise ValidationError({"token_env": problem})
     existing = ProlificLink.objects.filter(study=study).first()
+    if refusal := token_env_refusal(actor, token_env, existing.token_env if existing else ""):
+        raise ValidationError({"token_env": refusal})
     if link_taken(prolific_study_id, study):
         # Said without naming the other study, which the caller may not see.
         raise ValidationError({"prolific_study_id": "This Prolific study is already linked to "
@@ -115,7 +180,7 @@ def prolific_link(*, study: Study, prolific_study_id: str, actor: Any, source: s
         link.api_token = api_token.strip()
     if token_env is not None:
         link.token_env = token_env
-    remote = client_for(link).study(prolific_study_id)  # raises ProlificError
+    remote = link_check(study, prolific_study_id, link)  # raises ProlificError, ValidationError
     with transaction.atomic():
         before = existing.prolific_study_id if existing else None
         link.prolific_study_id = prolific_study_id
@@ -149,22 +214,30 @@ def _when(value: Any) -> dt.datetime | None:
 
 def prolific_sync(*, study: Study, actor: Any, source: str,
                   now: dt.datetime | None = None) -> dict[str, int]:
-    """Read every submission of the linked Prolific study, store them, match them to this
-    study's enrolments, and free at once the seat of every participant who returned or timed
-    out (their unjudged slots go to the next rater: evalstudy.services.assignment_withdraw).
-    Idempotent. Returns counts (submissions, matched, seats_freed)."""
+    """Read every submission of the linked Prolific study, store those of this study's own
+    enrolled participants, and free at once the seat of every one who returned or timed out
+    (their unjudged slots go to the next rater: evalstudy.services.assignment_withdraw).
+
+    Tenancy: a submission whose participant did not enter through this study (no enrolment
+    of this study has its session id or participant id) is not stored, and one stored before
+    that no longer matches is removed: the Prolific study may have participants of others,
+    whose ids and statuses are not this study's to read or act on. Idempotent. Returns counts:
+    `submissions` read from Prolific, `matched` (stored), `unmatched` (ignored: not from this
+    study's participants), `seats_freed`, `skipped` (ids that are not Prolific's)."""
     now = now or timezone.now()
     link = _link_of(study)
     remote = list(client_for(link).submissions(link.prolific_study_id))
     counts = {"submissions": 0, "matched": 0, "seats_freed": 0, "unmatched": 0, "skipped": 0}
     with transaction.atomic():
         link = ProlificLink.objects.select_for_update().get(pk=link.pk)
+        kept_ids: list[int] = []
         for row in remote:
             submission_id = str(row.get("id") or "")
             participant_id = str(row.get("participant_id") or row.get("participant") or "")
             if not PROLIFIC_ID.match(submission_id) or not PROLIFIC_ID.match(participant_id):
                 counts["skipped"] += 1  # not an id Prolific gives: never stored nor sent back
                 continue
+            counts["submissions"] += 1
             kept = ProlificSubmission.objects.filter(
                 link=link, submission_id=submission_id[:64],
                 participant_id__startswith=PSEUDONYM_PREFIX).values_list(
@@ -172,6 +245,9 @@ def prolific_sync(*, study: Study, actor: Any, source: str,
             if kept:  # its participant was erased here: never read their id back in
                 participant_id = kept
             enrollment = _enrollment_for(study, participant_id, submission_id)
+            if enrollment is None:
+                counts["unmatched"] += 1  # not this study's participant: not stored
+                continue
             sub, _ = ProlificSubmission.objects.update_or_create(
                 link=link, submission_id=submission_id[:64],
                 defaults={
@@ -183,20 +259,38 @@ def prolific_sync(*, study: Study, actor: Any, source: str,
                     "study_code": str(row.get("study_code") or "")[:100],
                 },
             )
-            counts["submissions"] += 1
-            counts["matched" if enrollment else "unmatched"] += 1
-            if (enrollment is not None and sub.status in ProlificSubmission.FREES_SEAT
-                    and sub.seat_freed_at is None):
+            kept_ids.append(sub.pk)
+            counts["matched"] += 1
+            if sub.status in ProlificSubmission.FREES_SEAT and sub.seat_freed_at is None:
                 if assignment_withdraw(study=study, rater=enrollment.rater, now=now):
                     counts["seats_freed"] += 1
                 sub.seat_freed_at = now
                 sub.save(update_fields=["seat_freed_at"])
+        # Rows of no enrolment of this study (stored before submissions were filtered, or
+        # whose enrolment is gone) are not kept either.
+        removed, _ = (ProlificSubmission.objects.filter(link=link).exclude(pk__in=kept_ids)
+                      .exclude(enrollment__study=study, enrollment__rater__study=study)
+                      .delete())
         link.last_synced_at = now
         link.save(update_fields=["last_synced_at"])
+        changes: dict[str, Any] = {"prolific_sync": counts}
+        if removed:
+            changes["unmatched_removed"] = removed
         audit_record(actor=actor, source=source, study=study, action=AuditEvent.Action.IMPORT,
-                     target=("prolific link", link.pk, str(link)),
-                     changes={"prolific_sync": counts})
+                     target=("prolific link", link.pk, str(link)), changes=changes)
     return counts
+
+
+def sync_summary(counts: dict[str, int]) -> str:
+    """prolific_sync's counts as one sentence (the monitor, the admin, the command)."""
+    text = (f"Prolific: {counts['submissions']} submissions, {counts['matched']} from this "
+            f"study's participants synced, {counts['seats_freed']} seats freed.")
+    if counts.get("unmatched"):
+        text += (f" {counts['unmatched']} submissions on Prolific not from this study's "
+                 "participants were ignored.")
+    if counts.get("skipped"):
+        text += f" {counts['skipped']} with ids that are not Prolific's were skipped."
+    return text
 
 
 def prolific_sync_open_studies(*, now: dt.datetime | None = None) -> int:
@@ -214,13 +308,19 @@ def prolific_sync_open_studies(*, now: dt.datetime | None = None) -> int:
 
 
 # --- actions on one submission ---------------------------------------------------------------
+def own_submissions(study: Study):
+    """The stored submissions of the study's link whose participant is this study's own
+    enrolled rater: the only ones listed or acted on."""
+    return ProlificSubmission.objects.filter(link__study=study, enrollment__study=study,
+                                             enrollment__rater__study=study)
+
+
 def _submission_of(study: Study, submission_id: str) -> ProlificSubmission:
     """This study's submission, and only when its participant is this study's own enrolled
     rater: a submission id of another study (or of nobody here) is unknown."""
     link = _link_of(study)
-    sub = (ProlificSubmission.objects.select_for_update()
-           .filter(link=link, submission_id=str(submission_id)[:64],
-                   enrollment__study=study, enrollment__rater__study=study)
+    sub = (own_submissions(study).select_for_update()
+           .filter(link=link, submission_id=str(submission_id)[:64])
            .select_related("enrollment__rater").first())
     if sub is None:
         raise UnknownSubmission(f"No submission {submission_id!r} of a participant of "
@@ -358,7 +458,8 @@ def prolific_create(*, study: Study, description: str, reward_minor: int, minute
     if isinstance(places, bool) or not isinstance(places, int) or places < 1:
         errors["places"] = ("How many participants Prolific recruits, at least 1 (build the "
                             "study's seats first, or give it).")
-    if token_env is not None and (problem := token_env_problem(token_env)):
+    if token_env is not None and (problem := (token_env_problem(token_env)
+                                              or token_env_refusal(actor, token_env))):
         errors["token_env"] = problem
     if errors:
         raise ValidationError(errors)
@@ -370,7 +471,7 @@ def prolific_create(*, study: Study, description: str, reward_minor: int, minute
         codes.append({"code": study.screen_out_code, "code_type": "OTHER",
                       "actions": [{"action": "MANUALLY_REVIEW"}]})
     remote = client_for(link).study_create({
-        "name": study.title, "internal_name": f"evalstudy {study.slug}",
+        "name": study.title, "internal_name": internal_name_for(study),
         "description": (description or study.title).strip(),
         "external_study_url": crowd_entry_url(study), "prolific_id_option": "url_parameters",
         "completion_codes": codes, "total_available_places": places,

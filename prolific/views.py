@@ -31,7 +31,7 @@ def monitor_section(request: HttpRequest, study) -> tuple[str, dict[str, Any]]:
     statuses: list[Any] = []
     submissions: list[ProlificSubmission] = []
     if link is not None:
-        rows = ProlificSubmission.objects.filter(link=link)
+        rows = services.own_submissions(study).filter(link=link)
         statuses = list(rows.values_list("status").annotate(n=Count("id")).order_by("status"))
         submissions = list(
             rows.select_related("enrollment__rater")
@@ -68,9 +68,7 @@ def sync_now(request: HttpRequest, slug: str) -> HttpResponse:
     except (services.NotLinked, ProlificError) as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"Prolific: {counts['submissions']} submissions, "
-                                  f"{counts['matched']} matched, {counts['seats_freed']} "
-                                  "seats freed.")
+        messages.success(request, services.sync_summary(counts))
     return _back(study)
 
 

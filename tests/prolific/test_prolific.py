@@ -5,6 +5,7 @@ tenancy, and the bounded retry on 429 and 5xx."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -113,6 +114,7 @@ def test_link_with_a_wrong_token_or_id_stores_nothing(world, fake):
 
 def test_token_from_the_environment(world, fake, settings, monkeypatch):
     settings.PROLIFIC_API_TOKEN = "tok-secret-123"
+    fake.studies[PSTUDY]["internal_name"] = "evalstudy speech"  # the installation token's rule
     services.prolific_link(study=world["study"], prolific_study_id=PSTUDY, actor=None,
                            source="command")
     monkeypatch.setenv("PROLIFIC_TOKEN_SPEECH", "per-study-token")
@@ -189,6 +191,142 @@ def test_admin_of_another_owner_sees_no_link(world, fake):
     assert page.status_code in (302, 404)
 
 
+# --- the installation-wide token and other labs' Prolific studies ---------------------------
+LAB2 = "7b0e4a3b2c1d0e9f8a7b6c5f"
+LAB3 = "8c0e4a3b2c1d0e9f8a7b6c60"
+
+
+@pytest.fixture
+def installation_token(fake, settings):
+    """Only the installation-wide token is configured; the fake also holds another lab's
+    Prolific study, reachable with that token, with participants who never came here."""
+    settings.PROLIFIC_API_TOKEN = "tok-secret-123"
+    fake.add_study(LAB2, "lab2 survey")
+    fake.add_submission(LAB2, "lab2sub1", "cccccccccccccccccccccccc", "AWAITING REVIEW")
+    return settings
+
+
+def test_installation_token_cannot_link_another_labs_prolific_study(world, fake,
+                                                                    installation_token,
+                                                                    monkeypatch):
+    """An editor of `speech`, with no token of their own, cannot link (and so sync, read and
+    act on) another lab's Prolific study that the installation token reaches."""
+    response = post(api(world["editor"]), url("api-study-prolific"),
+                    {"prolific_study_id": LAB2})
+    assert response.status_code == 400, response.content
+    problem = " ".join(response.json()["field_errors"]["prolific_study_id"])
+    assert "evalstudy speech" in problem and "api_token" in problem
+    assert "token_env" in problem and "lab2 survey" not in response.content.decode()
+    with pytest.raises(ValidationError) as refused:
+        services.prolific_link(study=world["study"], prolific_study_id=LAB2,
+                               actor=world["editor"], source="command")
+    assert "prolific_study_id" in refused.value.message_dict
+    # token_env naming the installation's own variable is the installation token still.
+    monkeypatch.setenv("PROLIFIC_API_TOKEN", "tok-secret-123")
+    # (An editor may not name a server variable at all; a command on the server may.)
+    named = post(api(world["editor"]), url("api-study-prolific"),
+                 {"prolific_study_id": LAB2, "token_env": "PROLIFIC_API_TOKEN"})
+    assert named.status_code == 400 and "token_env" in named.json()["field_errors"]
+    with pytest.raises(ValidationError) as refused:
+        services.prolific_link(study=world["study"], prolific_study_id=LAB2, actor=None,
+                               token_env="PROLIFIC_API_TOKEN", source="command")
+    assert "prolific_study_id" in refused.value.message_dict
+    # Nor through the admin.
+    admin_user = user("root", is_superuser=True)
+    page = api(admin_user).post(reverse("admin:prolific_prolificlink_add"), {
+        "study": world["study"].pk, "prolific_study_id": LAB2, "token_env": "",
+        "api_token": ""})
+    assert page.status_code == 200 and "evalstudy speech" in page.content.decode()
+    assert not ProlificLink.objects.exists() and not ProlificSubmission.objects.exists()
+    assert not AuditEvent.objects.filter(target_type="prolific link").exists()
+    assert post(api(world["editor"]), url("api-study-prolific-sync")).status_code == 409
+    assert not fake.writes()
+
+
+def test_installation_token_links_the_study_evalstudy_named_for_it(world, fake,
+                                                                   installation_token):
+    """The Prolific study the platform names for `speech` (as prolific_create does) links
+    with the installation token alone; a Prolific study named for another study does not."""
+    fake.studies[LAB2]["internal_name"] = "evalstudy speech"
+    response = post(api(world["editor"]), url("api-study-prolific"),
+                    {"prolific_study_id": LAB2})
+    assert response.status_code == 200, response.content
+    assert response.json()["token_set"] is True
+    linked = ProlificLink.objects.get(study=world["study"])
+    assert linked.prolific_study_id == LAB2 and linked.api_token == ""
+    assert fake.calls[-1][3] == "Token tok-secret-123"
+    assert AuditEvent.objects.filter(study=world["study"], target_type="prolific link",
+                                     action="create").exists()
+    fake.add_study(LAB3, "Speech, lab 1")
+    fake.studies[LAB3]["internal_name"] = "evalstudy speech"
+    with pytest.raises(ValidationError) as refused:
+        services.prolific_link(study=world["theirs"], prolific_study_id=LAB3,
+                               actor=world["other"], source="api")
+    assert "evalstudy theirs" in str(refused.value)
+    assert not ProlificLink.objects.filter(study=world["theirs"]).exists()
+
+
+def test_a_per_link_token_links_any_prolific_study_it_reaches(world, fake, installation_token,
+                                                              monkeypatch):
+    """A token of the link's own proves the linker's access to the Prolific study: given
+    (stored), named by token_env (set by a command on the server), or stored already when
+    relinking."""
+    fake.token = "lab2-own-token"  # the fake now answers lab 2's own token only
+    response = post(api(world["editor"]), url("api-study-prolific"),
+                    {"prolific_study_id": LAB2, "api_token": "lab2-own-token"})
+    assert response.status_code == 200, response.content
+    assert ProlificLink.objects.get().api_token == "lab2-own-token"
+    assert fake.calls[-1][3] == "Token lab2-own-token"
+    fake.add_study(LAB3, "lab2 pilot")
+    relinked = services.prolific_link(study=world["study"], prolific_study_id=LAB3,
+                                      actor=world["editor"], source="api")
+    assert relinked.prolific_study_id == LAB3 and fake.calls[-1][3] == "Token lab2-own-token"
+    ProlificLink.objects.all().delete()
+    monkeypatch.setenv("PROLIFIC_TOKEN_LAB2", "lab2-own-token")
+    linked = services.prolific_link(study=world["study"], prolific_study_id=LAB2,
+                                    token_env="PROLIFIC_TOKEN_LAB2", actor=None,
+                                    source="command")
+    assert linked.token_env == "PROLIFIC_TOKEN_LAB2" and linked.api_token == ""
+    assert fake.calls[-1][3] == "Token lab2-own-token"
+
+
+def test_sync_stores_no_submission_of_participants_who_never_enrolled(world, fake):
+    """Submissions of the Prolific study by people who did not enter through this study (or
+    entered another study only) are neither stored, listed nor acted on; a row stored before
+    is removed. The monitor says how many were ignored."""
+    their_only = invite(world["theirs"], external_id="ffffffffffffffffffffffff")
+    fake.add_submission(PSTUDY, "subA", "dddddddddddddddddddddddd", "AWAITING REVIEW")
+    fake.add_submission(PSTUDY, "subB", "eeeeeeeeeeeeeeeeeeeeeeee", "RETURNED")
+    fake.add_submission(PSTUDY, "subC", their_only.external_id, "AWAITING REVIEW")
+    the_link = link(world)
+    # Stored before this fix, unmatched: removed by the next sync, never listed.
+    ProlificSubmission.objects.create(link=the_link, submission_id="subOld",
+                                      participant_id="dddddddddddddddddddddddd",
+                                      status="APPROVED")
+    rows = api(world["viewer"]).get(url("api-study-prolific-submissions")).json()["results"]
+    assert rows == []
+    counts = services.prolific_sync(study=world["study"], actor=None, source="system")
+    assert counts == {"submissions": 3, "matched": 0, "unmatched": 3, "seats_freed": 0,
+                      "skipped": 0}
+    assert not ProlificSubmission.objects.exists()
+    event = AuditEvent.objects.filter(study=world["study"], action="import").latest("at")
+    assert event.changes["unmatched_removed"] == 1
+    for sub in ("subA", "subB", "subC"):
+        response = post(api(world["editor"]), url("api-study-prolific-approve",
+                                                  submission_id=sub))
+        assert response.status_code == 404, sub
+    assert post(api(world["editor"]), url("api-study-prolific-bonus", submission_id="subA"),
+                {"amount_minor": 100}).status_code == 404
+    assert not fake.writes()
+    done = api(world["editor"]).post(reverse("prolific:sync", args=["speech"]), follow=True)
+    assert ("3 submissions on Prolific not from this study&#x27;s participants were ignored"
+            in done.content.decode())
+    assert "subA" not in done.content.decode()
+    out = io.StringIO()
+    call_command("prolific_sync", "--study", "speech", stdout=out)
+    assert "3 submissions on Prolific not from this study's participants" in out.getvalue()
+
+
 # --- sync ----------------------------------------------------------------------------------
 def test_sync_pages_matches_and_frees_seats_of_returned_and_timed_out(world, fake):
     study, raters = world["study"], world["raters"]
@@ -212,7 +350,7 @@ def test_sync_pages_matches_and_frees_seats_of_returned_and_timed_out(world, fak
     assert len(pages) == 2  # page size 2: the next link was followed
     subs = {s.submission_id: s for s in ProlificSubmission.objects.all()}
     assert subs["sub1"].enrollment.rater == raters[0]
-    assert subs["sub4"].enrollment is None and "subX" not in subs
+    assert "sub4" not in subs and "subX" not in subs  # not this study's participants
     assert Assignment.objects.get(study=study, rater=raters[0]).state == "expired"
     assert Assignment.objects.get(study=study, rater=raters[1]).state == "expired"
     assert Assignment.objects.get(study=study, rater=raters[2]).state == "active"
@@ -528,3 +666,26 @@ def test_admin_keeps_a_link_with_its_study_and_one_prolific_study_per_link(world
         "api_token": "tok-secret-123"})
     assert taken.status_code == 200 and "already linked" in taken.content.decode()
     assert ProlificLink.objects.count() == 1
+
+
+def test_only_an_administrator_names_a_server_variable_as_a_links_token(world, fake,
+                                                                        monkeypatch):
+    """PROLIFIC_TOKEN_LAB2 holds another lab's token: an editor naming it would borrow that
+    lab's access (token_env counted as the linker's own token). Refused for editors, nothing
+    stored; a superuser assigns it; the admin shows it read-only to editors."""
+    from prolific.services import prolific_link
+
+    monkeypatch.setenv("PROLIFIC_TOKEN_LAB2", "tok-secret-123")
+    study = world["study"]
+    with pytest.raises(ValidationError) as refused:
+        prolific_link(study=study, prolific_study_id=PSTUDY, actor=world["owner"],
+                      source="api", token_env="PROLIFIC_TOKEN_LAB2")
+    assert "Only an administrator" in str(refused.value)
+    response = post(api(world["editor"]), url("api-study-prolific"),
+                    {"prolific_study_id": PSTUDY, "token_env": "PROLIFIC_TOKEN_LAB2"})
+    assert response.status_code == 400 and "token_env" in response.json()["field_errors"]
+    assert not ProlificLink.objects.filter(study=study).exists()
+    root = user("root-admin", is_superuser=True)
+    link_ = prolific_link(study=study, prolific_study_id=PSTUDY, actor=root, source="admin",
+                          token_env="PROLIFIC_TOKEN_LAB2")
+    assert link_.token_env == "PROLIFIC_TOKEN_LAB2"

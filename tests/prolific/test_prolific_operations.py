@@ -158,6 +158,14 @@ def test_the_monitor_creates_the_prolific_study(world, fake, settings):
                        follow=True)
     assert "Created the draft Prolific study" in done.content.decode()
     assert fake.writes()[-1][2]["total_available_places"] == 5
-    assert ProlificLink.objects.filter(study=world["study"]).exists()
+    assert fake.writes()[-1][2]["internal_name"] == "evalstudy speech"
+    created = ProlificLink.objects.get(study=world["study"])
+    assert created.api_token == ""  # the installation token only
+    # The study the platform created is this study's: relinking it with the installation
+    # token alone is allowed (its internal name says so).
+    relinked = services.prolific_link(study=world["study"],
+                                      prolific_study_id=created.prolific_study_id,
+                                      actor=world["editor"], source="api")
+    assert relinked.pk == created.pk
     assert api(world["viewer"]).post(create, {"reward_minor": "1",
                                               "minutes": "1"}).status_code == 403

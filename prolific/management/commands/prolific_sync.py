@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evalstudy.models import AuditEvent, Study
 from prolific.client import ProlificError
-from prolific.services import NotLinked, prolific_sync
+from prolific.services import NotLinked, prolific_sync, sync_summary
 
 
 class Command(BaseCommand):
@@ -23,6 +23,4 @@ class Command(BaseCommand):
             counts = prolific_sync(study=study, actor=None, source=AuditEvent.Source.COMMAND)
         except (NotLinked, ProlificError, ValidationError) as exc:
             raise CommandError(str(exc)) from exc
-        self.stdout.write(
-            f"{counts['submissions']} submissions, {counts['matched']} matched to enrolments, "
-            f"{counts['unmatched']} unmatched, {counts['seats_freed']} seats freed.")
+        self.stdout.write(sync_summary(counts))

@@ -1,15 +1,25 @@
 """Preview as a rater: a researcher walks the study's first seat (practice items with their
 feedback, attention checks, conditional questions) before it opens, and nothing is stored.
 
-How nothing is stored, by construction rather than by rollback: the seat is built in memory
+How nothing is stored, by construction rather than by rollback: the seat is planned in memory
 with the design code the real build uses (`evalstudy.design`: the same list builder, the same
-seat seed and `order_seat`), as unsaved slot objects; each slot is shown with the rater pages'
-own pieces (`annotation.selectors`: texts, choices, panes; `_questions.html`), answers are
-checked with the real validation (`annotation.services.clean_answers`: conditional questions
-counted only when shown, the criteria's own rules), and the walk's position and answers live in
-the Django session only. No Rater, Enrollment, Assignment, AssignmentSlot, Judgment, listening
-log or audit event is written; media are served to the researcher by `preview_media` (their
-listening is not logged, so "hear it to the end first" is not enforced here).
+seat seed and `order_seat`), and each slot is shown as an unsaved slot object with the rater
+pages' own pieces (`annotation.selectors`: texts, choices, panes; `_questions.html`); answers
+are checked with the real validation (`annotation.services.clean_answers`: conditional
+questions counted only when shown, the criteria's own rules), and the walk lives in the Django
+session only. No Rater, Enrollment, Assignment, AssignmentSlot, Judgment, listening log or
+audit event is written; media are served to the researcher by `preview_media` (their listening
+is not logged, so "hear it to the end first" is not enforced here).
+
+What the session holds, bounded whatever the study's size and however far the walk went: ONE
+walk (starting a walk of another study replaces it) with the position, the attention checks
+failed so far (counted as each is answered), whether a rater would have been stopped, the last
+practice answer (for its feedback page), and the seat's planned order as output and control
+ids, with a fingerprint of what the plan was made from (seed, design settings, counts and
+highest ids of items, systems and outputs, the control items in order). A request rebuilds
+only its own slot from those ids; when the fingerprint no longer matches (a draft changes
+between requests) the order is planned again, and the walk starts over when its seat changed
+(another seed, another length), as a rater's seat would not change under them.
 
 Who: staff with any role on the study (viewers included: nothing changes); a study of another
 owner is a 404. Works for drafts (the point), and for open and closed studies alike.
@@ -17,11 +27,13 @@ owner is a 404. Works for drafts (the point), and for open and closed studies al
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import ValidationError
+from django.db.models import Count, Max, OuterRef, Q, Subquery
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -30,7 +42,16 @@ from django.views.decorators.http import require_POST
 
 from evalstudy import criteria as rules
 from evalstudy.design import DesignError, order_seat, seat_seed, split_list, tuples
-from evalstudy.models import Assignment, AssignmentSlot, Criterion, ItemMedia, Output, Study
+from evalstudy.models import (
+    Assignment,
+    AssignmentSlot,
+    Criterion,
+    Item,
+    ItemMedia,
+    Output,
+    Study,
+    System,
+)
 from evalstudy.permissions import VIEWER, study_for
 from evalstudy.services import BUILDERS, TUPLE_DESIGNS, study_validate, tuple_size_of
 
@@ -52,9 +73,14 @@ from .selectors import (
 from .services import SubmissionRefused, clean_answers, collected_answer, shown_text
 
 SESSION_KEY = "evalstudy.preview"
+# A planned slot, as the session keeps it: ["c", calibration item id], ["a", attention check
+# id] or ["t", output id, output B id or None, *shown output ids (ranking, best-worst)].
+Planned = list[Any]
+KINDS = {"c": AssignmentSlot.Kind.CALIBRATION, "a": AssignmentSlot.Kind.ATTENTION,
+         "t": AssignmentSlot.Kind.TARGET}
 
 
-# --- the first seat, in memory ------------------------------------------------------------------
+# --- the first seat, planned in memory ----------------------------------------------------------
 @dataclass
 class PreviewSeat:
     slots: list[AssignmentSlot]  # unsaved: no primary keys, never written
@@ -62,22 +88,50 @@ class PreviewSeat:
     problems: list[str]  # what would stop the study from opening (study_validate)
 
 
-def preview_seat(study: Study) -> PreviewSeat:
+@dataclass
+class Plan:
+    """What the first seat is made from (`key`, a fingerprint of it) and its order."""
+
+    key: list[Any]
+    order: list[Planned]
+    error: str | None  # why the design cannot be built (None: it can, or nothing to build)
+
+
+def _count_max(model: type, link: str) -> tuple[Subquery, Subquery]:
+    rows = (model.objects.filter(**{link: OuterRef("pk")}).order_by().values(link)
+            .annotate(n=Count("pk"), m=Max("pk")))
+    return Subquery(rows.values("n")), Subquery(rows.values("m"))
+
+
+def plan_key(study: Study) -> tuple[list[Any], list[int], list[int]]:
+    """A fingerprint of everything the first seat's order depends on, in three small queries
+    whatever the study's size: its seed and design settings, the number and highest id of its
+    items, systems and outputs (ids only grow, so any row added or removed changes them), and
+    its calibration items and attention checks in order. Also returns those control ids."""
+    counts: dict[str, Subquery] = {}
+    for name, model, link in (("items", Item, "study"), ("systems", System, "study"),
+                              ("outputs", Output, "item__study")):
+        counts[f"{name}_n"], counts[f"{name}_m"] = _count_max(model, link)
+    found = Study.objects.filter(pk=study.pk).annotate(**counts).values_list(*counts).first()
+    calibration = list(study.calibration_items.values_list("id", flat=True))
+    attention = list(study.attention_checks.values_list("id", flat=True))
+    key = [study.seed, study.design, study.tuple_size, study.items_per_rater,
+           study.randomise_order, study.attention_check_every, *(found or ()),
+           calibration, attention]
+    return key, calibration, attention
+
+
+def preview_plan(study: Study) -> Plan:
     """The study's first seat (seat 0: the first list's first part, replica 0) as the real
-    build (`evalstudy.services._assignments_build`) would order it, built in memory: unsaved
-    AssignmentSlot objects pointing at the study's saved outputs and control items. Reads
-    only. `problems` lists what study_validate finds; the seat is built whenever the design
-    can be (an empty list when it cannot)."""
-    problems = study_validate(study=study)
-    seed = seat_seed(study.seed, 0)
+    build (`evalstudy.services._assignments_build`) orders it, as ids: the lists are built to
+    take the first one, and only the outputs of that seat's cells are looked up (ids only)."""
+    key, calibration_ids, attention_ids = plan_key(study)
     items = [str(pk) for pk in study.items.order_by("id").values_list("id", flat=True)]
     systems = [str(pk) for pk in study.systems.order_by("id").values_list("id", flat=True)]
     if not items or not systems:
-        return PreviewSeat([], seed, problems)
-    outputs = {(str(o.item_id), str(o.system_id)): o
-               for o in Output.objects.filter(item__study=study).select_related("item")}
-    calibration = {str(c.pk): c for c in study.calibration_items.all()}
-    attention = {str(c.pk): c for c in study.attention_checks.all()}
+        return Plan(key, [], None)
+    calibration = [str(pk) for pk in calibration_ids]
+    attention = [str(pk) for pk in attention_ids]
     try:
         if study.design in TUPLE_DESIGNS:
             lists = tuples(items, systems, tuple_size_of(study.design, study.tuple_size,
@@ -85,29 +139,83 @@ def preview_seat(study: Study) -> PreviewSeat:
         else:
             lists = BUILDERS[study.design](items, systems)
         part = split_list(lists[0], study.items_per_rater)[0] if lists else []
-        order = order_seat(part, calibration=list(calibration), attention_checks=list(attention),
-                           attention_every=study.attention_check_every, seed=seed,
-                           randomise=study.randomise_order)
+        order = order_seat(part, calibration=calibration, attention_checks=attention,
+                           attention_every=study.attention_check_every,
+                           seed=seat_seed(study.seed, 0), randomise=study.randomise_order)
     except (DesignError, ValidationError, IndexError) as error:
-        return PreviewSeat([], seed, [*problems, f"The design cannot be built: {error}"])
+        return Plan(key, [], f"The design cannot be built: {error}")
+    # The outputs of the seat's cells only: per system, the items it is shown with.
+    wanted: dict[str, set[str]] = defaultdict(set)
+    for cell in part:
+        for system in {cell.system, cell.system_b, *cell.shown} - {None}:
+            wanted[system].add(cell.item)
+    where = Q(pk__in=[])
+    for system, its in wanted.items():
+        where |= Q(system_id=int(system), item_id__in=sorted(int(item) for item in its))
+    output_id = {(str(item_id), str(system_id)): pk for pk, item_id, system_id
+                 in Output.objects.filter(where).values_list("id", "item_id", "system_id")}
+    planned: list[Planned] = []
+    try:
+        for slot in order:
+            if slot.cell is None:
+                planned.append(["c" if slot.kind == AssignmentSlot.Kind.CALIBRATION else "a",
+                                int(slot.control)])
+                continue
+            cell = slot.cell
+            planned.append(["t", output_id[(cell.item, cell.system)],
+                            output_id[(cell.item, cell.system_b)] if cell.system_b else None,
+                            *(output_id[(cell.item, system)] for system in cell.shown)])
+    except KeyError:
+        return Plan(key, [], "Some items lack an output of every system.")
+    return Plan(key, planned, None)
+
+
+def planned_slots(study: Study, planned: list[Planned], start: int = 0,
+                  ) -> list[AssignmentSlot] | None:
+    """Unsaved AssignmentSlot objects for `planned` (the slots from position `start` on),
+    pointing at the study's saved outputs and control items, fetched by id: one query per
+    kind of row. None when one of them is gone (the study changed meanwhile)."""
+    output_ids = {pk for row in planned if row[0] == "t" for pk in row[1:] if pk is not None}
+    outputs = (Output.objects.select_related("item").filter(item__study=study).order_by()
+               .in_bulk(output_ids)) if output_ids else {}
+    calibration_ids = [row[1] for row in planned if row[0] == "c"]
+    calibration = study.calibration_items.in_bulk(calibration_ids) if calibration_ids else {}
+    attention_ids = [row[1] for row in planned if row[0] == "a"]
+    attention = study.attention_checks.in_bulk(attention_ids) if attention_ids else {}
     seat = Assignment(study=study, seat_index=0, list_index=0, part_index=0, replica=0,
-                      seed=seed)
+                      seed=seat_seed(study.seed, 0))
     slots = []
     try:
-        for position, planned in enumerate(order):
-            slot = AssignmentSlot(assignment=seat, position=position, kind=planned.kind)
-            if planned.cell is not None:
-                cell = planned.cell
-                slot.output = outputs[(cell.item, cell.system)]
-                if cell.system_b is not None:
-                    slot.output_b = outputs[(cell.item, cell.system_b)]
-                slot.shown_outputs = [outputs[(cell.item, s)].pk for s in cell.shown]
-            elif planned.kind == AssignmentSlot.Kind.CALIBRATION:
-                slot.calibration_item = calibration[planned.control]
+        for position, row in enumerate(planned, start):
+            slot = AssignmentSlot(assignment=seat, position=position, kind=KINDS[row[0]])
+            if row[0] == "t":
+                slot.output = outputs[row[1]]
+                if row[2] is not None:
+                    slot.output_b = outputs[row[2]]
+                slot.shown_outputs = list(row[3:])
+            elif row[0] == "c":
+                slot.calibration_item = calibration[row[1]]
             else:
-                slot.attention_check = attention[planned.control]
+                slot.attention_check = attention[row[1]]
             slots.append(slot)
     except KeyError:
+        return None
+    return slots
+
+
+def preview_seat(study: Study) -> PreviewSeat:
+    """The study's first seat as the real build would order it, built in memory: unsaved
+    AssignmentSlot objects pointing at the study's saved outputs and control items. Reads
+    only. `problems` lists what study_validate finds; the seat is built whenever the design
+    can be (an empty list when it cannot). The walk itself uses `preview_plan` and
+    `planned_slots` for its one slot."""
+    problems = study_validate(study=study)
+    seed = seat_seed(study.seed, 0)
+    plan = preview_plan(study)
+    if plan.error:
+        return PreviewSeat([], seed, [*problems, plan.error])
+    slots = planned_slots(study, plan.order)
+    if slots is None:
         return PreviewSeat([], seed, [*problems, "Some items lack an output of every system."])
     return PreviewSeat(slots, seed, problems)
 
@@ -169,36 +277,47 @@ def preview_feedback(study: Study, slot: AssignmentSlot, given: dict[str, str],
     return Feedback(lines, control.feedback)
 
 
-def attention_failures(slots: list[AssignmentSlot], answers: dict[str, dict[str, str]]) -> int:
-    """Attention checks answered in the walk whose answers miss an expected one (as
-    `annotation.flow.control_slot_passed` counts them from stored judgments)."""
-    failed = 0
-    for position, given in answers.items():
-        slot = slots[int(position)]
-        if slot.kind == AssignmentSlot.Kind.ATTENTION and not all(
-                rules.expected_met(given.get(key), value)
-                for key, value in slot.attention_check.expected.items()):
-            failed += 1
-    return failed
+def attention_failed(slot: AssignmentSlot, given: dict[str, str]) -> bool:
+    """Whether answers to an attention check miss an expected one (as
+    `annotation.flow.control_slot_passed` judges them from stored judgments); the walk counts
+    these as they are answered."""
+    return slot.kind == AssignmentSlot.Kind.ATTENTION and not all(
+        rules.expected_met(given.get(key), value)
+        for key, value in slot.attention_check.expected.items())
 
 
 # --- the walk's state, in the session -----------------------------------------------------------
-def _state(request: HttpRequest, study: Study, seat: PreviewSeat) -> dict[str, Any] | None:
-    """This study's walk in the session; None before it starts, or when the seat it walked
-    has changed since (a new seed, items added)."""
-    state = request.session.get(SESSION_KEY, {}).get(str(study.pk))
-    if state and (state.get("seed") != seat.seed or state.get("total") != len(seat.slots)):
+def _walk(request: HttpRequest, study: Study) -> dict[str, Any] | None:
+    """This study's walk in the session; None before it starts, when the session walks
+    another study, or when the seat it walked has changed since (a new seed, items added).
+    A study changed in a way that leaves the seat's seed and length alone keeps its walk, on
+    the order planned again."""
+    walk = request.session.get(SESSION_KEY)
+    if not isinstance(walk, dict) or walk.get("study") != study.pk:
         return None
-    return state
+    key, _, _ = plan_key(study)
+    if walk.get("key") == key:
+        return walk
+    plan = preview_plan(study)
+    if (plan.error or not plan.order or walk.get("seed") != seat_seed(study.seed, 0)
+            or len(plan.order) != len(walk.get("order", ()))):
+        _drop(request, study)
+        return None
+    walk.update(key=plan.key, order=plan.order)
+    request.session[SESSION_KEY] = walk
+    return walk
 
 
-def _save(request: HttpRequest, study: Study, state: dict[str, Any] | None) -> None:
-    walks = dict(request.session.get(SESSION_KEY, {}))
-    if state is None:
-        walks.pop(str(study.pk), None)
-    else:
-        walks[str(study.pk)] = state
-    request.session[SESSION_KEY] = walks
+def _drop(request: HttpRequest, study: Study) -> None:
+    """Forget the session's walk when it is `study`'s."""
+    walk = request.session.get(SESSION_KEY)
+    if walk is not None and (not isinstance(walk, dict) or walk.get("study") == study.pk):
+        del request.session[SESSION_KEY]
+
+
+def _slot(study: Study, walk: dict[str, Any], position: int) -> AssignmentSlot | None:
+    found = planned_slots(study, walk["order"][position:position + 1], position)
+    return found[0] if found else None
 
 
 def _study(request: HttpRequest, slug: str) -> Study:
@@ -213,26 +332,28 @@ def _speak(study: Study) -> None:
 @staff_member_required
 def preview_page(request: HttpRequest, slug: str) -> HttpResponse:
     """GET: where the walk stands (its start, the current item, the stopped or end page).
-    POST: answers to the current item, checked as a rater's are; kept in the session."""
+    POST: answers to the current item, checked as a rater's are; the walk moves on."""
     study = _study(request, slug)
-    seat = preview_seat(study)
-    state = _state(request, study, seat)
-    if state is None:
+    walk = _walk(request, study)
+    if walk is None:
         if request.method == "POST":
             return redirect("annotation:preview", slug=study.slug)
-        return _render_start(request, study, seat)
-    position = state["position"]
-    if request.method == "POST" and (state.get("stopped") or position >= len(seat.slots)):
+        return _render_start(request, study)
+    position, total = walk["position"], len(walk["order"])
+    if request.method == "POST" and (walk.get("stopped") or position >= total):
         return redirect("annotation:preview", slug=study.slug)  # a repeat of the last post
     _speak(study)
-    if state.get("stopped"):
+    if walk.get("stopped"):
         return render(request, "annotation/preview_stopped.html", {"study": study})
-    if position >= len(seat.slots):
+    if position >= total:
         return render(request, "annotation/preview_done.html", {"study": study})
+    slot = _slot(study, walk, position)
+    if slot is None:  # an output or control item went away under the walk
+        _drop(request, study)
+        return redirect("annotation:preview", slug=study.slug)
     criteria = _criteria(study)
-    slot = seat.slots[position]
     if request.method != "POST":
-        return _render_item(request, study, seat, slot, criteria, {})
+        return _render_item(request, study, total, slot, criteria, {})
     if request.POST.get("position") != str(position):
         # A repeated post (a double click, the browser's back button): the walk has moved on.
         return redirect("annotation:preview", slug=study.slug)
@@ -244,33 +365,38 @@ def preview_page(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "annotation/preview_problem.html",
                       {"study": study, "message": str(refused)}, status=refused.status)
     if errors:
-        return _render_item(request, study, seat, slot, criteria, raw, errors=errors,
+        return _render_item(request, study, total, slot, criteria, raw, errors=errors,
                             status=400)
-    state["answers"][str(position)] = cleaned
-    state["position"] = position + 1
-    if slot.kind == AssignmentSlot.Kind.ATTENTION and study.attention_fail_limit and (
-            attention_failures(seat.slots, state["answers"]) >= study.attention_fail_limit):
-        state["stopped"] = True
-    _save(request, study, state)
+    walk["position"] = position + 1
+    if attention_failed(slot, cleaned):
+        walk["failures"] = walk.get("failures", 0) + 1
+        if study.attention_fail_limit and walk["failures"] >= study.attention_fail_limit:
+            walk["stopped"] = True
+    if slot.kind == AssignmentSlot.Kind.CALIBRATION:
+        walk["practice"] = {"position": position, "answers": cleaned}
+    request.session[SESSION_KEY] = walk
     if slot.kind == AssignmentSlot.Kind.CALIBRATION:
         return redirect("annotation:preview_feedback", slug=study.slug)
     return redirect("annotation:preview", slug=study.slug)
 
 
-def _render_start(request: HttpRequest, study: Study, seat: PreviewSeat) -> HttpResponse:
-    kinds = [slot.kind for slot in seat.slots]
+def _render_start(request: HttpRequest, study: Study) -> HttpResponse:
+    plan = preview_plan(study)
+    problems = study_validate(study=study)
+    if plan.error:
+        problems.append(plan.error)
+    kinds = [row[0] for row in plan.order]
     return render(request, "annotation/preview_start.html", {
-        "study": study, "seat": seat, "problems": seat.problems,
-        "counts": {"calibration": kinds.count("calibration"), "target": kinds.count("target"),
-                   "attention": kinds.count("attention")},
+        "study": study, "total": 0 if plan.error else len(plan.order), "problems": problems,
+        "counts": {"calibration": kinds.count("c"), "target": kinds.count("t"),
+                   "attention": kinds.count("a")},
         "consent": render_markdown(study.consent_text),
         "instructions": render_markdown(study.instructions),
     })
 
 
-def _render_item(request, study, seat, slot, criteria, posted, *, errors=None, status=200):
-    view = preview_slot_view(study, slot, total=len(seat.slots), criteria=criteria,
-                             answers={})
+def _render_item(request, study, total, slot, criteria, posted, *, errors=None, status=200):
+    view = preview_slot_view(study, slot, total=total, criteria=criteria, answers={})
     if posted:
         for question in view.questions:
             question.answer = str(collected_answer(question.criterion, posted) or "")
@@ -284,14 +410,18 @@ def _render_item(request, study, seat, slot, criteria, posted, *, errors=None, s
 @staff_member_required
 @require_POST
 def preview_start(request: HttpRequest, slug: str) -> HttpResponse:
-    """Start (or restart) the walk at the first slot, forgetting earlier answers."""
+    """Start (or restart) the walk at the first slot, forgetting the earlier walk (of this
+    study or another: the session keeps one)."""
     study = _study(request, slug)
-    seat = preview_seat(study)
-    if not seat.slots:
-        _save(request, study, None)
+    plan = preview_plan(study)
+    if plan.error or not plan.order:
+        _drop(request, study)
     else:
-        _save(request, study, {"seed": seat.seed, "total": len(seat.slots), "position": 0,
-                               "answers": {}, "stopped": False})
+        request.session[SESSION_KEY] = {
+            "study": study.pk, "key": plan.key, "seed": seat_seed(study.seed, 0),
+            "order": plan.order, "position": 0, "failures": 0, "stopped": False,
+            "practice": None,
+        }
     return redirect("annotation:preview", slug=study.slug)
 
 
@@ -299,14 +429,16 @@ def preview_start(request: HttpRequest, slug: str) -> HttpResponse:
 def preview_feedback_page(request: HttpRequest, slug: str) -> HttpResponse:
     """The feedback a rater gets after the practice item just answered."""
     study = _study(request, slug)
-    seat = preview_seat(study)
-    state = _state(request, study, seat)
-    last = (state or {}).get("position", 0) - 1
-    if state is None or last < 0 or seat.slots[last].kind != AssignmentSlot.Kind.CALIBRATION:
+    walk = _walk(request, study)
+    practice = (walk or {}).get("practice") or {}
+    last = (walk or {}).get("position", 0) - 1
+    if walk is None or last < 0 or practice.get("position") != last:
+        return redirect("annotation:preview", slug=study.slug)
+    slot = _slot(study, walk, last)
+    if slot is None or slot.kind != AssignmentSlot.Kind.CALIBRATION:
         return redirect("annotation:preview", slug=study.slug)
     _speak(study)
-    feedback = preview_feedback(study, seat.slots[last], state["answers"][str(last)],
-                                _criteria(study))
+    feedback = preview_feedback(study, slot, practice["answers"], _criteria(study))
     return render(request, "annotation/preview_feedback.html",
                   {"study": study, "feedback": feedback})
 

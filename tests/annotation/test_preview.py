@@ -4,11 +4,15 @@ answers checked as a rater's are, and not one row is written."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+from django.db import connection
+from django.db.models.signals import post_init
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.models import Judgment, JudgmentRevision, ListeningLog
@@ -17,8 +21,10 @@ from evalstudy.models import (
     Assignment,
     AssignmentSlot,
     AuditEvent,
+    CalibrationItem,
     Enrollment,
     Item,
+    Output,
     Rater,
     Study,
     StudyCollaborator,
@@ -118,17 +124,17 @@ def test_a_full_walk_checks_answers_as_a_rater_and_stores_nothing(draft):
                 assert _position(text) == position  # still the same item
                 # The conditional question: shown only after severity 2, ignored otherwise.
                 assert 'data-show-if="severity"' in text
-                client.post(url, {"position": position, "severity": "0", "usable": "yes",
-                                  "note": "hidden, so dropped"})
-                walk = client.session[SESSION_KEY][str(study.pk)]
-                assert walk["answers"][str(position)] == {"severity": "0", "usable": "yes"}
+                response = client.post(url, {"position": position, "severity": "0",
+                                             "usable": "yes", "note": "hidden, so dropped"})
+                assert response.status_code == 302  # accepted: the hidden note is not asked
                 continue
         response = client.post(url, {"position": position, **answers})
         assert response.status_code == 302, response.content[:400]
         # A repeated post of the same item (a double click) is not a second answer.
         assert client.post(url, {"position": position, **answers}).status_code == 302
-    walk = client.session[SESSION_KEY][str(study.pk)]
-    assert walk["position"] == len(seat.slots) and len(walk["answers"]) == len(seat.slots)
+    walk = client.session[SESSION_KEY]
+    assert walk["study"] == study.pk and walk["position"] == len(seat.slots)
+    assert "answers" not in walk  # the walk keeps no answers but the last practice one
     assert sorted(set(seen_kinds)) == ["attention", "calibration", "target"]
     done = client.get(url).content.decode()
     assert "End of the preview" in done and study.labels["done"] in done
@@ -155,10 +161,10 @@ def test_a_conditional_question_that_is_shown_is_checked(draft):
         client.post(url, {"position": position, "severity": "0", "usable": "yes"})
     refused = client.post(url, {"position": first_target, "severity": "2", "usable": "no"})
     assert refused.status_code == 400 and "an answer is required" in refused.content.decode()
-    client.post(url, {"position": first_target, "severity": "2", "usable": "no",
-                      "note": "lost a word"})
-    walk = client.session[SESSION_KEY][str(study.pk)]
-    assert walk["answers"][str(first_target)]["note"] == "lost a word"
+    response = client.post(url, {"position": first_target, "severity": "2", "usable": "no",
+                                 "note": "lost a word"})
+    assert response.status_code == 302
+    assert _position(client.get(url).content.decode()) == first_target + 1
 
 
 def test_failed_attention_checks_end_the_walk_as_they_would_stop_a_rater(draft):
@@ -292,3 +298,172 @@ def test_side_by_side_designs_are_previewed_with_their_letters(db, design):
         assert client.post(url, {"position": position, **answers}).status_code == 302
         break
     assert _counts() == before
+
+
+# --- what a walk costs: the session it fills, the rows a request reads ----------------------------
+def _walk_size(client: Client) -> int:
+    return len(json.dumps(client.session.get(SESSION_KEY)))
+
+
+def test_the_session_holds_one_walk_whose_size_does_not_grow_with_the_answers(db):
+    owner = UserFactory(username="long-walker", is_staff=True)
+    first = make_study(n_items=30, n_systems=2, attention_check_every=5, owner=owner)
+    second = make_study(n_items=3, n_systems=2, owner=owner)
+    client = _client(owner)
+    url = reverse("annotation:preview", args=[first.slug])
+    client.post(reverse("annotation:preview_start", args=[first.slug]))
+    seat = preview_seat(first)
+    assert len(seat.slots) == 1 + 30 + 6
+    sizes = []
+    for position, slot in enumerate(seat.slots):
+        answers = ({"severity": "2", "usable": "no", "note": "a long note " * 20}
+                   if slot.kind == "target" else {"severity": "0", "usable": "yes"})
+        assert client.post(url, {"position": position, **answers}).status_code == 302
+        sizes.append(_walk_size(client))
+    assert "End of the preview" in client.get(url).content.decode()
+    # Answers of earlier slots are not kept: only the position and a failure count change.
+    assert max(sizes) - sizes[0] <= 4, sizes
+    assert "a long note" not in json.dumps(client.session[SESSION_KEY])
+    # Previewing another study replaces the walk: the session keeps one walk, not one a study.
+    client.post(reverse("annotation:preview_start", args=[second.slug]))
+    assert str(first.pk) not in client.session[SESSION_KEY]
+    assert client.session[SESSION_KEY]["study"] == second.pk
+    assert "Start the preview" in client.get(url).content.decode()  # the first walk is gone
+    second_url = reverse("annotation:preview", args=[second.slug])
+    assert _position(client.get(second_url).content.decode()) == 0
+
+
+def test_failed_attention_checks_are_counted_as_they_are_answered(draft):
+    study, owner = draft
+    Study.objects.filter(pk=study.pk).update(attention_fail_limit=2)
+    study.refresh_from_db()
+    client = _client(owner)
+    url = reverse("annotation:preview", args=[study.slug])
+    client.post(reverse("annotation:preview_start", args=[study.slug]))
+    seen = 0
+    for position, slot in enumerate(preview_seat(study).slots):
+        client.post(url, {"position": position, "severity": "0", "usable": "yes"})
+        if slot.kind == "attention":
+            seen += 1
+            html = client.get(url).content.decode()
+            # Missed once: a rater goes on; missed twice (the limit): they are stopped.
+            assert ("A rater would be stopped here" in html) == (seen == 2), seen
+            assert client.session[SESSION_KEY]["failures"] == seen
+    assert seen == 2
+
+
+def test_the_feedback_page_shows_the_last_practice_answer(draft):
+    study, owner = draft
+    CalibrationItem.objects.create(study=study, key="calib-2", reference="a", text="b",
+                                   feedback="Second.", order=1,
+                                   expected={"severity": "2", "usable": "no"})
+    client = _client(owner)
+    url = reverse("annotation:preview", args=[study.slug])
+    feedback_url = reverse("annotation:preview_feedback", args=[study.slug])
+    client.post(reverse("annotation:preview_start", args=[study.slug]))
+    client.post(url, {"position": 0, "severity": "0", "usable": "yes"})
+    assert "Your answers match the expected answers." in client.get(feedback_url).content.decode()
+    client.post(url, {"position": 1, "severity": "0", "usable": "yes"})
+    html = client.get(feedback_url).content.decode()
+    assert "Second." in html and "Some of your answers differ" in html
+    client.post(url, {"position": 2, "severity": "0", "usable": "yes"})  # not a practice item
+    assert client.get(feedback_url).status_code == 302
+
+
+def _output_rows_selected(queries) -> list[str]:
+    """The captured queries that read rows of the output table (not counts)."""
+    return [q["sql"] for q in queries
+            if re.match(r'SELECT (DISTINCT )?"evalstudy_output"\.', q["sql"])]
+
+
+def _step(client: Client, study: Study) -> tuple[int, int, int, list[str]]:
+    """(queries, Output rows built, seats planned, output row queries) of a GET of the
+    current item, after the walk's practice item."""
+    url = reverse("annotation:preview", args=[study.slug])
+    client.post(reverse("annotation:preview_start", args=[study.slug]))
+    client.post(url, {"position": 0, "severity": "0", "usable": "yes"})
+    built = []
+    planned = []
+
+    def count_output(sender, instance, **kwargs):
+        built.append(instance)
+
+    from annotation import preview
+
+    real_order_seat = preview.order_seat
+
+    def counting_order_seat(*args, **kwargs):
+        planned.append(1)
+        return real_order_seat(*args, **kwargs)
+
+    post_init.connect(count_output, sender=Output)
+    preview.order_seat = counting_order_seat
+    try:
+        with CaptureQueriesContext(connection) as captured:
+            response = client.get(url)
+    finally:
+        post_init.disconnect(count_output, sender=Output)
+        preview.order_seat = real_order_seat
+    assert response.status_code == 200 and _position(response.content.decode()) == 1
+    return len(captured), len(built), len(planned), _output_rows_selected(captured)
+
+
+def test_a_step_of_the_walk_reads_its_own_slot_only(db):
+    owner = UserFactory(username="big-walker", is_staff=True)
+    small = make_study(n_items=20, n_systems=3, owner=owner)
+    large = make_study(n_items=80, n_systems=3, owner=owner)
+    client = _client(owner)
+    small_queries, small_built, small_planned, small_sql = _step(client, small)
+    large_queries, large_built, large_planned, large_sql = _step(client, large)
+    # The seat's order is planned when the walk starts, not again at each step...
+    assert small_planned == large_planned == 0
+    # ...and a step reads its own output (with its item), never the study's 240 outputs.
+    assert small_built == large_built == 1
+    assert large_sql and all('"evalstudy_output"."id" IN' in sql for sql in large_sql), large_sql
+    assert small_queries == large_queries
+
+
+def test_the_start_reads_the_outputs_of_the_first_seat_only(db):
+    owner = UserFactory(username="part-walker", is_staff=True)
+    study = make_study(n_items=80, n_systems=3, items_per_rater=10, owner=owner)
+    built = []
+
+    def count_output(sender, instance, **kwargs):
+        built.append(instance)
+
+    post_init.connect(count_output, sender=Output)
+    try:
+        with CaptureQueriesContext(connection) as captured:
+            response = _client(owner).post(reverse("annotation:preview_start",
+                                                   args=[study.slug]))
+    finally:
+        post_init.disconnect(count_output, sender=Output)
+    assert response.status_code == 302 and built == []
+    sql = _output_rows_selected(captured)
+    assert sql and all('"evalstudy_output"."item_id" IN' in q for q in sql), sql
+
+
+def test_a_changed_draft_is_planned_again(draft):
+    study, owner = draft
+    second = CalibrationItem.objects.create(study=study, key="calib-2", reference="x",
+                                            text="the other practice", order=1,
+                                            expected={"severity": "0"})
+    client = _client(owner)
+    url = reverse("annotation:preview", args=[study.slug])
+    client.post(reverse("annotation:preview_start", args=[study.slug]))
+    client.post(url, {"position": 0, "severity": "0", "usable": "yes"})
+    assert "the other practice" in client.get(url).content.decode()  # calib-good came first
+    # The practice items swap places (no row added or removed): the seat keeps its length,
+    # so the walk goes on, on the order planned again rather than the one it kept.
+    CalibrationItem.objects.filter(study=study, key="calib-good").update(order=2)
+    html = client.get(url).content.decode()
+    assert _position(html) == 1 and "turn on the light" in html
+    assert client.session[SESSION_KEY]["order"][0] == ["c", second.pk]
+    # An item added: the seat is longer, so the walk starts over, as before.
+    item = Item.objects.create(study=study, external_id="late", reference="late")
+    Output.objects.bulk_create(Output(item=item, system=system, text="late output")
+                               for system in study.systems.all())
+    assert "Start the preview" in client.get(url).content.decode()
+    assert client.post(url, {"position": 1, "severity": "0", "usable": "yes"}).status_code == 302
+    client.post(reverse("annotation:preview_start", args=[study.slug]))
+    assert len(client.session[SESSION_KEY]["order"]) == len(preview_seat(study).slots) == 9

@@ -102,27 +102,26 @@
       });
     }
 
+    function textInput(className, value, placeholder) {
+      const input = document.createElement("input");
+      input.type = "text";
+      input.className = className;
+      input.value = value;
+      input.placeholder = placeholder;
+      return input;
+    }
+
     function addRow(key, value) {
       const row = document.createElement("li");
       if (kind !== "lines") {
-        const keyInput = document.createElement("input");
-        keyInput.type = "text";
-        keyInput.className = "row-key";
-        keyInput.value = key;
-        keyInput.placeholder = kind === "labels" ? "point" : "key";
-        row.appendChild(keyInput);
+        row.appendChild(textInput("row-key", key, kind === "labels" ? "point" : "key"));
         const eq = document.createElement("span");
         eq.className = "row-eq";
         eq.textContent = "=";
         eq.setAttribute("aria-hidden", "true");
         row.appendChild(eq);
       }
-      const valueInput = document.createElement("input");
-      valueInput.type = "text";
-      valueInput.className = "row-value";
-      valueInput.value = value;
-      valueInput.placeholder = kind === "labels" ? "label" : "value";
-      row.appendChild(valueInput);
+      row.appendChild(textInput("row-value", value, kind === "labels" ? "label" : "value"));
       const remove = document.createElement("button");
       remove.type = "button";
       remove.className = "row-remove";

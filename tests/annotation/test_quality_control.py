@@ -47,6 +47,14 @@ def _rate_all(study: Study, rater, *, seconds: float, answer, start: dt.datetime
         now = now + dt.timedelta(seconds=1)
 
 
+def give_to_a_new_owner(study: Study):
+    """A new staff user who owns `study` (the researcher acting in the test)."""
+    owner = UserFactory(is_staff=True)
+    study.owner = owner
+    study.save(update_fields=["owner"])
+    return owner
+
+
 @pytest.fixture
 def rated_study(db):
     """Crossed: 6 raters each rate the same 12 outputs. Four careful raters (about 12 s per
@@ -117,9 +125,7 @@ def test_the_csv_and_the_progress_api_carry_the_quality_columns(rated_study):
     assert rows["speeder"]["speeder"] == "1" and rows["careful-0"]["speeder"] == "0"
     assert rows["liner"]["straightlining"] == "1"
     assert float(rows["careful-0"]["competence"]) > float(rows["speeder"]["competence"])
-    owner = UserFactory(is_staff=True)
-    rated_study.owner = owner
-    rated_study.save(update_fields=["owner"])
+    owner = give_to_a_new_owner(rated_study)
     body = token_client(owner).get(reverse("api-study-progress",
                                            args=[rated_study.slug])).json()
     found = {row["rater"]: row for row in body["raters"]}
@@ -129,9 +135,7 @@ def test_the_csv_and_the_progress_api_carry_the_quality_columns(rated_study):
 
 
 def test_the_monitor_fragment_shows_flags_and_actions(rated_study):
-    owner = UserFactory(is_staff=True)
-    rated_study.owner = owner
-    rated_study.save(update_fields=["owner"])
+    owner = give_to_a_new_owner(rated_study)
     client = Client()
     client.force_login(owner)
     html = client.get(reverse("annotation:monitor_fragment",
@@ -212,9 +216,7 @@ def _url(name: str, study: Study, rater) -> str:
 
 
 def test_exclude_and_include_are_audited_and_followed_by_the_analysis(rated_study):
-    owner = UserFactory(is_staff=True)
-    rated_study.owner = owner
-    rated_study.save(update_fields=["owner"])
+    owner = give_to_a_new_owner(rated_study)
     api = token_client(owner)
     speeder = Enrollment.objects.get(rater__external_id="speeder").rater
     everyone = judgments_tidy(rated_study)
@@ -292,9 +294,7 @@ def test_reopen_hands_the_unjudged_slots_on_and_keeps_the_judgments(db):
 
 
 def test_reopen_a_finished_list_needs_all_items_and_copies_every_slot(rated_study):
-    owner = UserFactory(is_staff=True)
-    rated_study.owner = owner
-    rated_study.save(update_fields=["owner"])
+    owner = give_to_a_new_owner(rated_study)
     api = token_client(owner)
     liner = Enrollment.objects.get(rater__external_id="liner").rater
     assert api.post(_url("api-study-rater-reopen-seat", rated_study, liner)).status_code == 409
@@ -331,9 +331,7 @@ def test_only_editors_of_the_study_act_and_another_studys_rater_is_a_404(db):
 def test_the_monitor_buttons_work_without_javascript_and_with_htmx(rated_study):
     """A plain form post lands back on the monitor with a message (it used to land on the
     API's JSON); an htmx post answers the status line and refreshes the table."""
-    owner = UserFactory(is_staff=True)
-    rated_study.owner = owner
-    rated_study.save(update_fields=["owner"])
+    owner = give_to_a_new_owner(rated_study)
     speeder = Enrollment.objects.get(study=rated_study, rater__external_id="speeder").rater
     client = Client()
     client.force_login(owner)

@@ -906,6 +906,12 @@ def _silent(step: str, **_: Any) -> None:
     """The progress callback of a caller that wants none."""
 
 
+def _median_timing(humans: pd.DataFrame) -> float | None:
+    seconds = humans["seconds"] if "seconds" in humans else pd.Series(dtype=float)
+    timed = seconds[seconds > 0]
+    return to_jsonable(timed.median()) if not timed.empty else None
+
+
 def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
             metrics: pd.DataFrame | None = None, options: dict[str, Any] | None = None,
             progress: Progress | None = None) -> dict[str, Any]:
@@ -929,9 +935,9 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
             "items": int(judgments["item"].nunique()) if not judgments.empty else 0,
             "systems": sorted(judgments["system"].dropna().unique().tolist())
             if not judgments.empty else [],
-            # imported judgments have no timings: no median (and no "empty slice" warning)
-            "median_seconds": to_jsonable(humans["seconds"].median())
-            if not humans.empty and humans["seconds"].notna().any() else None,
+            # Only positive durations are timings: imported judgments have none, and simulated
+            # ones are served and submitted at once (a median of 0.0 s would read as data).
+            "median_seconds": _median_timing(humans),
         },
         "engines": {"r_available": r_available(), "r_unavailable_reason": r_unavailable_reason(),
                     "versions": r_versions() if r_available() else {}},

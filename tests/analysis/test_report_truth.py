@@ -145,3 +145,17 @@ def test_deployment_rows_on_a_handful_of_outputs_are_flagged():
     table = _one_deployment(d, "Deployment")
     assert any("1 of 2 rows rest on fewer than 10 outputs (as few as 3)" in w
                for w in table.warnings)
+
+
+def test_judgments_without_timings_have_no_median_time_rather_than_zero():
+    """Simulated judgments are served and submitted at once: the report said "Median seconds
+    per judgment 0.0", as if raters answered instantly."""
+    from analysis.stats.pipeline import analyse
+
+    criterion = {"key": "sev", "kind": "severity"}
+    untimed = _severity_rows().assign(seconds=0.0, criterion="sev", rater_kind="expert")
+    assert analyse(untimed, [criterion], {"engine": "statsmodels"})["design"][
+        "median_seconds"] is None
+    timed = untimed.assign(seconds=[0.0, 2.0, 4.0, 6.0, 0.0, 8.0, 10.0, 12.0])
+    assert analyse(timed, [criterion], {"engine": "statsmodels"})["design"][
+        "median_seconds"] == 7.0

@@ -109,3 +109,27 @@ def test_a_draft_is_previewed_with_the_keyboard_and_nothing_is_stored(live_serve
     _assert_no_serious_violations(page, "preview end")
     assert not Assignment.objects.filter(study=study).exists()
     assert not AssignmentSlot.objects.exists() and not Judgment.objects.exists()
+
+
+def test_researcher_pages_fit_a_375px_screen(live_server, new_page, shot, client):
+    """On a phone the researcher's pages wrap or scroll their tables inside the page: the page
+    itself never scrolls sideways (its wide tables sit in scrollable regions)."""
+    owner = UserFactory(username="phone-owner", is_staff=True)
+    study = make_study(n_items=3, n_systems=2, ratings_per_output=2, attention_check_every=2,
+                       status=Study.Status.OPEN, owner=owner)
+    rater = invite(study, external_id="R-phone", display_name="Phone")
+    while (slot := assignment_next(study=study, rater=rater)) is not None:
+        judgment_submit(rater=rater, slot_id=slot.pk, answers={"severity": "1",
+                                                               "usable": "yes"})
+    page = _signed_in(new_page, client, live_server, owner)
+    page.set_viewport_size({"width": 375, "height": 740})
+    for name, path in (("monitor", f"/monitor/{study.slug}/"),
+                       ("judgments", f"/studies/{study.slug}/judgments/"),
+                       ("preview-start", f"/preview/{study.slug}/")):
+        page.goto(live_server.url + path)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375, name
+        shot(page, f"40-375px-{name}")
+    page.get_by_role("button", name=re.compile("Start")).click()
+    expect(page.locator("#rate-form")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 375, "preview item"
+    shot(page, "40-375px-preview-item")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import F
 
 from evalstudy.admin.scoping import ADMIN, ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
 from evalstudy.permissions import EDITOR
@@ -113,6 +114,13 @@ class ProlificSubmissionAdmin(StudyScopedAdmin):
 
     def has_add_permission(self, request):
         return False
+
+    def get_queryset(self, request):
+        # Only the study's own participants' submissions, as the API and the monitor list
+        # them (services.own_submissions); a row stored for someone who never enrolled
+        # (before sync stopped storing them) stays hidden.
+        return super().get_queryset(request).filter(
+            enrollment__study=F("link__study"), enrollment__rater__study=F("link__study"))
 
     @admin.action(description="Approve on Prolific")
     def approve(self, request, queryset):

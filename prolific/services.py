@@ -99,8 +99,10 @@ def uses_installation_token(link: ProlificLink) -> bool:
 def internal_name_for(study: Study) -> str:
     """The internal name the platform gives the Prolific study it creates for `study`
     (prolific_create); an existing Prolific study with this internal name may be linked with
-    the installation-wide token."""
-    return f"evalstudy {study.slug}"
+    the installation-wide token. It holds the study's primary key, not only its slug: a slug
+    can be changed or freed and taken by another owner's study, a primary key is never given
+    again, so a Prolific study created for one study never matches another."""
+    return f"evalstudy {study.slug} #{study.pk}"
 
 
 def client_for(link: ProlificLink | None = None, *, token: str | None = None) -> ProlificClient:

@@ -114,7 +114,7 @@ def test_link_with_a_wrong_token_or_id_stores_nothing(world, fake):
 
 def test_token_from_the_environment(world, fake, settings, monkeypatch):
     settings.PROLIFIC_API_TOKEN = "tok-secret-123"
-    fake.studies[PSTUDY]["internal_name"] = "evalstudy speech"  # the installation token's rule
+    fake.studies[PSTUDY]["internal_name"] = services.internal_name_for(world["study"])
     services.prolific_link(study=world["study"], prolific_study_id=PSTUDY, actor=None,
                            source="command")
     monkeypatch.setenv("PROLIFIC_TOKEN_SPEECH", "per-study-token")
@@ -215,7 +215,7 @@ def test_installation_token_cannot_link_another_labs_prolific_study(world, fake,
                     {"prolific_study_id": LAB2})
     assert response.status_code == 400, response.content
     problem = " ".join(response.json()["field_errors"]["prolific_study_id"])
-    assert "evalstudy speech" in problem and "api_token" in problem
+    assert services.internal_name_for(world["study"]) in problem and "api_token" in problem
     assert "token_env" in problem and "lab2 survey" not in response.content.decode()
     with pytest.raises(ValidationError) as refused:
         services.prolific_link(study=world["study"], prolific_study_id=LAB2,
@@ -236,7 +236,8 @@ def test_installation_token_cannot_link_another_labs_prolific_study(world, fake,
     page = api(admin_user).post(reverse("admin:prolific_prolificlink_add"), {
         "study": world["study"].pk, "prolific_study_id": LAB2, "token_env": "",
         "api_token": ""})
-    assert page.status_code == 200 and "evalstudy speech" in page.content.decode()
+    assert page.status_code == 200
+    assert services.internal_name_for(world["study"]) in page.content.decode()
     assert not ProlificLink.objects.exists() and not ProlificSubmission.objects.exists()
     assert not AuditEvent.objects.filter(target_type="prolific link").exists()
     assert post(api(world["editor"]), url("api-study-prolific-sync")).status_code == 409
@@ -247,7 +248,7 @@ def test_installation_token_links_the_study_evalstudy_named_for_it(world, fake,
                                                                    installation_token):
     """The Prolific study the platform names for `speech` (as prolific_create does) links
     with the installation token alone; a Prolific study named for another study does not."""
-    fake.studies[LAB2]["internal_name"] = "evalstudy speech"
+    fake.studies[LAB2]["internal_name"] = services.internal_name_for(world["study"])
     response = post(api(world["editor"]), url("api-study-prolific"),
                     {"prolific_study_id": LAB2})
     assert response.status_code == 200, response.content
@@ -258,7 +259,7 @@ def test_installation_token_links_the_study_evalstudy_named_for_it(world, fake,
     assert AuditEvent.objects.filter(study=world["study"], target_type="prolific link",
                                      action="create").exists()
     fake.add_study(LAB3, "Speech, lab 1")
-    fake.studies[LAB3]["internal_name"] = "evalstudy speech"
+    fake.studies[LAB3]["internal_name"] = services.internal_name_for(world["study"])
     with pytest.raises(ValidationError) as refused:
         services.prolific_link(study=world["theirs"], prolific_study_id=LAB3,
                                actor=world["other"], source="api")
@@ -689,3 +690,41 @@ def test_only_an_administrator_names_a_server_variable_as_a_links_token(world, f
     link_ = prolific_link(study=study, prolific_study_id=PSTUDY, actor=root, source="admin",
                           token_env="PROLIFIC_TOKEN_LAB2")
     assert link_.token_env == "PROLIFIC_TOKEN_LAB2"
+
+
+def test_a_freed_slug_does_not_pass_the_installation_token_rule(world, fake, installation_token):
+    """A Prolific study created for study "speech" keeps its name after that study is gone;
+    another owner's study renamed "speech" must not link it with the installation token."""
+    fake.studies[LAB2]["internal_name"] = services.internal_name_for(world["study"])
+    world["study"].delete()
+    theirs = world["theirs"]
+    theirs.slug = "speech"
+    theirs.save(update_fields=["slug"])
+    with pytest.raises(ValidationError) as refused:
+        services.prolific_link(study=theirs, prolific_study_id=LAB2, actor=world["other"],
+                               source="api")
+    assert "prolific_study_id" in refused.value.message_dict
+    assert not ProlificLink.objects.exists()
+
+
+def test_the_admin_lists_only_the_studys_own_participants_submissions(world, fake):
+    """Rows stored before sync kept to enrolled participants (another lab's participant ids
+    and statuses) are not listed by the admin either, and the migration forgets them."""
+    import importlib
+
+    from django.apps import apps as django_apps
+
+    link(world)
+    own = ProlificSubmission.objects.create(
+        link=ProlificLink.objects.get(), submission_id="s-own", participant_id=P[0],
+        status="APPROVED", enrollment=Enrollment.objects.get(rater=world["raters"][0]))
+    stranger = ProlificSubmission.objects.create(
+        link=ProlificLink.objects.get(), submission_id="s-stranger",
+        participant_id="f" * 24, status="APPROVED")
+    root = user("root", is_superuser=True)
+    html = api(root).get(reverse("admin:prolific_prolificsubmission_changelist")
+                         ).content.decode()
+    assert own.submission_id in html and stranger.participant_id not in html
+    migration = importlib.import_module("prolific.migrations.0002_forget_unmatched_submissions")
+    migration.forget_unmatched(django_apps, None)
+    assert list(ProlificSubmission.objects.values_list("submission_id", flat=True)) == ["s-own"]

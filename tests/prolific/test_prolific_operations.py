@@ -158,7 +158,8 @@ def test_the_monitor_creates_the_prolific_study(world, fake, settings):
                        follow=True)
     assert "Created the draft Prolific study" in done.content.decode()
     assert fake.writes()[-1][2]["total_available_places"] == 5
-    assert fake.writes()[-1][2]["internal_name"] == "evalstudy speech"
+    assert fake.writes()[-1][2]["internal_name"] == services.internal_name_for(
+        world["study"])
     created = ProlificLink.objects.get(study=world["study"])
     assert created.api_token == ""  # the installation token only
     # The study the platform created is this study's: relinking it with the installation

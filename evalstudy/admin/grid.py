@@ -75,26 +75,27 @@ def heading(column: str) -> str:
     return {ITEM: "Item id", REFERENCE: "Reference", CONTEXT: "Context"}[column]
 
 
-def grid_columns(study: Study, items: list) -> list[str]:
+def grid_columns(study: Study) -> list[str]:
+    """The study's columns, the same on every page (so every page has the same size): a
+    `meta:` column for each metadata key any item has."""
     systems = study.systems.order_by("id").values_list("name", flat=True)
-    meta_keys: list[str] = []
-    for item in items:
-        meta_keys += [key for key in item.metadata or {} if key not in meta_keys]
+    meta_keys: dict[str, None] = {}
+    for metadata in study.items.order_by("id").values_list("metadata", flat=True):
+        meta_keys.update(dict.fromkeys(metadata or {}))
     return [ITEM, REFERENCE, CONTEXT, *(OUTPUT + name for name in systems),
             *(META + key for key in meta_keys)]
 
 
 def grid_of_study(study: Study, page: int = 1) -> tuple[Grid, int]:
     """Page `page` (from 1) of the study's items as a grid, and the number of pages. Reads
-    the page's items and their outputs only."""
+    the page's items and their outputs only (and every item's metadata keys)."""
     n_items = study.items.count()
-    first_items = list(study.items.order_by("id")[:MAX_PAGE_ROWS])
-    size = page_size(len(grid_columns(study, first_items)))
+    columns = grid_columns(study)
+    size = page_size(len(columns))
     n_pages = max(1, -(-n_items // size))
     page = min(max(page, 1), n_pages)
     offset = (page - 1) * size
     items = list(study.items.order_by("id")[offset:offset + size])
-    columns = grid_columns(study, items)
     systems = list(study.systems.order_by("id").values_list("id", "name"))
     texts: dict[tuple[int, int], str] = {
         (item_id, system_id): text for item_id, system_id, text in
@@ -141,14 +142,18 @@ def posted_cells(post) -> dict[str, str] | None:
     return cells
 
 
-def grid_of_post(post, cells: dict[str, str] | None = None) -> Grid:
+def grid_of_post(post, cells: dict[str, str] | None = None, *, n_items: int) -> Grid:
     """The grid as posted: `col` (the column keys, in order), `first` (the first row's
-    number), `rows` (how many), and per row R `c-R-J` cells, `orig-R` and `remove-R`, as
-    fields or in `cells`. More than MAX_ROWS rows are refused, not cut."""
+    number, at most one past the study's `n_items`), `rows` (how many), and per row R
+    `c-R-J` cells, `orig-R` and `remove-R`, as fields or in `cells`. More than MAX_ROWS rows
+    are refused, not cut."""
     columns = [c for c in post.getlist("col") if c in (ITEM, REFERENCE, CONTEXT)
                or c.startswith((OUTPUT, META))]
     get = cells.get if cells is not None else post.get
     first, n_rows = max(_int(post.get("first"), 1), 1), max(_int(post.get("rows"), 0), 0)
+    if first > n_items + 1:
+        raise SpecInvalid([SpecError("items grid", None, "first", (
+            f"the first row is {first}, but the study has {n_items} items: reload the page"))])
     if n_rows > MAX_ROWS:
         raise SpecInvalid([SpecError("items grid", None, "rows", (
             f"{n_rows} rows were posted; at most {MAX_ROWS} are saved at once: import the "
@@ -193,9 +198,11 @@ def grid_of_table(text: str, systems: list[str]) -> Grid:
     return grid
 
 
-def grid_problems(grid: Grid, source: str) -> list[SpecError]:
+def grid_problems(grid: Grid, source: str, elsewhere: set[str] | frozenset[str] = frozenset()
+                  ) -> list[SpecError]:
     """What the grid itself gets wrong before the item reader sees it: a column twice, an
-    existing item's id changed."""
+    existing item's id changed, and a new row with the id of an item of the study that this
+    grid does not hold (`elsewhere`: on another page), which would overwrite that item."""
     problems = []
     seen = set()
     for column in grid.columns:
@@ -210,6 +217,10 @@ def grid_problems(grid: Grid, source: str) -> list[SpecError]:
             problems.append(SpecError(source, number, "item", f"an existing item's id cannot "
                                       f"change here (it was {original!r}): remove the row and "
                                       "add a new one"))
+        elif not original and row.get(ITEM, "").strip() in elsewhere:
+            problems.append(SpecError(source, number, "item", (
+                f"item {row[ITEM].strip()!r} already exists on another page of the grid: "
+                "edit it there")))
     return problems
 
 
@@ -276,10 +287,15 @@ def items_grid_view(study_admin, request, pk):
                 pasted = request.POST.get("paste", "")
                 if pasted.strip():
                     grid, source = grid_of_table(pasted, systems), "pasted table"
+                    elsewhere: set[str] = set()  # a pasted table updates items on purpose
                 else:
-                    grid = grid_of_post(request.POST, posted_cells(request.POST))
+                    n_items = study.items.count()
+                    grid = grid_of_post(request.POST, posted_cells(request.POST),
+                                        n_items=n_items)
                     source = "items grid"
-                found = grid_problems(grid, source)
+                    elsewhere = set(study.items.exclude(external_id__in=grid.originals)
+                                    .values_list("external_id", flat=True))
+                found = grid_problems(grid, source, elsewhere)
                 if found:
                     raise SpecInvalid(found)
                 items = parse_items_file(grid_as_jsonl(grid), source, "jsonl", limits)
@@ -296,6 +312,12 @@ def items_grid_view(study_admin, request, pk):
                                       f"written, {removed} item(s) removed.")
             url = reverse("admin:evalstudy_study_items_grid", args=[study.pk])
             return HttpResponseRedirect(f"{url}?page={page}" if page > 1 else url)
+    while (grid.rows and not grid.originals[-1]
+           and not any(value.strip() for value in grid.rows[-1].values())):
+        # A posted grid shown again: its blank rows go, BLANK_ROWS come back (adding them to
+        # the posted ones would grow the page past the field limit, post after post).
+        grid.rows.pop()
+        grid.originals.pop()
     n_loaded = len(grid.rows)
     rows = [*zip(grid.rows, grid.originals, strict=True)]
     rows += [(dict.fromkeys(grid.columns, ""), "")] * (0 if locked else BLANK_ROWS)

@@ -36,11 +36,21 @@ STRUCTURED = {
 
 
 # --- one value as text, and back ------------------------------------------------------------
+def _edged(text: str) -> bool:
+    """Whether `text` has, at either end, a character that Python's strip() or JavaScript's
+    trim() removes (rows_editor.js trims what it reads: the two must agree on what is kept)."""
+    return any(c.isspace() or c == "\ufeff" for c in (text[:1], text[-1:]) if c)
+
+
+def _breaks_line(text: str) -> bool:
+    return "\n" in text or "\r" in text
+
+
 def value_text(value: Any) -> str:
     """A JSON value as it is written in a box: text as itself unless it would read back as
     something else (then JSON-quoted); anything else as compact JSON."""
     if isinstance(value, str):
-        if value == "" or value != value.strip() or "\n" in value or "\r" in value:
+        if value == "" or _edged(value) or _breaks_line(value):
             return json.dumps(value, ensure_ascii=False)
         try:
             json.loads(value)
@@ -60,9 +70,11 @@ def text_value(text: str) -> Any:
 
 
 def _rows(text: str) -> list[tuple[int, str]]:
-    """(row number from 1, line) for each line that is not blank."""
-    return [(number, line) for number, line in enumerate((text or "").splitlines(), start=1)
-            if line.strip()]
+    """(row number from 1, line) for each line that is not blank. Lines end at line feeds
+    only (as the browser's rows editor splits them), not at the other characters that
+    str.splitlines() breaks at (U+2028, U+0085, ...): those stay inside a key or value."""
+    lines = (text or "").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
 
 
 def _split_key(line: str) -> tuple[str, bool, str, bool]:
@@ -84,8 +96,7 @@ def _split_key(line: str) -> tuple[str, bool, str, bool]:
 
 def _key_text(key: str) -> str:
     """A key as written before " = ": quoted when it would not read back as itself."""
-    if not key or "=" in key or key != key.strip() or key.startswith('"') or (
-            "\n" in key or "\r" in key):
+    if not key or "=" in key or _edged(key) or key.startswith('"') or _breaks_line(key):
         return json.dumps(key, ensure_ascii=False)
     return key
 

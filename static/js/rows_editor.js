@@ -18,33 +18,40 @@
   const QUOTED_KEY = /^\s*("(?:[^"\\]|\\.)*")\s*=/;
 
   function splitRow(kind, line) {
-    // [key, value], as evalstudy/admin/widgets.py reads a row: key/value rows split at their
-    // first "=" unless the key is JSON-quoted (a key holding "=" or spaces at either end);
-    // scale labels only when the row starts with a whole-number point (a label alone may
-    // hold "=").
-    if (kind === "lines" || (kind === "labels" && !POINT.test(line))) return ["", line.trim()];
+    // [key, value, key was quoted], as evalstudy/admin/widgets.py reads a row: key/value rows
+    // split at their first "=" unless the key is JSON-quoted (a key holding "=" or spaces at
+    // either end, or an empty key); scale labels only when the row starts with a
+    // whole-number point (a label alone may hold "=").
+    if (kind === "lines" || (kind === "labels" && !POINT.test(line))) {
+      return ["", line.trim(), false];
+    }
     const quoted = QUOTED_KEY.exec(line);
     if (quoted) {
       try {
-        return [JSON.parse(quoted[1]), line.slice(quoted[0].length).trim()];
+        return [JSON.parse(quoted[1]), line.slice(quoted[0].length).trim(), true];
       } catch (e) { /* not a JSON string: read it as a plain key */ }
     }
     const at = line.indexOf("=");
-    if (at < 0) return [line.trim(), ""];
-    return [line.slice(0, at).trim(), line.slice(at + 1).trim()];
+    if (at < 0) return [line.trim(), "", false];
+    return [line.slice(0, at).trim(), line.slice(at + 1).trim(), false];
   }
+
+  // A character that JavaScript's trim() or Python's strip() removes (the server's
+  // `_edged`): a key with one at either end is quoted so that neither side drops it.
+  const EDGE = /^[\s\x1c-\x1f\x85]|[\s\x1c-\x1f\x85]$/;
 
   function keyText(key) {
     // Quoted exactly when the server's `_key_text` quotes it.
-    if (key.includes("=") || key !== key.trim() || key.startsWith('"') || /[\r\n]/.test(key)) {
+    if (key === "" || key.includes("=") || EDGE.test(key) || key.startsWith('"') ||
+        /[\r\n]/.test(key)) {
       return JSON.stringify(key);
     }
     return key;
   }
 
-  function joinRow(kind, key, value) {
+  function joinRow(kind, key, value, keepKey) {
     if (kind === "lines") return value;
-    if (kind === "labels" && key === "") return value;
+    if (kind === "labels" && key === "" && !keepKey) return value;
     return keyText(key) + " = " + value;
   }
 
@@ -68,6 +75,11 @@
   function enhance(box) {
     const kind = box.dataset.rows;
     if (box.dataset.rowsReady || looksLikeWholeJson(box.value)) return;  // JSON: keep the box
+    const parsed = box.value.split(/\r?\n/).filter(function (line) {
+      return line.trim() !== "";
+    }).map(function (line) { return splitRow(kind, line); });
+    // A one-line input drops line breaks from its value: a key holding one stays in the box.
+    if (parsed.some(function (parts) { return /[\r\n]/.test(parts[0]); })) return;
     box.dataset.rowsReady = "1";
     const what = fieldName(box);
     const keyName = kind === "labels" ? "Point (optional)" : "Key";
@@ -81,11 +93,11 @@
       list.querySelectorAll("li").forEach(function (row) {
         const key = row.querySelector("input.row-key");
         const value = row.querySelector("input.row-value").value;
-        // A key is kept as typed (spaces at either end included: it is then quoted), so a
-        // stored key comes back unchanged; a blank key is no key.
-        const keyValue = key && key.value.trim() !== "" ? key.value : "";
-        if (keyValue === "" && value.trim() === "") return;
-        lines.push(joinRow(kind, keyValue, value.trim()));
+        // A key read quoted (spaces at an end, an empty key) is kept exactly as it was stored;
+        // a typed key is trimmed, and a row with neither key nor value is no row.
+        const keyValue = !key ? "" : key.dataset.quoted ? key.value : key.value.trim();
+        if (!(key && key.dataset.quoted) && keyValue === "" && value.trim() === "") return;
+        lines.push(joinRow(kind, keyValue, value.trim(), Boolean(key && key.dataset.quoted)));
       });
       box.value = lines.join("\n");
       box.dispatchEvent(new Event("change", { bubbles: true }));
@@ -111,10 +123,12 @@
       return input;
     }
 
-    function addRow(key, value) {
+    function addRow(key, value, quoted) {
       const row = document.createElement("li");
       if (kind !== "lines") {
-        row.appendChild(textInput("row-key", key, kind === "labels" ? "point" : "key"));
+        const keyInput = textInput("row-key", key, kind === "labels" ? "point" : "key");
+        if (quoted) keyInput.dataset.quoted = "1";
+        row.appendChild(keyInput);
         const eq = document.createElement("span");
         eq.className = "row-eq";
         eq.textContent = "=";
@@ -134,11 +148,7 @@
       return row;
     }
 
-    box.value.split(/\r?\n/).forEach(function (line) {
-      if (line.trim() === "") return;
-      const parts = splitRow(kind, line);
-      addRow(parts[0], parts[1]);
-    });
+    parsed.forEach(function (parts) { addRow(parts[0], parts[1], parts[2]); });
     const tools = document.createElement("p");
     tools.className = "rows-tools";
     const add = document.createElement("button");

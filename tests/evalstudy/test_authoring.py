@@ -37,6 +37,8 @@ pytestmark = pytest.mark.django_db
     # Keys that a plain `key = value` row cannot hold: they are written JSON-quoted.
     (KEY_VALUE, {"a=b": 1, " padded ": "x", '"quoted': "y", "": "empty key", "x = y": "z = w",
                  "new\nline": 2}),
+    # Characters str.splitlines() breaks at, and a byte-order mark JavaScript's trim() drops.
+    (KEY_VALUE, {"a\u2028b": 1, "k": "x\x85y", "\ufeffa": 2, "b\ufeff": "\ufeffv"}),
     (LINES, ["fluent", "halting", "3", 3, "null", "a = b"]),
     (LABELS, {"1": "poor", "3": "fair", "5": "excellent"}),
     (LABELS, ["Meaning fully preserved", "Minor = small errors", "Meaning lost"]),
@@ -407,3 +409,57 @@ def test_grid_upload_is_refused_by_size_and_name_before_it_is_read(admin, settin
     assert response.status_code == 200
     assert message in response.content.decode()
     assert snapshot(study) == before
+
+
+def test_a_new_row_with_the_id_of_an_item_on_another_page_is_refused(admin, settings):
+    """Before, typing page 1's first item id into a blank row of page 2 replaced that item's
+    reference, context, metadata and outputs without a word."""
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 400
+    study = make_study(n_items=120, n_systems=2)
+    before = snapshot(study)
+    second = admin.get(grid_url(study) + "?page=2")
+    data = page_post(second)
+    blank = next(row["number"] for row in second.context["rows"] if not row["original"])
+    for column, value in (("item", "item-000"), ("reference", "OVERWRITTEN"),
+                          ("output:sys-0", "x"), ("output:sys-1", "y")):
+        data[f"c-{blank}-{data['col'].index(column)}"] = value
+    response = admin.post(grid_url(study) + "?page=2", data)
+    assert response.status_code == 200
+    assert (f"row {blank}, item: item &#x27;item-000&#x27; already exists on another page"
+            in response.content.decode())
+    assert snapshot(study) == before
+
+
+def test_a_forged_first_row_is_refused(admin):
+    study = make_study(n_items=2, n_systems=2)
+    before = snapshot(study)
+    response = admin.post(grid_url(study), {"col": ["item", "output:sys-0", "output:sys-1"],
+                                            "first": "2000000000", "rows": "1",
+                                            "c-2000000000-0": "z", "c-2000000000-1": "a",
+                                            "c-2000000000-2": "b"})
+    assert response.status_code == 200
+    assert "the first row is 2000000000, but the study has 2 items" in (
+        response.content.decode())
+    assert snapshot(study) == before
+
+
+def test_every_page_fits_the_field_limit_and_a_failed_post_does_not_grow(admin, settings):
+    """Pages were sized from the first 100 items' columns (a later page with more metadata
+    keys posted 1,793 fields, a 400), and each failed save added 3 blank rows."""
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 400
+    study = make_study(n_items=200, n_systems=2)
+    for item in Item.objects.filter(study=study).order_by("id")[100:]:
+        item.metadata = {f"key{k}": k for k in range(8)}
+        item.save(update_fields=["metadata"])
+    for page_number in range(1, admin.get(grid_url(study)).context["n_pages"] + 1):
+        page = admin.get(f"{grid_url(study)}?page={page_number}")
+        assert n_fields(page_post(page)) <= 400, page_number
+    page = admin.get(f"{grid_url(study)}?page=2")
+    data = page_post(page)
+    data[f"c-{page.context['first']}-{data['col'].index('output:sys-1')}"] = ""  # an error
+    for _ in range(3):
+        again = admin.post(f"{grid_url(study)}?page=2", data)
+        assert again.status_code == 200 and "Nothing was saved" in again.content.decode()
+        data = page_post(again)
+        assert n_fields(data) <= 400
+    assert again.context["n_rows"] == page.context["n_rows"]

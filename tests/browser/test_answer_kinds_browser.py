@@ -47,6 +47,8 @@ def esa_study(**settings) -> Study:
 def _mark_with_keyboard(page, *, words: int, severity: str, category: str) -> None:
     """Second word onwards, `words` words, marked with the keyboard only."""
     pane = page.locator('[data-span-pane="output"]')
+    # answers.js (deferred) has split the text into words: keys pressed before go nowhere.
+    expect(pane.locator(".tok").first).to_be_visible()
     pane.focus()
     page.keyboard.press("ArrowRight")
     for _ in range(words - 1):

@@ -119,10 +119,11 @@ class _CeilingTables:
     """The ceiling's contingency tables as few features as their content allows.
 
     A crowd rater who judged one unit has a table with a single cell, in every replicate of
-    the bootstrap too (a replicate only counts that unit 0, 1, 2... times): its kappa is
-    undefined when the cell is on the diagonal and 0 off it (with unweighted or linear and
-    quadratic weights), its agreement 1 or 0, whatever the count, and both are undefined when
-    the unit is not drawn. Such a table is one feature (its total weight) instead of q x q,
+    the bootstrap too (a replicate only counts that unit 0, 1, 2... times): its agreement is 1
+    or 0, whatever the count, and undefined when the unit is not drawn. Its kappa is
+    undefined: the formula gives NaN on the diagonal (chance agreement 1) and 0 off it, and
+    keeping those zeros while dropping the NaNs averaged a crowd of one-judgment raters to a
+    ceiling kappa of 0.000 (the raters who agreed dropped, those who disagreed kept). Such a table is one feature (its total weight) instead of q x q,
     and its coefficients a constant where the total is positive: the same values, bit for
     bit (w / w is exactly 1), as from the full table, at a fraction of the cost (7,150 raters
     x 25 cells x 2,000 replicates took 15 s). Tables with several cells keep their q x q
@@ -151,7 +152,7 @@ class _CeilingTables:
         flat = np.zeros((self.single.size, q * q))
         flat[np.arange(self.single.size), only_cell[self.single]] = 1.0
         one_hot = flat.reshape(self.single.size, q, q)
-        self.single_kappa = _kappa_from_tables(one_hot, kernel)
+        self.single_kappa = np.full(self.single.size, np.nan)  # see the docstring
         self.single_pct = _percent_from_tables(one_hot)
 
     def coefficients(self, sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -161,7 +162,11 @@ class _CeilingTables:
         pct = np.full((len(sums), self.n_tables), np.nan)
         if self.multi.size:
             full = sums[:, :self.size_multi].reshape(-1, self.multi.size, self.q, self.q)
-            kappa[:, self.multi] = _kappa_from_tables(full, self.kernel)
+            # A table whose weight sits in one cell (in a replicate) has no kappa, on the
+            # diagonal or off it, as a single-cell table (see the class docstring).
+            one_cell = (full > 0).sum(axis=(-2, -1)) == 1
+            kappa[:, self.multi] = np.where(one_cell, np.nan,
+                                            _kappa_from_tables(full, self.kernel))
             pct[:, self.multi] = _percent_from_tables(full)
         if self.single.size:
             drawn = sums[:, self.size_multi:] > 0
@@ -324,6 +329,14 @@ def human_ceiling(
     for row in proxy_rows:
         row.kappa_minus_ceiling = row.kappa - mean_kappa if np.isfinite(row.kappa) else None
     notes: list[str] = []
+    undefined = [r for r in scored_humans if not np.isfinite(r.kappa)]
+    if undefined:
+        notes.append(f"{len(undefined)} of {len(scored_humans)} human(s) have no kappa "
+                     "(a single unit compared, or no variation in their answers or the "
+                     "references): the mean kappa is over the others"
+                     + ("; with none left it is undefined (use the percent agreement, or "
+                        "aggregated counts for data sets whose raters judged one unit each)"
+                        if len(undefined) == len(scored_humans) else ""))
     unscored = [str(r.rater) for r in human_rows if not r.n_units]
     if unscored:
         excluded["humans_without_reference"] = len(unscored)

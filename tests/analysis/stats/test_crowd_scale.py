@@ -118,3 +118,18 @@ def test_sparse_reml_agrees_with_the_dense_factorisation(monkeypatch, extra):
         assert estimate.value == pytest.approx(other.value, abs=1e-7), name
         assert estimate.ci_low == pytest.approx(other.ci_low, abs=1e-5), name
         assert estimate.ci_high == pytest.approx(other.ci_high, abs=1e-5), name
+
+
+def test_one_judgment_raters_have_no_kappa_rather_than_a_ceiling_of_zero():
+    """Every rater judged one pair (votes imported as invented raters): the ceiling kappa was
+    averaged as 0.000, because a rater agreeing with the others had an undefined kappa
+    (dropped) and one disagreeing a kappa of 0 (kept)."""
+    rows = []
+    for unit in range(40):
+        for vote in range(7):
+            rows.append({"unit": unit, "rater": unit * 10 + vote, "item": unit,
+                         "value": "A" if vote < 5 else "B"})
+    result = human_ceiling(pd.DataFrame(rows), labels=["A", "B"])
+    assert np.isnan(result.mean_kappa)
+    assert 0.6 < result.mean_percent_agreement < 0.8  # 5 of 7 agree with the others
+    assert any("no kappa" in note and "undefined" in note for note in result.warnings)

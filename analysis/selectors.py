@@ -381,3 +381,17 @@ def _learned_exclusions(learned: Any, study: Study, outputs: dict[int, str],
                 f"learned proxy {learned} was trained on {len(train)} outputs and its threshold "
                 f"chosen on {len(dev)} outputs of {where} (its train and dev splits); those "
                 "outputs and every output sharing a reference with them are left out")}
+
+
+def vote_counts(study: Study) -> pd.DataFrame:
+    """Aggregated judgments (`annotation.models.VoteCount`): one row per unit and answer with
+    the number of people who gave it. No rater column: they are counts, not raters."""
+    from annotation.models import VoteCount
+
+    records = list(VoteCount.objects.filter(study=study).values_list(
+        "criterion__key", "criterion__kind", "output__item__external_id", "output_id",
+        "output__system__name", "output_b_id", "output_b__system__name", "value", "count",
+        "position_known"))
+    from .stats.votes import VOTE_COLUMNS
+
+    return pd.DataFrame.from_records(records, columns=VOTE_COLUMNS)

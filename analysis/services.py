@@ -19,6 +19,7 @@ from .selectors import (
     judgments_tidy,
     metric_scores,
     proxy_raters,
+    vote_counts,
 )
 
 OPTION_KEYS = {"formula", "formulas", "engine", "filters", "power", "deployment_group", "pdf",
@@ -124,7 +125,8 @@ def analysis_run_execute(run: AnalysisRun) -> AnalysisRun:
 
     study = run.study
     criteria = _criteria(study)
-    steps = 3 + len(criteria) + sum(c["kind"] in ("binary", "severity") for c in criteria)
+    steps = 3 + len(criteria) + sum(c["kind"] in ("binary", "severity", "pairwise")
+                                    for c in criteria)
     AnalysisRun.objects.filter(pk=run.pk).update(
         status=AnalysisRun.Status.RUNNING, started_at=timezone.now(), total=steps, done=0,
         error="", heartbeat_at=timezone.now())
@@ -145,7 +147,8 @@ def analysis_run_execute(run: AnalysisRun) -> AnalysisRun:
     # Thresholds and the outputs each proxy may be evaluated on (training, dev splits): not
     # a user option (`_clean_options` refuses the key), read from the runs every time.
     options = {**run.options, "proxy_raters": proxy_raters(study)}
-    result = analyse(judgments, criteria, metrics, options, progress=progress)
+    result = analyse(judgments, criteria, metrics, options, progress=progress,
+                     votes=vote_counts(study))
     progress("rendering the report")
     html = render_html(study=study, result=result, options=run.options,
                        filters=exclusions_describe(study, filters))

@@ -109,3 +109,38 @@ class ListeningLog(models.Model):
 
     def __str__(self) -> str:
         return f"slot {self.slot_id} {self.which}: {self.seconds_listened:.1f} s"
+
+
+class VoteCount(models.Model):
+    """How many people chose one answer for one output (or pair of outputs), as published
+    data sets ship human judgments: counts per option per unit, without named raters.
+
+    Kept apart from `Judgment` in every statistic: counts carry no rater identity, so
+    rater-level statistics (Cohen's kappa between raters, rater random effects, leave-one-
+    rater-out) are not computed from them; the analysis uses the counts where a statistic
+    needs only them (shares, the majority, Fleiss' kappa, the ceiling of one vote against the
+    others). `position_known`: for a pairwise criterion, whether `output` is the output
+    people saw as A (in the first place); when unknown, A/B is only the data set's order.
+    """
+
+    study = models.ForeignKey("evalstudy.Study", on_delete=models.CASCADE,
+                              related_name="vote_counts")
+    criterion = models.ForeignKey(Criterion, on_delete=models.PROTECT, related_name="+")
+    output = models.ForeignKey("evalstudy.Output", on_delete=models.PROTECT, related_name="+")
+    output_b = models.ForeignKey("evalstudy.Output", on_delete=models.PROTECT,
+                                 related_name="+", null=True, blank=True)
+    value = models.TextField()
+    count = models.PositiveIntegerField()
+    position_known = models.BooleanField(default=True)
+    source_file = models.CharField(max_length=300, blank=True)
+    imported_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["criterion", "output", "output_b", "value"],
+                                    nulls_distinct=False, name="vote_count_unit_value"),
+        ]
+        indexes = [models.Index(fields=["study", "criterion"])]
+
+    def __str__(self) -> str:
+        return f"{self.criterion.key}={self.value} × {self.count}"

@@ -283,18 +283,26 @@ def _preference(c: dict) -> list[Table]:
             f"{num(s.get('share_ties_excluded'))} ({interval(*_pair(s.get('ci_ties_excluded')))})",
             f"{num(s.get('share_ties_half'))} ({interval(*_pair(s.get('ci_ties_half')))})"])
     tables = [shares]
+    extra = pref.get("extra") or {}
+    if extra.get("not_estimable"):
+        shares.warnings.append(f"Bradley-Terry model not fitted: {extra['not_estimable']}")
+    position = extra.get("position_known", True) is not False
     fit = pref.get("ties_excluded")
     if isinstance(fit, dict) and fit.get("coefficients"):
         model = Table(["Term", "Estimate", "SE", "95% CI", "p"], numeric=(1, 2, 3, 4),
-                      title="Bradley-Terry model with a position term (ties excluded)")
+                      title="Bradley-Terry model with a position term (ties excluded)"
+                      if position else "Bradley-Terry model, no position term (ties excluded)")
         levels = (fit.get("extra") or {}).get("levels")
         for co in fit["coefficients"]:
             model.rows.append([readable_term(co.get("term"), levels), num(co.get("estimate")),
                                num(co.get("se")), interval(co.get("ci_low"), co.get("ci_high")),
                                pval(co.get("p_value"))])
         model.notes.append(f"{fit.get('formula')} · {fit.get('engine')} · n = "
-                           f"{fit.get('n_obs')}. The position term is the log-odds of choosing "
-                           "the output shown as A at equal strength.")
+                           f"{fit.get('n_obs')}. " + (
+                               "The position term is the log-odds of choosing the output "
+                               "shown as A at equal strength." if position else
+                               "A/B is the data's order, not what people saw first: no "
+                               "position effect can be estimated."))
         model.warnings += [str(w) for w in fit.get("warnings") or []]
         tables.append(model)
     return tables
@@ -430,11 +438,16 @@ def _ceiling_block(c: dict) -> Block | None:
 
 
 def _criterion_view(c: dict) -> dict[str, Any]:
+    from analysis.report.votes import votes_block
+
     blocks: list[Block] = []
     summary = Block()
+    counted = votes_block(c)
     if not c.get("n_judgments"):
-        summary.paragraphs.append("No human answers.")
-        return {"key": c["key"], "kind": c["kind"], "blocks": [summary], "answered": None}
+        summary.paragraphs.append("No answers of named raters." if counted else
+                                  "No human answers.")
+        return {"key": c["key"], "kind": c["kind"],
+                "blocks": [summary, *([counted] if counted else [])], "answered": None}
     if c["kind"] == "text":
         summary.paragraphs.append(
             f"{c.get('answered', 0)} answers by {c.get('n_raters')} raters on "
@@ -485,5 +498,7 @@ def _criterion_view(c: dict) -> dict[str, Any]:
         block = make(c)
         if block is not None:
             blocks.append(block)
+    if counted is not None:
+        blocks.append(counted)
     return {"key": c["key"], "kind": c["kind"], "blocks": blocks,
             "answered": c.get("answered")}

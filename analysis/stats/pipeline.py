@@ -34,13 +34,14 @@ from . import agreement, descriptives, kinds, models, validity
 from .agreement.base import Level
 from .formula import Formula, FormulaError, is_formula_name, parse_formula
 from .rbridge import r_available, r_unavailable_reason, r_versions
+from .votes import VOTE_COLUMNS, design_with_votes, pairwise_entry, votes_summary
 
 ORDINAL_KINDS = ("likert", "severity")
 Weighting = Literal["linear", "quadratic"] | None
 NOMINAL_KINDS = ("binary", "categorical", "pairwise")
 # Metric values where lower means better (more likely meaning preserved).
 LOWER_IS_BETTER = {"wer", "cer", "mer", "wil", "sd", "heval", "nker", "sub_rate", "del_rate",
-                   "ins_rate", "substitutions", "deletions", "insertions"}
+                   "ins_rate", "substitutions", "deletions", "insertions", "per"}
 HEADLINE_SCORES = ("wer", "cer", "bleu", "chrf", "rouge1_f", "rougeL_f", "bertscore_f", "sd",
                    "cosine", "heval")
 # Called with a step's label; an analysis run's callback also takes `advance` (power).
@@ -914,9 +915,12 @@ def _median_timing(humans: pd.DataFrame) -> float | None:
 
 def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
             metrics: pd.DataFrame | None = None, options: dict[str, Any] | None = None,
-            progress: Progress | None = None) -> dict[str, Any]:
+            progress: Progress | None = None, votes: pd.DataFrame | None = None
+            ) -> dict[str, Any]:
     """Everything the report shows, as JSON-able data. `progress(step)` is called per step.
-    Raises FormulaError, before computing anything, for a formula outside the grammar."""
+    `votes`: aggregated judgments (`analysis.selectors.vote_counts`), kept apart from the
+    raters' judgments (`analysis.stats.votes`). Raises FormulaError, before computing
+    anything, for a formula outside the grammar."""
     options = options or {}
     # Resolved once for all criteria (a global formula may name any criterion's key); each
     # criterion then gets its own formula, rebuilt, with the internal response.
@@ -944,11 +948,27 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
         "criteria": [],
         "validity": [],
     }
+    votes = votes if votes is not None else pd.DataFrame(columns=VOTE_COLUMNS)
+    design_with_votes(result["design"], votes)
     for criterion in criteria:
         progress(f"criterion {criterion['key']}")
         rows = judgments[judgments["criterion"] == criterion["key"]]
-        result["criteria"].append(analyse_criterion(rows, criterion, options, warnings))
+        entry = analyse_criterion(rows, criterion, options, warnings)
+        counted = votes[votes["criterion"] == criterion["key"]]
+        if not counted.empty:
+            _section(entry, "votes", warnings, partial(
+                votes_summary, counted, criterion, warnings, _section,
+                declared_categories(criterion)))
+        result["criteria"].append(entry)
     for criterion in criteria:
+        if criterion["kind"] == "pairwise":
+            progress(f"metrics and proxies vs the human majority on {criterion['key']}")
+            entry = {}
+            _section(entry, "result", warnings, partial(
+                pairwise_entry, judgments[judgments["criterion"] == criterion["key"]],
+                votes[votes["criterion"] == criterion["key"]], metrics, criterion,
+                LOWER_IS_BETTER, HEADLINE_SCORES))
+            result["validity"].append(entry["result"])
         if criterion["kind"] in ("binary", "severity"):
             progress(f"proxies vs humans on {criterion['key']}")
             entry: dict[str, Any] = {}

@@ -267,3 +267,41 @@ def parse_judgments_csv(text: str, source: str) -> list[JudgmentRow]:
     if reader.errors:
         raise SpecInvalid(reader.errors)
     return rows
+
+
+VOTE_CSV_REQUIRED = ("item", "system", "criterion", "value", "count")
+MAX_VOTES = 1_000_000  # people per answer of one unit: more is a mistake in the file
+
+
+@dataclass(frozen=True)
+class VoteRow:
+    line: int
+    item: str
+    system: str
+    criterion: str
+    value: str
+    count: int
+    system_b: str = ""
+
+
+def parse_vote_counts_csv(text: str, source: str) -> list[VoteRow]:
+    """Aggregated judgments: item,system,criterion,value,count (+ system_b for a pairwise
+    criterion): how many people gave `value` for that output (or pair)."""
+    reader = _Reader(source)
+    rows = []
+    for line, row in _csv_rows(text, source, VOTE_CSV_REQUIRED):
+        for name in ("item", "system", "criterion"):
+            if not row[name].strip():
+                reader.error(line, name, "must not be empty")
+        raw = (row["count"] or "").strip()
+        if not (raw.isascii() and raw.isdigit()) or int(raw) > MAX_VOTES:
+            reader.error(line, "count", f"must be a whole number of people, 0 to {MAX_VOTES} "
+                                        f"(got {raw!r})")
+            continue
+        rows.append(VoteRow(
+            line=line, item=row["item"].strip(), system=row["system"].strip(),
+            criterion=row["criterion"].strip(), value=row["value"].strip(), count=int(raw),
+            system_b=(row.get("system_b") or "").strip()))
+    if reader.errors:
+        raise SpecInvalid(reader.errors)
+    return rows

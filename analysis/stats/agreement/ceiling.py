@@ -123,7 +123,8 @@ class _CeilingTables:
     or 0, whatever the count, and undefined when the unit is not drawn. Its kappa is
     undefined: the formula gives NaN on the diagonal (chance agreement 1) and 0 off it, and
     keeping those zeros while dropping the NaNs averaged a crowd of one-judgment raters to a
-    ceiling kappa of 0.000 (the raters who agreed dropped, those who disagreed kept). Such a table is one feature (its total weight) instead of q x q,
+    ceiling kappa of 0.000 (the raters who agreed dropped, those who disagreed kept). Such a
+    table is one feature (its total weight) instead of q x q,
     and its coefficients a constant where the total is positive: the same values, bit for
     bit (w / w is exactly 1), as from the full table, at a fraction of the cost (7,150 raters
     x 25 cells x 2,000 replicates took 15 s). Tables with several cells keep their q x q

@@ -1,0 +1,287 @@
+"""Does a metric (or a proxy rater) pick the output people preferred? Pairwise validity against
+the human majority, with the human ceiling in the same units.
+
+Units are pairs of outputs with the people's votes counted per answer (`a`, `b`, `tie`): from
+named raters' judgments, from aggregated counts (`annotation.votes`), or both (every person
+counts once towards the majority). For each unit:
+
+- the human majority is the answer most people gave; two answers with the most votes (4 "A"
+  and 4 "B") make a human tie;
+- `agreement` is the share of the votes the majority answer got; strata: unanimous
+  (agreement 1), at least 70%, and all units (the HATS paper's three columns);
+- a metric prefers the output it scores better (lower WER, higher BERTScore); equal scores
+  are a metric tie; a unit where the metric lacks a score for either output is left out of
+  that metric's figures (and counted in `n_missing`).
+
+Two counting rules, both reported:
+
+- `ties_wrong` (the HATS paper's rule): a unit counts as right only when the metric picks the
+  majority's output; a metric tie and a human tie are wrong. Every unit of the stratum counts.
+- `ties_excluded`: units with a human tie are left out; a metric tie counts as half right
+  (what a coin flip would get), so a metric cannot gain by abstaining.
+
+The human ceiling in the same units: for each vote of a unit, whether that one person's answer
+matches the majority of the OTHER people of the unit (leave one vote out), under the same rule
+(their "tie" answer, or a tie among the others, is wrong under `ties_wrong` and half right
+under `ties_excluded`), averaged over the unit's votes and then over units like the metric's
+figure. A unit with a single vote has no ceiling. It is the agreement a single person reaches
+with the crowd: a proxy above it agrees with the majority better than one of its members does.
+
+CIs: 95% percentile bootstrap over units, resampled by `group` (the reference or item, so
+units sharing a reference move together), B=2000 with a fixed seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+STRATA = (("unanimous", 1.0), ("agreement >= 70%", 0.7), ("all", 0.0))
+RULES = ("ties_wrong", "ties_excluded")
+N_BOOT = 2000
+SEED = 20240917
+CEILING = "one person (leave one vote out)"
+
+
+@dataclass
+class Cell:
+    """One metric, stratum and rule: the share of units where it picks the majority."""
+
+    n: int
+    accuracy: float | None
+    ci: tuple[float, float] | None
+    n_metric_ties: int = 0
+
+
+@dataclass
+class ProxyRow:
+    proxy: str
+    kind: str  # "metric", "proxy rater", "ceiling"
+    higher_is_better: bool | None
+    n_units: int
+    n_missing: int
+    cells: dict[str, dict[str, Cell]] = field(default_factory=dict)  # rule -> stratum -> cell
+
+
+@dataclass
+class PairwiseValidity:
+    n_units: int
+    n_votes: int
+    n_human_ties: int
+    strata: dict[str, int]  # units per stratum
+    rows: list[ProxyRow]
+    method: str
+    notes: list[str] = field(default_factory=list)
+
+
+def units_from_choices(frame: pd.DataFrame) -> pd.DataFrame:
+    """Named raters' pairwise answers (columns output, output_b, value in A/B/tie, item) as
+    units with their votes counted, each pair oriented as first seen (an answer given with
+    the pair shown the other way round is turned around)."""
+    counts: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for output, output_b, value, item in frame[["output", "output_b", "value", "item"]
+                                               ].itertuples(index=False):
+        key = (output, output_b) if (output_b, output) not in counts else (output_b, output)
+        unit = counts.setdefault(key, {"output": key[0], "output_b": key[1], "item": item,
+                                       "a": 0, "b": 0, "tie": 0})
+        choice = str(value).strip().upper()
+        flipped = key != (output, output_b)
+        if choice == "TIE":
+            unit["tie"] += 1
+        elif (choice == "A") != flipped:
+            unit["a"] += 1
+        else:
+            unit["b"] += 1
+    return pd.DataFrame(list(counts.values()),
+                        columns=["output", "output_b", "item", "a", "b", "tie"])
+
+
+def merge_units(*frames: pd.DataFrame) -> pd.DataFrame:
+    """Units from several sources (named raters, counts) with the same pair summed, oriented
+    as the first source gave it."""
+    merged: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for frame in frames:
+        for row in frame.to_dict("records"):
+            key = (row["output"], row["output_b"])
+            back = (row["output_b"], row["output"])
+            if back in merged and key not in merged:
+                unit = merged[back]
+                unit["a"] += row["b"]
+                unit["b"] += row["a"]
+                unit["tie"] += row["tie"]
+                continue
+            unit = merged.setdefault(key, {**row, "a": 0, "b": 0, "tie": 0})
+            for answer in ("a", "b", "tie"):
+                unit[answer] += row[answer]
+    return pd.DataFrame(list(merged.values()))
+
+
+def _majority(a: np.ndarray, b: np.ndarray, tie: np.ndarray) -> np.ndarray:
+    """+1 (A), -1 (B) or 0 (a human tie: "tie" most chosen, or A and B level on top)."""
+    top = np.maximum(np.maximum(a, b), tie)
+    only_a = (a == top) & (b < top) & (tie < top)
+    only_b = (b == top) & (a < top) & (tie < top)
+    return np.where(only_a, 1, np.where(only_b, -1, 0))
+
+
+def _credit(pick: np.ndarray, majority: np.ndarray, rule: str) -> np.ndarray:
+    """Per unit: 1 right, 0 wrong, 0.5 (ties_excluded: a metric tie), NaN (left out)."""
+    right = ((pick == majority) & (majority != 0)).astype(float)
+    if rule == "ties_wrong":
+        return right
+    return np.where(majority == 0, np.nan, np.where(pick == 0, 0.5, right))
+
+
+def _ceiling_credit(a: np.ndarray, b: np.ndarray, tie: np.ndarray, rule: str) -> np.ndarray:
+    """Per unit: the mean over its votes of one person's answer against the others'
+    majority (leave one vote out), under `rule`; NaN for a unit of one vote, and under
+    ties_excluded for a unit whose (full) majority is a tie, as for the metrics."""
+    n = a + b + tie
+    total = np.zeros(len(a), dtype=float)
+    for answer, count in ((1, a), (-1, b), (0, tie)):
+        others = _majority(a - (answer == 1), b - (answer == -1), tie - (answer == 0))
+        pick = np.full(len(a), answer)
+        if rule == "ties_wrong":
+            credit = ((pick == others) & (others != 0)).astype(float)
+        else:
+            credit = np.where((others == 0) | (pick == 0), 0.5,
+                              (pick == others).astype(float))
+        total += count * credit
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n >= 2, total / np.maximum(n, 1), np.nan)
+    if rule == "ties_excluded":
+        mean = np.where(_majority(a, b, tie) == 0, np.nan, mean)
+    return mean
+
+
+def _bootstrap(credit: np.ndarray, groups: np.ndarray, rng_seed: int, n_boot: int
+               ) -> tuple[float, float] | None:
+    keep = ~np.isnan(credit)
+    credit, groups = credit[keep], groups[keep]
+    if len(credit) < 2:
+        return None
+    codes, uniques = pd.factorize(groups)
+    sums = np.bincount(codes, weights=credit, minlength=len(uniques))
+    sizes = np.bincount(codes, minlength=len(uniques)).astype(float)
+    rng = np.random.default_rng(rng_seed)
+    draws = rng.integers(0, len(uniques), size=(n_boot, len(uniques)))
+    means = sums[draws].sum(axis=1) / sizes[draws].sum(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _cells(credit: np.ndarray, agreement: np.ndarray, groups: np.ndarray, picks: np.ndarray
+           | None, n_boot: int) -> dict[str, Cell]:
+    out = {}
+    for index, (stratum, floor) in enumerate(STRATA):
+        inside = agreement >= floor - 1e-12
+        values = credit[inside]
+        known = values[~np.isnan(values)]
+        out[stratum] = Cell(
+            n=int(len(known)), accuracy=float(known.mean()) if len(known) else None,
+            ci=_bootstrap(values, groups[inside], SEED + index, n_boot),
+            n_metric_ties=int(((picks[inside] == 0) & ~np.isnan(values)).sum())
+            if picks is not None else 0)
+    return out
+
+
+def pairwise_validity(units: pd.DataFrame, scores: pd.DataFrame,
+                      higher_is_better: Mapping[str, bool],
+                      proxy_picks: Mapping[str, pd.Series] | None = None,
+                      *, group: str = "item", n_boot: int = N_BOOT) -> PairwiseValidity:
+    """Every metric of `scores` (indexed by output id; `higher_is_better[name]` gives its
+    direction) and every proxy rater of `proxy_picks` (per unit index: +1 A, -1 B, 0 tie, NaN
+    no answer) against the human majority of `units` (output, output_b, a, b, tie, `group`),
+    with the human ceiling; see the module docstring for the rules."""
+    units = units.reset_index(drop=True)
+    a, b, tie = (units[c].to_numpy(dtype=float) for c in ("a", "b", "tie"))
+    n_votes = a + b + tie
+    units = units[n_votes > 0].reset_index(drop=True)
+    a, b, tie = (units[c].to_numpy(dtype=float) for c in ("a", "b", "tie"))
+    n_votes = a + b + tie
+    majority = _majority(a, b, tie)
+    agreement = np.maximum(np.maximum(a, b), tie) / n_votes
+    groups = units[group].astype(str).to_numpy() if group in units else np.arange(len(units))
+    rows: list[ProxyRow] = []
+    for name, higher in higher_is_better.items():
+        if name not in scores.columns:
+            continue
+        column = scores[name]
+        score_a = column.reindex(units["output"]).to_numpy(dtype=float)
+        score_b = column.reindex(units["output_b"]).to_numpy(dtype=float)
+        known = ~np.isnan(score_a) & ~np.isnan(score_b)
+        pick = np.sign(score_a - score_b) * (1 if higher else -1)
+        pick = np.where(known, pick, 0)
+        row = ProxyRow(name, "metric", higher, int(known.sum()), int((~known).sum()))
+        for rule in RULES:
+            credit = np.where(known, _credit(pick, majority, rule), np.nan)
+            row.cells[rule] = _cells(credit, agreement, groups, pick, n_boot)
+        rows.append(row)
+    for name, picks in (proxy_picks or {}).items():
+        values = picks.reindex(units.index).to_numpy(dtype=float)
+        known = ~np.isnan(values)
+        pick = np.where(known, values, 0)
+        row = ProxyRow(name, "proxy rater", None, int(known.sum()), int((~known).sum()))
+        for rule in RULES:
+            credit = np.where(known, _credit(pick, majority, rule), np.nan)
+            row.cells[rule] = _cells(credit, agreement, groups, pick, n_boot)
+        rows.append(row)
+    ceiling = ProxyRow(CEILING, "ceiling", None, int((n_votes >= 2).sum()),
+                       int((n_votes < 2).sum()))
+    for rule in RULES:
+        ceiling.cells[rule] = _cells(_ceiling_credit(a, b, tie, rule), agreement, groups,
+                                     None, n_boot)
+    rows.append(ceiling)
+    strata = {stratum: int((agreement >= floor - 1e-12).sum()) for stratum, floor in STRATA}
+    return PairwiseValidity(
+        n_units=int(len(units)), n_votes=int(n_votes.sum()),
+        n_human_ties=int((majority == 0).sum()), strata=strata, rows=rows,
+        method=("Share of pairs where the metric prefers the output most people preferred; "
+                "ties_wrong: a metric or human tie counts as wrong (the HATS paper's rule); "
+                "ties_excluded: pairs with a human tie left out, a metric tie counts half. "
+                "Ceiling: one person's answer against the majority of the others (leave one "
+                f"vote out), same rule and pairs. 95% CI: percentile bootstrap over {group}s, "
+                f"B={n_boot}, seed {SEED}."))
+
+
+def picks_of_answers(units: pd.DataFrame, answers: pd.DataFrame) -> pd.Series:
+    """A proxy rater's pairwise answers (output, output_b, value) as picks per unit index of
+    `units` (+1 A, -1 B, 0 tie), turned around where it saw the pair the other way."""
+    where = {(o, ob): i for i, (o, ob) in enumerate(zip(units["output"], units["output_b"],
+                                                          strict=True))}
+    picks = pd.Series(np.nan, index=units.index, dtype=float)
+    for output, output_b, value in answers[["output", "output_b", "value"]].itertuples(
+            index=False):
+        choice = str(value).strip().upper()
+        sign = 1 if choice == "A" else -1 if choice == "B" else 0
+        if (output, output_b) in where:
+            picks.iloc[where[(output, output_b)]] = sign
+        elif (output_b, output) in where:
+            picks.iloc[where[(output_b, output)]] = -sign
+    return picks
+
+
+def as_table(result: PairwiseValidity, rule: str) -> list[dict[str, Any]]:
+    """Report rows for one rule: proxy, then accuracy, CI and n per stratum."""
+    rows = []
+    for row in result.rows:
+        entry: dict[str, Any] = {"proxy": row.proxy, "kind": row.kind,
+                                 "higher_is_better": row.higher_is_better}
+        for stratum, _ in STRATA:
+            cell = row.cells[rule][stratum]
+            entry[stratum] = {"accuracy": cell.accuracy, "ci": cell.ci, "n": cell.n,
+                              "metric_ties": cell.n_metric_ties}
+        rows.append(entry)
+    return rows
+
+
+def best_proxy(result: PairwiseValidity, rule: str = "ties_wrong",
+               stratum: str = "all", exclude: Sequence[str] = (CEILING,)) -> ProxyRow | None:
+    candidates = [row for row in result.rows if row.proxy not in exclude
+                  and row.cells[rule][stratum].accuracy is not None]
+    return max(candidates, key=lambda row: row.cells[rule][stratum].accuracy or 0.0,
+               default=None)

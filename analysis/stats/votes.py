@@ -1,0 +1,161 @@
+"""Aggregated judgments (counts of people per answer per unit, `annotation.votes`) in the
+analysis, and the pairwise validity of metrics and proxies against the human majority.
+
+Counts carry no rater, so only what counts can give is computed from them:
+
+- shares per system (pairwise: the preference model with the counts as frequency weights,
+  without a position term when the import declared the position unknown);
+- agreement statistics that do not depend on who gave which answer: percent agreement,
+  Krippendorff's alpha, Gwet's AC1 and Fleiss' kappa (each unit's answers are what they
+  use). Cohen's kappa between raters, ICCs, rater random effects and the leave-one-rater-out
+  ceiling need raters and are not computed from counts;
+- for a pairwise criterion, `pairwise_validity`: each metric's and proxy rater's agreement
+  with the majority of everyone (named raters and counted votes), under both tie rules, by
+  agreement stratum, beside the ceiling of one person against the others.
+
+Django-free: the frames come from `analysis.selectors.vote_counts` and `judgments_tidy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import agreement, models
+from .pairwise_validity import (
+    as_table,
+    merge_units,
+    pairwise_validity,
+    picks_of_answers,
+    units_from_choices,
+)
+
+Section = Callable[[dict, str, list[str], Callable[[], Any]], None]
+# Stored values that are counts within a score (an error rate's edits, H_eval's keywords), not
+# scores of an output: a difference of them says little on its own.
+COUNT_VALUES = frozenset({"substitutions", "deletions", "insertions", "hits", "nker",
+                          "n_keywords", "ref_len", "hyp_len", "ref_words", "hyp_words"})
+ORDINAL_KINDS = ("likert", "severity")
+
+
+VOTE_COLUMNS = ["criterion", "criterion_kind", "item", "output", "system", "output_b",
+                "system_b", "value", "count", "position_known"]
+
+
+def design_with_votes(design: dict[str, Any], votes: pd.DataFrame) -> None:
+    """The report's design section counts the votes and their systems too."""
+    if votes.empty:
+        return
+    design["vote_counts"] = {"votes": int(votes["count"].sum()),
+                             "criteria": sorted(votes["criterion"].unique())}
+    design["systems"] = sorted({*design["systems"], *votes["system"].dropna(),
+                                *votes["system_b"].dropna()})
+
+
+def votes_summary(votes: pd.DataFrame, criterion: Mapping[str, Any], warnings: list[str],
+                  section: Section, categories: list | None) -> dict[str, Any]:
+    """What the counts of one criterion give: totals, the pairwise preference model (shares
+    and Bradley-Terry, counts as weights) and identity-free agreement."""
+    kind = criterion["kind"]
+    units = votes.groupby(["output", "output_b"], dropna=False)["count"].sum()
+    out: dict[str, Any] = {
+        "n_units": int(len(units)), "n_votes": int(votes["count"].sum()),
+        "votes_per_unit": {"min": int(units.min()), "median": float(units.median()),
+                           "max": int(units.max())} if len(units) else None,
+        "position_known": bool(votes["position_known"].all()) if len(votes) else None,
+        "note": ("Aggregated counts (people per answer), not named raters: rater-level "
+                 "statistics (Cohen's kappa between raters, ICC, rater random effects, the "
+                 "leave-one-rater-out ceiling) are not computed from them."),
+    }
+    if kind == "pairwise":
+        frame = pd.DataFrame({"left_system": votes["system"], "right_system": votes["system_b"],
+                              "choice": votes["value"], "count": votes["count"]})
+        known = bool(out["position_known"])
+        section(out, "preference", warnings, lambda: models.preference_model(
+            frame, weight="count", position_known=known))
+    expanded = expand(votes)
+    if expanded.groupby("unit")["rater"].nunique().max() >= 2:
+        level = "ordinal" if kind in ORDINAL_KINDS else "nominal"
+        labels = categories if categories is not None else None
+        section(out, "agreement", warnings, lambda: {
+            "percent_agreement": agreement.percent_agreement(expanded, labels=labels),
+            "krippendorff_alpha": agreement.krippendorff_alpha(
+                expanded, level, labels=labels, n_boot=agreement.N_BOOT, seed=20240917,
+                cluster="item"),
+            "gwet_ac1": agreement.gwet_ac1(expanded, labels=labels),
+            "fleiss_kappa": agreement.fleiss_kappa(expanded, labels=labels, unbalanced="gwet"),
+        })
+    return out
+
+
+def expand(votes: pd.DataFrame) -> pd.DataFrame:
+    """The counts as one row per vote (unit, rater, value, item) for statistics that use only
+    each unit's answers: `rater` numbers the votes of a unit (0, 1, ...) and identifies
+    nobody."""
+    keys = pd.factorize(pd.MultiIndex.from_arrays([votes["output"],
+                                                   votes["output_b"].fillna(-1)]))[0]
+    repeats = votes["count"].to_numpy(dtype=int)
+    unit = np.repeat(keys, repeats)
+    frame = pd.DataFrame({"unit": unit, "value": np.repeat(votes["value"].to_numpy(), repeats),
+                          "item": np.repeat(votes["item"].to_numpy(), repeats)})
+    frame["rater"] = frame.groupby("unit").cumcount()
+    return frame
+
+
+def units_from_votes(votes: pd.DataFrame) -> pd.DataFrame:
+    """Pairwise counts as units (output, output_b, item, a, b, tie)."""
+    if votes.empty:
+        return pd.DataFrame(columns=["output", "output_b", "item", "a", "b", "tie"])
+    answer = votes["value"].astype(str).str.strip().str.upper().map(
+        {"A": "a", "B": "b", "TIE": "tie"})
+    wide = (votes.assign(answer=answer).pivot_table(
+        index=["output", "output_b", "item"], columns="answer", values="count",
+        aggfunc="sum", fill_value=0).reset_index())
+    for column in ("a", "b", "tie"):
+        if column not in wide:
+            wide[column] = 0
+    return wide[["output", "output_b", "item", "a", "b", "tie"]]
+
+
+def pairwise_entry(rows: pd.DataFrame, votes: pd.DataFrame | None,
+                   metrics: pd.DataFrame | None, criterion: Mapping[str, Any],
+                   lower_is_better: set[str] | frozenset[str],
+                   headline: tuple[str, ...]) -> dict[str, Any]:
+    """The validity entry of a pairwise criterion: every metric (scores per output, their
+    direction by `lower_is_better`) and every proxy rater against the human majority of
+    each pair, with the one-person ceiling (`pairwise_validity`)."""
+    humans = rows[rows["is_human"]]
+    parts = []
+    if not humans.empty:
+        parts.append(units_from_choices(humans))
+    if votes is not None and not votes.empty:
+        parts.append(units_from_votes(votes))
+    if not parts:
+        return {"criterion": criterion["key"], "kind": "pairwise",
+                "note": "no human preferences"}
+    units = merge_units(*parts)
+    scores = pd.DataFrame(index=pd.Index([], name="output"))
+    directions: dict[str, bool] = {}
+    if metrics is not None and not metrics.empty:
+        scores = metrics.set_index("output")
+        numeric = [c for c in scores.columns if c not in ("item", "system")
+                   and pd.api.types.is_numeric_dtype(scores[c])]
+        ordered = [c for c in headline if c in numeric] + sorted(
+            c for c in numeric if c not in headline)
+        directions = {c: c not in lower_is_better for c in ordered
+                      if c not in COUNT_VALUES and scores[c].notna().any()}
+    picks = {f"rater:{name}": picks_of_answers(units, answers)
+             for name, answers in rows[~rows["is_human"]].groupby("rater")}
+    result = pairwise_validity(units, scores, directions, picks)
+    return {
+        "criterion": criterion["key"], "kind": "pairwise", "n_units": result.n_units,
+        "n_votes": result.n_votes, "n_human_ties": result.n_human_ties,
+        "strata": result.strata, "method": result.method,
+        "tables": {rule: as_table(result, rule) for rule in ("ties_wrong", "ties_excluded")},
+        "sources": {"named raters": int(len(humans)),
+                    "counted votes": int(votes["count"].sum()) if votes is not None
+                    and not votes.empty else 0},
+    }

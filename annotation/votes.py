@@ -1,0 +1,130 @@
+"""Aggregated judgments: counts of people per answer per output (or pair of outputs), the way
+published data sets ship human judgments (HATS: for each reference and two hypotheses, how
+many listeners preferred each), imported as such instead of as invented raters.
+
+Invented raters (one per vote) made every rater-level statistic wrong: 7,150 "raters" who each
+judged one pair, a ceiling kappa averaged over pairs of raters who never shared a unit, and
+rater random effects for people who do not exist. `VoteCount` rows carry no rater, and the
+analysis (`analysis.stats.votes`) computes from them only what counts can give.
+
+For a pairwise criterion the import says whether `system` is the output people saw as A
+(`position="shown"`) or whether A/B is only the file's order (`position="unknown"`, as in
+HATS, whose hypA/hypB are not screen positions); the analysis then fits no position term.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from django.db import transaction
+from django.utils import timezone
+
+from evalstudy import criteria as rules
+from evalstudy.audit import SYSTEM, audit_record
+from evalstudy.models import AuditEvent, Criterion, Item, Output, Study
+from evalstudy.spec.errors import SpecError, SpecInvalid
+from evalstudy.spec.files import VoteRow
+
+from .models import VoteCount
+
+Position = Literal["shown", "unknown"]
+POSITIONS = ("shown", "unknown")
+# Kinds whose answer is one value per output or pair, so that counting people per answer
+# means something (a span or a free text is one person's own answer; a ranking names
+# outputs by the place they were shown in).
+COUNTABLE_KINDS = (rules.BINARY, rules.SEVERITY, rules.LIKERT, rules.CATEGORICAL,
+                   rules.PAIRWISE)
+
+
+@dataclass
+class VoteImport:
+    units: int = 0  # outputs or pairs whose counts were written
+    votes: int = 0  # people counted, all answers together
+    replaced: int = 0  # units that had counts before (replaced, not added to)
+
+
+def vote_counts_import(*, study: Study, rows: list[VoteRow], file_name: str,
+                       position: Position = "shown", now: dt.datetime | None = None,
+                       actor: Any = None, source: str = SYSTEM) -> VoteImport:
+    """Store the counts of `rows`, all valid or nothing stored (SpecInvalid lists every
+    problem by line and column). A unit's counts are replaced as a whole by a re-import, so
+    importing the same file twice changes nothing. Audited as "import"."""
+    if position not in POSITIONS:
+        raise SpecInvalid([SpecError(file_name, None, "position",
+                                     f"must be one of {', '.join(POSITIONS)}")])
+    now = now or timezone.now()
+    errors: list[SpecError] = []
+    items = dict(Item.objects.filter(study=study).values_list("external_id", "id"))
+    outputs = {(item_id, name): pk for pk, item_id, name in
+               Output.objects.filter(item__study=study).values_list("id", "item_id",
+                                                                    "system__name")}
+    criteria = {c.key: c for c in study.criteria.all()}
+    plan: dict[tuple[int, int, int | None], dict[str, tuple[int, int]]] = {}
+    for row in rows:
+        def fail(where: str, message: str, row: VoteRow = row) -> None:
+            errors.append(SpecError(file_name, row.line, where, message))
+
+        item_id, criterion = items.get(row.item), criteria.get(row.criterion)
+        if item_id is None:
+            fail("item", f"no item {row.item!r} in study {study.slug!r}")
+            continue
+        if criterion is None:
+            fail("criterion", f"no criterion {row.criterion!r} in study {study.slug!r}")
+            continue
+        if criterion.kind not in COUNTABLE_KINDS:
+            fail("criterion", f"criterion {criterion.key!r} is {criterion.kind}: counts of "
+                              "people per answer are taken for binary, severity, Likert, "
+                              "categorical and pairwise criteria")
+            continue
+        output = outputs.get((item_id, row.system))
+        if output is None:
+            fail("system", f"no output of system {row.system!r} for item {row.item!r}")
+            continue
+        output_b = None
+        if criterion.kind == Criterion.Kind.PAIRWISE:
+            output_b = outputs.get((item_id, row.system_b)) if row.system_b else None
+            if not row.system_b:
+                fail("system_b", "a pairwise criterion needs system_b (the other output)")
+                continue
+            if output_b is None or output_b == output:
+                fail("system_b", f"no other output of system {row.system_b!r} for "
+                                 f"{row.item!r}")
+                continue
+        elif row.system_b:
+            fail("system_b", f"criterion {criterion.key!r} is not pairwise")
+            continue
+        try:
+            value = str(criterion.rule.normalise(row.value))
+        except ValueError as error:
+            fail("value", f"criterion {criterion.key!r}: {error}")
+            continue
+        answers = plan.setdefault((criterion.pk, output, output_b), {})
+        if value in answers:
+            fail("value", f"{value!r} is counted twice for this unit (first on line "
+                          f"{answers[value][1]})")
+            continue
+        answers[value] = (row.count, row.line)
+    if errors:
+        raise SpecInvalid(errors)
+    counts = VoteImport()
+    known = position == "shown"
+    with transaction.atomic():
+        for (criterion_id, output, output_b), answers in plan.items():
+            earlier = VoteCount.objects.filter(criterion_id=criterion_id, output_id=output,
+                                               output_b_id=output_b)
+            counts.replaced += earlier.exists()
+            earlier.delete()
+            VoteCount.objects.bulk_create(
+                VoteCount(study=study, criterion_id=criterion_id, output_id=output,
+                          output_b_id=output_b, value=value, count=count, imported_at=now,
+                          position_known=known, source_file=file_name[:300])
+                for value, (count, _line) in answers.items())
+            counts.units += 1
+            counts.votes += sum(count for count, _line in answers.values())
+        audit_record(actor=actor, source=source, action=AuditEvent.Action.IMPORT, target=study,
+                     changes={"what": "vote counts", "file": file_name, "position": position,
+                              "units": counts.units, "votes": counts.votes,
+                              "replaced": counts.replaced})
+    return counts

@@ -1,0 +1,206 @@
+"""Aggregated judgments (people per answer, as published data sets ship them) imported as
+such and analysed apart from named raters; pairwise validity of the metrics against the human
+majority. Run end to end on a slice of HATS (French ASR pairs, 7-8 listeners each) through the
+platform's commands."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from analysis.selectors import judgments_tidy, metric_scores, vote_counts
+from analysis.services import _criteria
+from analysis.stats.pairwise_validity import pairwise_validity
+from analysis.stats.pipeline import analyse
+from annotation.models import VoteCount
+from evalstudy.models import AuditEvent, Criterion, Item, Output, Rater, Study, System
+
+pytestmark = pytest.mark.django_db
+HATS = Path(__file__).resolve().parents[3] / "shared" / "data" / "hats" / "hats.txt"
+
+
+def hats_rows(n: int) -> list[dict[str, str]]:
+    with HATS.open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))[:n]
+
+
+@pytest.fixture
+def hats_study(tmp_path):
+    if not HATS.exists():
+        pytest.skip(f"{HATS} is not on this machine (the shared data sets)")
+    study = Study.objects.create(slug="hats", title="HATS", design="pairwise",
+                                 language="fr")
+    hyp_a, hyp_b = (System.objects.create(study=study, name=name) for name in ("hypA", "hypB"))
+    Criterion.objects.create(study=study, key="preference", kind="pairwise",
+                             prompt="Which transcript is better?")
+    votes = tmp_path / "votes.csv"
+    with votes.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["item", "system", "system_b", "criterion", "value", "count"])
+        for index, row in enumerate(hats_rows(60)):
+            item = Item.objects.create(study=study, external_id=f"t{index:04d}",
+                                       reference=row["reference"])
+            Output.objects.create(item=item, system=hyp_a, text=row["hypA"])
+            Output.objects.create(item=item, system=hyp_b, text=row["hypB"])
+            writer.writerow([item.external_id, "hypA", "hypB", "preference", "A", row["nbrA"]])
+            writer.writerow([item.external_id, "hypA", "hypB", "preference", "B", row["nbrB"]])
+    return study, votes
+
+
+def test_counts_import_as_counts_not_raters_and_reimport_changes_nothing(hats_study):
+    study, votes = hats_study
+    call_command("import_vote_counts", str(votes), "--study", study.slug,
+                 "--position", "unknown")
+    assert VoteCount.objects.filter(study=study).count() == 120
+    assert not Rater.objects.filter(study=study).exists()  # no invented raters
+    assert not VoteCount.objects.filter(position_known=True).exists()
+    first = sorted(VoteCount.objects.values_list("output_id", "value", "count"))
+    call_command("import_vote_counts", str(votes), "--study", study.slug,
+                 "--position", "unknown")
+    assert sorted(VoteCount.objects.values_list("output_id", "value", "count")) == first
+    event = AuditEvent.objects.filter(study=study, action="import").latest("at")
+    assert event.changes["what"] == "vote counts" and event.changes["replaced"] == 60
+
+
+def test_a_bad_counts_file_names_line_and_column_and_stores_nothing(hats_study, tmp_path):
+    study, _ = hats_study
+    bad = tmp_path / "bad.csv"
+    bad.write_text("item,system,system_b,criterion,value,count\n"
+                   "t0000,hypA,hypB,preference,A,3\n"
+                   "t0000,hypA,hypB,preference,A,4\n"
+                   "t0001,hypA,,preference,B,2\n"
+                   "t0002,hypA,hypB,preference,C,2\n"
+                   "t0003,hypA,hypB,preference,B,-1\n", encoding="utf-8")
+    with pytest.raises(CommandError) as refused:
+        call_command("import_vote_counts", str(bad), "--study", study.slug)
+    message = str(refused.value)
+    assert "bad.csv:6: count: must be a whole number" in message  # the file is parsed first
+    bad.write_text(bad.read_text().replace("B,-1", "B,1"), encoding="utf-8")
+    with pytest.raises(CommandError) as refused:
+        call_command("import_vote_counts", str(bad), "--study", study.slug)
+    message = str(refused.value)
+    for expected in ("bad.csv:3: value: 'A' is counted twice for this unit (first on line 2)",
+                     "bad.csv:4: system_b: a pairwise criterion needs system_b",
+                     "bad.csv:5: value: criterion 'preference'"):
+        assert expected in message, (expected, message)
+    assert not VoteCount.objects.exists()
+
+
+def test_pairwise_validity_from_counts_reproduces_the_published_rule(hats_study):
+    """WER and CER on raw text, against the listeners' majority, counted as the HATS paper
+    counts (ties wrong), equal the figures computed by hand from the file; the confounded
+    design (hypA always A, position unknown) is explained, not a singular-matrix crash."""
+    study, votes = hats_study
+    call_command("import_vote_counts", str(votes), "--study", study.slug,
+                 "--position", "unknown")
+    raw = json.dumps({"wer": {"normaliser": {"lowercase": False, "strip_punctuation": False,
+                                             "numbers": "keep", "unicode_form": "none"}},
+                      "cer": {"normaliser": {"lowercase": False, "strip_punctuation": False,
+                                             "numbers": "keep", "unicode_form": "none"}}})
+    call_command("compute_metrics", "--study", study.slug, "--sync", "--metrics", "wer",
+                 "cer", "--params", raw)
+    result = analyse(judgments_tidy(study), _criteria(study), metric_scores(study),
+                     {"engine": "statsmodels"}, votes=vote_counts(study))
+    assert result["design"]["systems"] == ["hypA", "hypB"]
+    assert result["design"]["vote_counts"]["votes"] == sum(
+        int(r["nbrA"]) + int(r["nbrB"]) for r in hats_rows(60))
+    criterion = result["criteria"][0]
+    assert criterion["votes"]["position_known"] is False
+    preference = criterion["votes"]["preference"]
+    assert "not_estimable" not in preference["extra"]  # no position term: estimable
+    counted_agreement = criterion["votes"]["agreement"]
+    assert {"fleiss_kappa", "krippendorff_alpha"} <= set(counted_agreement)
+    assert "cohen_pairs" not in counted_agreement  # raters' statistics need raters
+    entry = result["validity"][0]
+    assert entry["kind"] == "pairwise" and entry["n_units"] == 60
+    rows = {row["proxy"]: row for row in entry["tables"]["ties_wrong"]}
+    import jiwer
+
+    expected = []
+    for row in hats_rows(60):
+        a, b = int(row["nbrA"]), int(row["nbrB"])
+        wer_a, wer_b = (jiwer.wer(row["reference"], row[h]) for h in ("hypA", "hypB"))
+        pick = 1 if wer_a < wer_b else -1 if wer_a > wer_b else 0
+        majority = 1 if a > b else -1 if b > a else 0
+        expected.append(pick == majority and majority != 0)
+    assert rows["wer"]["all"]["accuracy"] == pytest.approx(np.mean(expected))
+    assert rows["wer"]["all"]["n"] == 60
+    ceiling = rows["one person (leave one vote out)"]
+    assert 0.5 < ceiling["all"]["accuracy"] < 1.0
+    from analysis.report import render_html
+
+    html = render_html(study=study, result=result, options={}, filters=[])
+    for text in ("Agreement with the majority: ties count as wrong",
+                 "Human ceiling: one person (leave one vote out)",
+                 "Aggregated counts (people per answer, no named raters)",
+                 "no position term", "wer (lower = better)"):
+        assert text in html, text
+    for bad in (r"\bnan\b", r"\bNone\b", "Traceback", "Singular matrix"):
+        assert not re.search(bad, html), bad
+
+
+def test_named_raters_and_counts_are_one_majority():
+    """A pair judged by 2 named raters (both A) and counted votes (3 B, in the other order)
+    has a majority of A (5 to 0 after turning the counts round) ... the ceiling is the same
+    units' leave-one-out agreement."""
+    from analysis.stats.pairwise_validity import merge_units, units_from_choices
+
+    named = units_from_choices(pd.DataFrame({"output": [1, 2], "output_b": [2, 1],
+                                             "value": ["A", "B"], "item": ["x", "x"]}))
+    assert named[["a", "b"]].values.tolist() == [[2, 0]]
+    counted = pd.DataFrame({"output": [2], "output_b": [1], "item": ["x"], "a": [0], "b": [3],
+                            "tie": [0]})
+    units = merge_units(named, counted)
+    assert units[["output", "output_b", "a", "b"]].values.tolist() == [[1, 2, 5, 0]]
+    scores = pd.DataFrame({"wer": [0.1, 0.3]}, index=pd.Index([1, 2], name="output"))
+    result = pairwise_validity(units, scores, {"wer": False}, n_boot=50)
+    assert result.rows[0].cells["ties_wrong"]["all"].accuracy == 1.0
+
+
+def test_tie_rules_and_the_ceiling_by_hand():
+    units = pd.DataFrame({"output": [1, 3, 5], "output_b": [2, 4, 6], "item": ["p", "q", "r"],
+                          "a": [4, 4, 7], "b": [3, 4, 0], "tie": [0, 0, 0]})
+    # metric: unit 1 prefers A (right), unit 2 a metric tie, unit 3 prefers B (wrong)
+    scores = pd.DataFrame({"m": [0.9, 0.1, 0.5, 0.5, 0.2, 0.8]},
+                          index=pd.Index([1, 2, 3, 4, 5, 6], name="output"))
+    result = pairwise_validity(units, scores, {"m": True}, n_boot=50)
+    metric, ceiling = result.rows[0], result.rows[-1]
+    assert metric.cells["ties_wrong"]["all"].accuracy == pytest.approx(1 / 3)
+    # unit 2 is a human tie (left out); units 1 (right) and 3 (wrong)
+    assert metric.cells["ties_excluded"]["all"].accuracy == pytest.approx(1 / 2)
+    assert metric.cells["ties_wrong"]["unanimous"].n == 1
+    # unit 1 (4-3): an A voter's others are 3-3 (a tie: wrong), a B voter's others 4-2 A
+    # (wrong); unit 2 (4-4): others 3-4 for an A voter (wrong); unit 3: all right.
+    assert ceiling.cells["ties_wrong"]["all"].accuracy == pytest.approx((0 + 0 + 1) / 3)
+    # ties_excluded: unit 2 left out; unit 1: A voters' others tie (half), B voters wrong
+    assert ceiling.cells["ties_excluded"]["all"].accuracy == pytest.approx(
+        ((4 * 0.5 + 3 * 0) / 7 + 1) / 2)
+
+
+def test_a_confounded_pairwise_design_is_explained_not_a_singular_matrix():
+    """Every pair shows hypA as A: position and system are one variable. Before, the model
+    died with `LinAlgError: Singular matrix`."""
+    from analysis.stats.models import preference_model
+
+    frame = pd.DataFrame({"left_system": ["hypA"] * 40, "right_system": ["hypB"] * 40,
+                          "choice": ["A"] * 25 + ["B"] * 15, "rater": [f"r{i % 8}"
+                                                                     for i in range(40)]})
+    result = preference_model(frame, cluster="rater")
+    assert result.ties_excluded is None and result.ties_half is None
+    assert "position and system cannot be told apart" in result.extra["not_estimable"]
+    assert {s.system: s.wins for s in result.shares} == {"hypA": 25, "hypB": 15}
+    unknown = preference_model(frame, cluster="rater", position_known=False)
+    assert unknown.ties_excluded is not None and "not_estimable" not in unknown.extra
+    assert unknown.position_ties_excluded is None
+    disconnected = pd.DataFrame({"left_system": ["a", "b", "c", "d"] * 5,
+                                 "right_system": ["b", "a", "d", "c"] * 5,
+                                 "choice": ["A", "B"] * 10})
+    assert "not all connected" in preference_model(disconnected).extra["not_estimable"]

@@ -32,6 +32,7 @@ CORES = (
     "evalstudy.media_fetch",
     "evalstudy.spec",
     "annotation.quality",
+    "annotation.preferences",
     "prolific.client",
     "metrics.scorers",
     "proxies.judges",

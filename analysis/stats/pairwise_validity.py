@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from annotation.preferences import majority as human_majority
+
 STRATA = (("unanimous", 1.0), ("agreement >= 70%", 0.7), ("all", 0.0))
 RULES = ("ties_wrong", "ties_excluded")
 N_BOOT = 2000
@@ -78,56 +80,6 @@ class PairwiseValidity:
     notes: list[str] = field(default_factory=list)
 
 
-def units_from_choices(frame: pd.DataFrame) -> pd.DataFrame:
-    """Named raters' pairwise answers (columns output, output_b, value in A/B/tie, item) as
-    units with their votes counted, each pair oriented as first seen (an answer given with
-    the pair shown the other way round is turned around)."""
-    counts: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for output, output_b, value, item in frame[["output", "output_b", "value", "item"]
-                                               ].itertuples(index=False):
-        key = (output, output_b) if (output_b, output) not in counts else (output_b, output)
-        unit = counts.setdefault(key, {"output": key[0], "output_b": key[1], "item": item,
-                                       "a": 0, "b": 0, "tie": 0})
-        choice = str(value).strip().upper()
-        flipped = key != (output, output_b)
-        if choice == "TIE":
-            unit["tie"] += 1
-        elif (choice == "A") != flipped:
-            unit["a"] += 1
-        else:
-            unit["b"] += 1
-    return pd.DataFrame(list(counts.values()),
-                        columns=["output", "output_b", "item", "a", "b", "tie"])
-
-
-def merge_units(*frames: pd.DataFrame) -> pd.DataFrame:
-    """Units from several sources (named raters, counts) with the same pair summed, oriented
-    as the first source gave it."""
-    merged: dict[tuple[Any, Any], dict[str, Any]] = {}
-    for frame in frames:
-        for row in frame.to_dict("records"):
-            key = (row["output"], row["output_b"])
-            back = (row["output_b"], row["output"])
-            if back in merged and key not in merged:
-                unit = merged[back]
-                unit["a"] += row["b"]
-                unit["b"] += row["a"]
-                unit["tie"] += row["tie"]
-                continue
-            unit = merged.setdefault(key, {**row, "a": 0, "b": 0, "tie": 0})
-            for answer in ("a", "b", "tie"):
-                unit[answer] += row[answer]
-    return pd.DataFrame(list(merged.values()))
-
-
-def _majority(a: np.ndarray, b: np.ndarray, tie: np.ndarray) -> np.ndarray:
-    """+1 (A), -1 (B) or 0 (a human tie: "tie" most chosen, or A and B level on top)."""
-    top = np.maximum(np.maximum(a, b), tie)
-    only_a = (a == top) & (b < top) & (tie < top)
-    only_b = (b == top) & (a < top) & (tie < top)
-    return np.where(only_a, 1, np.where(only_b, -1, 0))
-
-
 def _credit(pick: np.ndarray, majority: np.ndarray, rule: str) -> np.ndarray:
     """Per unit: 1 right, 0 wrong, 0.5 (ties_excluded: a metric tie), NaN (left out)."""
     right = ((pick == majority) & (majority != 0)).astype(float)
@@ -143,7 +95,7 @@ def _ceiling_credit(a: np.ndarray, b: np.ndarray, tie: np.ndarray, rule: str) ->
     n = a + b + tie
     total = np.zeros(len(a), dtype=float)
     for answer, count in ((1, a), (-1, b), (0, tie)):
-        others = _majority(a - (answer == 1), b - (answer == -1), tie - (answer == 0))
+        others = human_majority(a - (answer == 1), b - (answer == -1), tie - (answer == 0))
         pick = np.full(len(a), answer)
         if rule == "ties_wrong":
             credit = ((pick == others) & (others != 0)).astype(float)
@@ -154,7 +106,7 @@ def _ceiling_credit(a: np.ndarray, b: np.ndarray, tie: np.ndarray, rule: str) ->
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(n >= 2, total / np.maximum(n, 1), np.nan)
     if rule == "ties_excluded":
-        mean = np.where(_majority(a, b, tie) == 0, np.nan, mean)
+        mean = np.where(human_majority(a, b, tie) == 0, np.nan, mean)
     return mean
 
 
@@ -203,7 +155,7 @@ def pairwise_validity(units: pd.DataFrame, scores: pd.DataFrame,
     units = units[n_votes > 0].reset_index(drop=True)
     a, b, tie = (units[c].to_numpy(dtype=float) for c in ("a", "b", "tie"))
     n_votes = a + b + tie
-    majority = _majority(a, b, tie)
+    majority = human_majority(a, b, tie)
     agreement = np.maximum(np.maximum(a, b), tie) / n_votes
     groups = units[group].astype(str).to_numpy() if group in units else np.arange(len(units))
     rows: list[ProxyRow] = []

@@ -953,22 +953,22 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
     for criterion in criteria:
         progress(f"criterion {criterion['key']}")
         rows = judgments[judgments["criterion"] == criterion["key"]]
-        entry = analyse_criterion(rows, criterion, options, warnings)
+        analysed = analyse_criterion(rows, criterion, options, warnings)
         counted = votes[votes["criterion"] == criterion["key"]]
         if not counted.empty:
-            _section(entry, "votes", warnings, partial(
+            _section(analysed, "votes", warnings, partial(
                 votes_summary, counted, criterion, warnings, _section,
                 declared_categories(criterion)))
-        result["criteria"].append(entry)
+        result["criteria"].append(analysed)
     for criterion in criteria:
         if criterion["kind"] == "pairwise":
             progress(f"metrics and proxies vs the human majority on {criterion['key']}")
-            entry = {}
-            _section(entry, "result", warnings, partial(
+            found: dict[str, Any] = {}
+            _section(found, "result", warnings, partial(
                 pairwise_entry, judgments[judgments["criterion"] == criterion["key"]],
                 votes[votes["criterion"] == criterion["key"]], metrics, criterion,
                 LOWER_IS_BETTER, HEADLINE_SCORES))
-            result["validity"].append(entry["result"])
+            result["validity"].append(found["result"])
         if criterion["kind"] in ("binary", "severity"):
             progress(f"proxies vs humans on {criterion['key']}")
             entry: dict[str, Any] = {}

@@ -24,14 +24,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from annotation.preferences import merge_units, units_from_choices, units_from_votes
+
 from . import agreement, models
-from .pairwise_validity import (
-    as_table,
-    merge_units,
-    pairwise_validity,
-    picks_of_answers,
-    units_from_choices,
-)
+from .agreement.base import Level
+from .pairwise_validity import as_table, pairwise_validity, picks_of_answers
 
 Section = Callable[[dict, str, list[str], Callable[[], Any]], None]
 # Stored values that are counts within a score (an error rate's edits, H_eval's keywords), not
@@ -78,7 +75,7 @@ def votes_summary(votes: pd.DataFrame, criterion: Mapping[str, Any], warnings: l
             frame, weight="count", position_known=known))
     expanded = expand(votes)
     if expanded.groupby("unit")["rater"].nunique().max() >= 2:
-        level = "ordinal" if kind in ORDINAL_KINDS else "nominal"
+        level: Level = "ordinal" if kind in ORDINAL_KINDS else "nominal"
         labels = categories if categories is not None else None
         section(out, "agreement", warnings, lambda: {
             "percent_agreement": agreement.percent_agreement(expanded, labels=labels),
@@ -103,21 +100,6 @@ def expand(votes: pd.DataFrame) -> pd.DataFrame:
                           "item": np.repeat(votes["item"].to_numpy(), repeats)})
     frame["rater"] = frame.groupby("unit").cumcount()
     return frame
-
-
-def units_from_votes(votes: pd.DataFrame) -> pd.DataFrame:
-    """Pairwise counts as units (output, output_b, item, a, b, tie)."""
-    if votes.empty:
-        return pd.DataFrame(columns=["output", "output_b", "item", "a", "b", "tie"])
-    answer = votes["value"].astype(str).str.strip().str.upper().map(
-        {"A": "a", "B": "b", "TIE": "tie"})
-    wide = (votes.assign(answer=answer).pivot_table(
-        index=["output", "output_b", "item"], columns="answer", values="count",
-        aggfunc="sum", fill_value=0).reset_index())
-    for column in ("a", "b", "tie"):
-        if column not in wide:
-            wide[column] = 0
-    return wide[["output", "output_b", "item", "a", "b", "tie"]]
 
 
 def pairwise_entry(rows: pd.DataFrame, votes: pd.DataFrame | None,

@@ -151,7 +151,7 @@ def test_named_raters_and_counts_are_one_majority():
     """A pair judged by 2 named raters (both A) and counted votes (3 B, in the other order)
     has a majority of A (5 to 0 after turning the counts round) ... the ceiling is the same
     units' leave-one-out agreement."""
-    from analysis.stats.pairwise_validity import merge_units, units_from_choices
+    from annotation.preferences import merge_units, units_from_choices
 
     named = units_from_choices(pd.DataFrame({"output": [1, 2], "output_b": [2, 1],
                                              "value": ["A", "B"], "item": ["x", "x"]}))

@@ -261,3 +261,12 @@ def slider_summary(df: pd.DataFrame, value: str = "score", by: str = "system",
     return {"systems": rows, "conf_level": conf_level, "warnings": notes,
             "method": "raw and per-rater z-scored means (WMT DA): averaged per output over "
                       "its raters, then over outputs; t intervals over outputs"}
+
+
+def median_timing(humans: pd.DataFrame) -> float | None:
+    """The median seconds per judgment over positive durations only: imported judgments
+    have none, and simulated ones are served and submitted at once (a median of 0.0 s would
+    read as data). None without any."""
+    seconds = humans["seconds"] if "seconds" in humans else pd.Series(dtype=float)
+    timed = seconds[seconds > 0]
+    return float(timed.median()) if not timed.empty else None

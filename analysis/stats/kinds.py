@@ -31,7 +31,7 @@ def analyse(kind: str, result: dict[str, Any], rows: pd.DataFrame, humans: pd.Da
         section(result, "slider", warnings,
                 lambda: descriptives.slider_summary(frame, value="score", by="system"))
         section(result, "lmm", warnings, lambda: fits.setdefault("lmm", models.fit_lmm(
-            frame, formula or models.DEFAULT_LMM_FORMULA, engine=engine)))
+            frame, formula or models.for_frame(models.DEFAULT_LMM_FORMULA, frame), engine=engine)))
         if frame["system"].nunique() > 2 and "lmm" in fits:
             section(result, "contrasts", warnings,
                     lambda: models.pairwise_contrasts(fits["lmm"], "system"))

@@ -453,6 +453,9 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
     }
     if humans.empty:
         return result
+    if formula is None and humans["system"].nunique() < 2:
+        warnings.append(f"{key}: one system only: the default models have no system term "
+                        "(intercept and random effects), describing that system alone")
     engine = options.get("engine", "auto")
     fits: dict[str, Any] = {}  # fitted models, for contrasts computed from them
     if kind == "likert":
@@ -464,9 +467,11 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
         _section(result, "distribution", warnings,
                  lambda: frame.groupby(["system", "rating"]).size().rename("n").reset_index())
         _section(result, "clmm", warnings, lambda: fits.setdefault("clmm", models.fit_clmm(
-            frame, formula or models.DEFAULT_CLMM_FORMULA, levels=levels, engine=engine)))
+            frame, formula or models.for_frame(models.DEFAULT_CLMM_FORMULA, frame), levels=levels,
+            engine=engine)))
         _section(result, "clm", warnings, lambda: models.fit_clm(
-            frame, models.DEFAULT_CLM_FORMULA, levels=levels, engine=engine))
+            frame, models.for_frame(models.DEFAULT_CLM_FORMULA, frame), levels=levels,
+            engine=engine))
         if frame["system"].nunique() > 2 and "clmm" in fits:
             _section(result, "contrasts", warnings,
                      lambda: models.pairwise_contrasts(fits["clmm"], "system"))
@@ -482,8 +487,9 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
         _section(result, "proportions", warnings,
                  lambda: descriptives.proportion_summary(frame, value="y", by="system"))
         _section(result, "glmm", warnings, lambda: fits.setdefault(
-            "glmm", models.fit_binomial_glmm(frame, formula or models.DEFAULT_GLMM_FORMULA,
-                                             engine=engine)))
+            "glmm", models.fit_binomial_glmm(
+                frame, formula or models.for_frame(models.DEFAULT_GLMM_FORMULA, frame),
+                engine=engine)))
         # Separation (a system at 0% or 100% "yes"): glmer's estimates for it are infinite, so
         # the penalised fit is added (option separation: auto, penalised, off) and both are
         # reported, each saying what it is; every contrast carries its fit's warnings.
@@ -491,7 +497,7 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
         if "glmm" in fits and models.wants_penalised(fits["glmm"], separation):
             _section(result, "glmm_penalised", warnings, lambda: fits.setdefault(
                 "glmm_penalised", models.fit_binomial_penalised(
-                    frame, formula or models.DEFAULT_GLMM_FORMULA)))
+                    frame, formula or models.for_frame(models.DEFAULT_GLMM_FORMULA, frame))))
         for name, section in (("glmm", "contrasts"), ("glmm_penalised", "contrasts_penalised")):
             if frame["system"].nunique() > 2 and name in fits:
                 _section(result, section, warnings,
@@ -907,12 +913,6 @@ def _silent(step: str, **_: Any) -> None:
     """The progress callback of a caller that wants none."""
 
 
-def _median_timing(humans: pd.DataFrame) -> float | None:
-    seconds = humans["seconds"] if "seconds" in humans else pd.Series(dtype=float)
-    timed = seconds[seconds > 0]
-    return to_jsonable(timed.median()) if not timed.empty else None
-
-
 def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
             metrics: pd.DataFrame | None = None, options: dict[str, Any] | None = None,
             progress: Progress | None = None, votes: pd.DataFrame | None = None
@@ -941,7 +941,7 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
             if not judgments.empty else [],
             # Only positive durations are timings: imported judgments have none, and simulated
             # ones are served and submitted at once (a median of 0.0 s would read as data).
-            "median_seconds": _median_timing(humans),
+            "median_seconds": descriptives.median_timing(humans),
         },
         "engines": {"r_available": r_available(), "r_unavailable_reason": r_unavailable_reason(),
                     "versions": r_versions() if r_available() else {}},

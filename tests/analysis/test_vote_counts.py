@@ -204,3 +204,25 @@ def test_a_confounded_pairwise_design_is_explained_not_a_singular_matrix():
                                  "right_system": ["b", "a", "d", "c"] * 5,
                                  "choice": ["A", "B"] * 10})
     assert "not all connected" in preference_model(disconnected).extra["not_estimable"]
+
+
+@pytest.mark.parametrize("engine", ["statsmodels", "auto"])
+def test_a_single_system_study_keeps_its_default_glmm_as_an_intercept_model(engine):
+    """Before: "factor 'system' has fewer than two observed levels" and no model at all."""
+    from analysis.stats.pipeline import analyse_criterion
+
+    rng = np.random.default_rng(5)
+    rows = pd.DataFrame({
+        "rater": [f"r{i % 6}" for i in range(120)], "is_human": True,
+        "output": [i % 20 for i in range(120)], "item": [f"i{i % 20}" for i in range(120)],
+        "system": "only", "system_b": None,
+        "value": np.where(rng.random(120) < 0.7, "yes", "no"), "seconds": 3.0})
+    rows["numeric"] = None
+    warnings: list[str] = []
+    result = analyse_criterion(rows, {"key": "usable", "kind": "binary"}, {"engine": engine},
+                               warnings)
+    glmm = result["glmm"]
+    assert not glmm.get("error"), glmm
+    assert glmm["formula"].startswith("y ~ 1")
+    assert [c["term"] for c in glmm["coefficients"]] == ["(Intercept)"]
+    assert any("one system only" in w for w in warnings)

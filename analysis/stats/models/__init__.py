@@ -65,6 +65,7 @@ from analysis.stats.models.base import (
     RANDOM_EFFECTS_DROPPED,
     Coefficient,
     ModelFit,
+    for_frame,
 )
 from analysis.stats.models.binomial import (
     PENALISED_COEF_SD,
@@ -94,6 +95,7 @@ __all__ = [
     "DEFAULT_CLM_FORMULA",
     "DEFAULT_GLMM_FORMULA",
     "DEFAULT_LMM_FORMULA",
+    "for_frame",
     "PENALISED_COEF_SD",
     "PENALISED_INTERCEPT_SD",
     "PYMER4_MISSING",

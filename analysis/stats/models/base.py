@@ -8,6 +8,7 @@ rows dropped), fit it with the engine :func:`_use_r` picks, and return a :class:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -22,6 +23,15 @@ from analysis.stats.formula import Formula, parse_formula, r_coefficient_name
 DEFAULT_CLMM_FORMULA = "rating ~ system + (1|rater) + (1|item)"
 DEFAULT_CLM_FORMULA = "rating ~ system"
 DEFAULT_GLMM_FORMULA = "y ~ system + (1|rater) + (1|item)"
+
+
+def for_frame(formula: str, frame: pd.DataFrame) -> str:
+    """A default formula for the rows it will fit: with a single system there is no system
+    effect to estimate, so `system` gives way to the intercept ("y ~ 1 + (1|rater) + ..."),
+    instead of the fit failing on a factor with one level."""
+    if "system" in frame.columns and frame["system"].nunique() < 2:
+        return re.sub(r"~\s*system\b", "~ 1", formula)
+    return formula
 
 #: ``ModelFit.warnings`` entry of the statsmodels fallbacks for models with random terms.
 RANDOM_EFFECTS_DROPPED = (

@@ -10,7 +10,7 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       r-base-core r-cran-jsonlite r-cran-lme4 r-cran-lmertest r-cran-emmeans r-cran-ordinal \
       r-cran-blme r-cran-brglm2 \
-      libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core libpq5 build-essential ffmpeg \
+      libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core libpq5 build-essential ffmpeg espeak-ng \
  && rm -rf /var/lib/apt/lists/*
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

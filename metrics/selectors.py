@@ -16,14 +16,14 @@ from .models import MetricConfig, MetricResult
 # study). Restated from the scorer classes' `direction` so that a page does not import the
 # model-backed scorers (and torch); tests/metrics/test_metrics_page.py checks they agree.
 METRIC_DIRECTIONS: dict[str, str] = {
-    "wer": "lower", "cer": "lower", "bleu": "higher", "chrf": "higher", "rouge": "higher",
-    "bertscore": "higher", "semantic_distance": "lower", "embedding_cosine": "higher",
-    "heval": "lower",
+    "wer": "lower", "cer": "lower", "per": "lower", "bleu": "higher", "chrf": "higher",
+    "rouge": "higher", "bertscore": "higher", "semantic_distance": "lower",
+    "embedding_cosine": "higher", "heval": "lower",
 }
 
 
 def metrics_in_display_order(names: Iterable[str]) -> list[str]:
-    """WER, CER, then the others as in METRIC_DIRECTIONS; unknown names last, by name."""
+    """WER, CER, PER, then the others as in METRIC_DIRECTIONS; unknown names last, by name."""
     order = {name: i for i, name in enumerate(METRIC_DIRECTIONS)}
     return sorted(set(names), key=lambda name: (order.get(name, len(order)), name))
 

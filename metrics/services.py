@@ -24,7 +24,7 @@ from evalstudy.audit import SYSTEM, actor_user, audit_export, audit_record
 from evalstudy.models import AuditEvent, Output, Study
 
 from .models import MetricConfig, MetricResult, MetricRun
-from .scorers.base import Pair, Scorer
+from .scorers.base import Pair, Scorer, ScorerUnavailable
 from .scorers.encoder import encoder_resolve
 from .selectors import metrics_write_csv
 
@@ -102,6 +102,8 @@ def build_scorer(name: str, params: dict[str, Any], *, study: Study, model_path:
     registry = _registry()
     cls = registry.SCORERS.get(name)
     if cls is None:
+        if name in registry.UNAVAILABLE:
+            raise ValidationError(f"metric {name!r} is unavailable: {registry.UNAVAILABLE[name]}")
         raise ValidationError(f"unknown metric {name!r}; known: {', '.join(registry.SCORERS)}")
     params = dict(params)
     if cls.needs_encoder:
@@ -118,6 +120,8 @@ def build_scorer(name: str, params: dict[str, Any], *, study: Study, model_path:
         params["idf_digest"] = digest
     try:
         return cls(**params)
+    except ScorerUnavailable as error:
+        raise ValidationError(f"metric {name!r} is unavailable: {error}") from None
     except (TypeError, ValueError) as error:
         raise ValidationError(f"metric {name!r}: invalid parameters: {error}") from None
 
@@ -146,6 +150,24 @@ def config_for(scorer: Scorer) -> MetricConfig:
     return config
 
 
+def _with_study_language(params: dict[str, dict[str, Any]], metrics: Sequence[str],
+                         study: Study) -> dict[str, dict[str, Any]]:
+    """`params` with the study's language filled in for each metric that takes a language
+    (its scorer's `study_language_param`, e.g. per's "language") and was not given one.
+
+    Filled in when the run starts and stored with the run, so every batch builds the same
+    scorer even if the study's language changes meanwhile."""
+    registry = _registry()
+    filled = dict(params)
+    for name in metrics:
+        cls = registry.SCORERS.get(name)
+        param = getattr(cls, "study_language_param", None)
+        given = filled.get(name, {})
+        if param and isinstance(given, dict) and param not in given:
+            filled[name] = {**given, param: study.language}
+    return filled
+
+
 def metric_run_start(
     *, study: Study, metrics: Sequence[str] | None = None,
     params: dict[str, dict[str, Any]] | None = None, model_path: str = "", enqueue: bool = True,
@@ -160,6 +182,7 @@ def metric_run_start(
     unknown = set(params) - set(metrics)
     if unknown:
         raise ValidationError(f"parameters given for metrics not requested: {sorted(unknown)}")
+    params = _with_study_language(params, metrics, study)
     if model_path:
         model_dir_check(model_path)
     elif study.encoder_path:

@@ -20,6 +20,12 @@ from typing import Any, ClassVar, Literal
 Direction = Literal["higher", "lower"]
 
 
+class ScorerUnavailable(RuntimeError):
+    """Raised by a scorer's constructor when something it needs outside Python (a program such
+    as espeak-ng) is missing here; the message says what and how to install it. The registry
+    turns it into "metric 'x' is unavailable: ..."."""
+
+
 @dataclass(frozen=True)
 class Pair:
     key: Hashable  # the caller's id for the pair (e.g. an output id)
@@ -47,6 +53,9 @@ class Scorer(ABC):
     needs_encoder: ClassVar[bool] = False
     # The value names this scorer produces; the first is the headline value.
     outputs: ClassVar[tuple[str, ...]]
+    # The parameter that a metric run fills with the study's language when the run does not
+    # set it (None: the scorer has no language parameter).
+    study_language_param: ClassVar[str | None] = None
 
     def __init__(self, **params: Any):
         self.params = params

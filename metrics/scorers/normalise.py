@@ -26,9 +26,37 @@ Steps, always in this order (each can be switched off except the Unicode form):
    go ("'hello'" -> "hello", "students'" -> "students"). The Hebrew geresh/gershayim and the
    middle dot (Catalan "l·l") are likewise kept inside words. Symbols (categories S*: "$",
    "+", emoji) and combining marks (M*) are not punctuation and are kept.
+   Two settings refine step 4 for words joined by an apostrophe or a hyphen. They apply whether
+   or not punctuation is stripped, and their defaults are exactly the behaviour above:
+   - `elision` (French "l'analyse", Italian "dell'anno"): "keep" (default) leaves a word-internal
+     apostrophe inside its word ("l'analyse" is one word) and, when punctuation is stripped,
+     drops a detached one ("l' analyse" -> "l analyse": two different spellings of one phrase
+     give different words). "split" ends the word after an apostrophe that follows a word
+     character and precedes a word (directly or after whitespace): "l'analyse" and
+     "l' analyse" both give "l' analyse", the words "l'" and "analyse" (HATS's convention:
+     "c' est", "aujourd' hui"). "join" attaches that apostrophe to the next word instead:
+     both give "l'analyse", one word (what a G2P such as espeak-ng needs to pronounce it).
+     Either way the apostrophe is written as ASCII "'". Not language-aware: English "don't"
+     becomes "don' t" under "split", and a closing single quote before a word is taken for
+     an elision ("'oui' dit-il" -> "oui' dit il").
+   - `hyphens`, for a hyphen ("-", U+2010, U+2011) between two word characters: "punctuation"
+     (default) treats it like any other punctuation, so it becomes a space when punctuation is
+     stripped ("peut-être" -> "peut être") and stays when it is not; "split" always makes it a
+     space; "keep" always keeps it, as "-" ("peut-être" stays one word even when punctuation is
+     stripped). Hyphens elsewhere ("-5", "a - b") and dashes (U+2013, U+2014) are punctuation.
 5. `collapse_whitespace`: runs of Unicode whitespace become one space; ends are trimmed.
 
 Finally the Unicode form is applied again, so the output is guaranteed to be in that form.
+
+Named presets (`Normaliser.preset(name)`, or the name where a normaliser is accepted, e.g. a
+metric's `{"normaliser": "raw"}` parameter):
+- "default": `Normaliser()`.
+- "raw": nothing at all (no Unicode form, case, punctuation or whitespace change): the text
+  as written. WER then splits on whitespace only (jiwer's own transform), CER compares every
+  character; this is how HATS's published figures were computed.
+- "fr": the default plus `elision="split"` and `hyphens="split"` ("C'est-à-dire" ->
+  "c' est à dire"), so French elisions count as words whether or not the writer put a space
+  after the apostrophe.
 
 Caveat for scripts written without spaces (Chinese, Japanese, Thai): punctuation becomes a space,
 and a character error rate counts spaces as characters; compare such texts with CER and either
@@ -47,6 +75,8 @@ from metrics.scorers.memo import memoised
 
 NumbersMode = Literal["keep", "digits_to_words"]
 UnicodeForm = Literal["NFC", "NFD", "NFKC", "NFKD", "none"]
+ElisionMode = Literal["keep", "split", "join"]
+HyphensMode = Literal["punctuation", "split", "keep"]
 
 # Bumped whenever the output of some setting changes, so a stored signature that names an older
 # version cannot be silently rebuilt into a normaliser that behaves differently.
@@ -62,6 +92,11 @@ _INWORD_KEEP = {
     "\u05f4": "\u05f4",  # HEBREW PUNCTUATION GERSHAYIM (acronyms)
     "\u00b7": "\u00b7",  # MIDDLE DOT (Catalan "l·l")
 }
+
+# Apostrophes an elision may be written with (the ones _INWORD_KEEP folds to ASCII).
+_APOSTROPHES = frozenset("'\u2019\u2018")
+# Hyphens proper (not the dashes U+2013/U+2014, which separate clauses, not word parts).
+_HYPHENS = frozenset("-\u2010\u2011")
 
 # A standalone integer: comma-grouped ("12,345") or a plain digit run. The lookarounds keep the
 # digits of words ("mp3", "5th"), decimals ("3.5", "3,5") and identifiers ("a_1") untouched.
@@ -152,6 +187,44 @@ def _strip_punctuation(text: str) -> str:
     return "".join(out)
 
 
+def _punctuation_by_settings(
+    text: str, *, strip: bool, elision: ElisionMode, hyphens: HyphensMode
+) -> str:
+    """Step 4 when `elision` or `hyphens` is not its default (the default path is
+    `_strip_punctuation` alone, so default output cannot change)."""
+    out: list[str] = []
+    n = len(text)
+    i = 0
+    while i < n:
+        char = text[i]
+        if elision != "keep" and char in _APOSTROPHES and i > 0 and _is_word_char(text[i - 1]):
+            j = i + 1
+            while j < n and text[j].isspace():
+                j += 1
+            if j < n and _is_word_char(text[j]):
+                # An elided word ("l'", "qu'", "aujourd'") before the next word, with or
+                # without a space between them.
+                out.append("'" if elision == "join" else "' ")
+                i = j
+                continue
+        if (
+            hyphens != "punctuation"
+            and char in _HYPHENS
+            and 0 < i < n - 1
+            and _is_word_char(text[i - 1])
+            and _is_word_char(text[i + 1])
+        ):
+            out.append("-" if hyphens == "keep" else " ")
+        elif strip and unicodedata.category(char).startswith("P"):
+            kept = _INWORD_KEEP.get(char)
+            inword = 0 < i < n - 1 and _is_word_char(text[i - 1]) and _is_word_char(text[i + 1])
+            out.append(kept if kept is not None and inword else " ")
+        else:
+            out.append(char)
+        i += 1
+    return "".join(out)
+
+
 @dataclass(frozen=True)
 class Normaliser:
     """A text normaliser whose settings fully determine its output (see the module docstring).
@@ -166,8 +239,15 @@ class Normaliser:
     collapse_whitespace: bool = True
     numbers: NumbersMode = "keep"
     unicode_form: UnicodeForm = "NFKC"
+    elision: ElisionMode = "keep"
+    hyphens: HyphensMode = "punctuation"
 
     VERSION: ClassVar[int] = NORMALISER_VERSION
+    # Settings added after version 1, with the default that reproduces version 1's output.
+    # `to_dict()` and `name` mention them only when they differ from it, so the dict, name and
+    # signature (and so the stored metric configurations) of every normaliser that leaves them
+    # alone are what they were before these settings existed.
+    _LATER_DEFAULTS: ClassVar[dict[str, str]] = {"elision": "keep", "hyphens": "punctuation"}
 
     def __post_init__(self) -> None:
         # Settings often arrive from JSON (study configuration, stored signatures): validate
@@ -184,6 +264,14 @@ class Normaliser:
                 f"Normaliser.unicode_form must be one of {get_args(UnicodeForm)}, "
                 f"got {self.unicode_form!r}"
             )
+        if self.elision not in get_args(ElisionMode):
+            raise ValueError(
+                f"Normaliser.elision must be one of {get_args(ElisionMode)}, got {self.elision!r}"
+            )
+        if self.hyphens not in get_args(HyphensMode):
+            raise ValueError(
+                f"Normaliser.hyphens must be one of {get_args(HyphensMode)}, got {self.hyphens!r}"
+            )
 
     @property
     def name(self) -> str:
@@ -196,7 +284,22 @@ class Normaliser:
         ]
         if self.unicode_form != "NFKC":
             parts.append(f"unicode={self.unicode_form}")
+        for setting, default in self._LATER_DEFAULTS.items():
+            if getattr(self, setting) != default:
+                parts.append(f"{setting}={getattr(self, setting)}")
         return "+".join(parts)
+
+    @classmethod
+    def preset(cls, name: str) -> Normaliser:
+        """The named preset "default", "raw" or "fr" (see the module docstring).
+
+        Raises ValueError for another name."""
+        try:
+            return PRESETS[name]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"unknown normaliser preset {name!r}; known: {', '.join(PRESETS)}"
+            ) from None
 
     def _unicode(self, text: str) -> str:
         if self.unicode_form == "none":
@@ -218,7 +321,11 @@ class Normaliser:
         if self.numbers == "digits_to_words":
             # Before punctuation stripping, which would turn "12,345" into "12 345".
             text = _INTEGER_RE.sub(_spell_integer, text)
-        if self.strip_punctuation:
+        if self.elision != "keep" or self.hyphens != "punctuation":
+            text = _punctuation_by_settings(
+                text, strip=self.strip_punctuation, elision=self.elision, hyphens=self.hyphens
+            )
+        elif self.strip_punctuation:
             text = _strip_punctuation(text)
         if self.collapse_whitespace:
             text = " ".join(text.split())
@@ -227,8 +334,16 @@ class Normaliser:
         return self._unicode(text)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable settings plus `name` and `version` (for people reading records)."""
-        data: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        """JSON-serialisable settings plus `name` and `version` (for people reading records).
+
+        `elision` and `hyphens` appear only when they differ from their defaults (see
+        `_LATER_DEFAULTS`); `from_dict` fills in what is missing."""
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in self._LATER_DEFAULTS and value == self._LATER_DEFAULTS[f.name]:
+                continue
+            data[f.name] = value
         data["name"] = self.name
         data["version"] = self.VERSION
         return data
@@ -260,18 +375,31 @@ class Normaliser:
 
 DEFAULT_NORMALISER = Normaliser()
 
+PRESETS: dict[str, Normaliser] = {
+    "default": DEFAULT_NORMALISER,
+    "raw": Normaliser(
+        lowercase=False, strip_punctuation=False, collapse_whitespace=False, unicode_form="none"
+    ),
+    "fr": Normaliser(elision="split", hyphens="split"),
+}
+
 
 @memoised(maxsize=1 << 16)
 def _normalised(normaliser: Normaliser, text: str) -> str:
     return normaliser._normalise(text)
 
 
-def coerce_normaliser(value: Normaliser | Mapping[str, Any] | None) -> Normaliser:
-    """A Normaliser from itself, its `to_dict()` form, or None (the default settings)."""
+def coerce_normaliser(value: Normaliser | Mapping[str, Any] | str | None) -> Normaliser:
+    """A Normaliser from itself, its `to_dict()` form, a preset name ("raw", "fr", ...), or
+    None (the default settings)."""
     if value is None:
         return DEFAULT_NORMALISER
     if isinstance(value, Normaliser):
         return value
     if isinstance(value, Mapping):
         return Normaliser.from_dict(value)
-    raise ValueError(f"expected a Normaliser, a mapping or None, got {type(value).__name__}")
+    if isinstance(value, str):
+        return Normaliser.preset(value)
+    raise ValueError(
+        f"expected a Normaliser, a mapping, a preset name or None, got {type(value).__name__}"
+    )

@@ -4,6 +4,8 @@
 always there. The model-backed scorers live in `semantic.py` and `heval.py`; if one of them
 cannot be imported (the module is missing, incomplete, or its libraries are), its name goes to
 `UNAVAILABLE` with the reason instead, and `build()` says so rather than calling it unknown.
+The phoneme error rate (`per`, `phoneme.py`) runs the espeak-ng program: without it, "per" is
+likewise in `UNAVAILABLE` (checked once, when this module is imported).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from metrics.scorers.base import Scorer
+from metrics.scorers.base import Scorer, ScorerUnavailable
+from metrics.scorers.phoneme import PhonemeErrorScorer, espeak_unavailable_reason
 from metrics.scorers.text import TEXT_SCORERS
 
 logger = logging.getLogger(__name__)
@@ -78,6 +81,16 @@ def _model_scorers() -> list[type[Scorer]]:
     return classes
 
 
+def _program_scorers() -> list[type[Scorer]]:
+    """The scorers that run an outside program, if the program is here; the others go to
+    UNAVAILABLE with the reason."""
+    reason = espeak_unavailable_reason()
+    if reason is not None:
+        UNAVAILABLE[PhonemeErrorScorer.name] = reason
+        return []
+    return [PhonemeErrorScorer]
+
+
 def _index(classes: list[type[Scorer]]) -> dict[str, type[Scorer]]:
     index: dict[str, type[Scorer]] = {}
     for cls in classes:
@@ -89,7 +102,9 @@ def _index(classes: list[type[Scorer]]) -> dict[str, type[Scorer]]:
     return index
 
 
-SCORERS: dict[str, type[Scorer]] = _index([*TEXT_SCORERS, *_model_scorers()])
+SCORERS: dict[str, type[Scorer]] = _index(
+    [*TEXT_SCORERS, *_program_scorers(), *_model_scorers()]
+)
 
 
 def _check_params(name: str, cls: type[Scorer], params: Mapping[str, Any]) -> None:
@@ -115,8 +130,9 @@ def build(name: str, params: Mapping[str, Any] | None = None) -> Scorer:
     """A scorer for metric `name` configured with `params` (None means the defaults).
 
     Raises ValueError for an unknown name ("unknown metric 'x'; known: ..."), for a known
-    model-backed name whose module is unavailable, for parameters the scorer does not take, and
-    for invalid parameter values (the scorers validate them in their constructors).
+    name that is unavailable here ("metric 'x' is unavailable: <why>": its module or program is
+    missing), for parameters the scorer does not take, and for invalid parameter values (the
+    scorers validate them in their constructors).
     """
     cls = SCORERS.get(name)
     if cls is None:
@@ -128,4 +144,7 @@ def build(name: str, params: Mapping[str, Any] | None = None) -> Scorer:
     if not isinstance(params, Mapping):
         raise ValueError(f"parameters of metric '{name}' must be a mapping, got {params!r}")
     _check_params(name, cls, params)
-    return cls(**params)
+    try:
+        return cls(**params)
+    except ScorerUnavailable as exc:
+        raise ValueError(f"metric '{name}' is unavailable: {exc}") from exc

@@ -125,8 +125,8 @@ def analysis_run_execute(run: AnalysisRun) -> AnalysisRun:
 
     study = run.study
     criteria = _criteria(study)
-    steps = 3 + len(criteria) + sum(c["kind"] in ("binary", "severity", "pairwise")
-                                    for c in criteria)
+    steps = 3 + len(criteria) + sum(
+        c["kind"] in ("binary", "severity", "pairwise", "likert", "slider") for c in criteria)
     AnalysisRun.objects.filter(pk=run.pk).update(
         status=AnalysisRun.Status.RUNNING, started_at=timezone.now(), total=steps, done=0,
         error="", heartbeat_at=timezone.now())

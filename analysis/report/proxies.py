@@ -210,10 +210,10 @@ def _one_deployment(d: dict, title: str) -> Table:
 def _validity_view(v: dict, plots: dict[str, str]) -> dict[str, Any] | None:
     if not isinstance(v, dict) or "criterion" not in v:
         return None
-    if v.get("kind") == "pairwise":
-        from analysis.report.votes import pairwise_validity_view
+    if v.get("kind") in ("pairwise", "likert", "slider"):
+        from analysis.report.votes import graded_validity_view, pairwise_validity_view
 
-        return pairwise_validity_view(v)
+        return (pairwise_validity_view if v["kind"] == "pairwise" else graded_validity_view)(v)
     block = Block(title=f"Human label: {v['criterion']} (majority of human raters per output; "
                         f"{v.get('n_outputs')} outputs)")
     roc = plots.get(f"roc.{v['criterion']}")

@@ -101,3 +101,45 @@ def _ci(ci: Any) -> str:
     if not ci or ci[0] is None:
         return DASH
     return f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}"
+
+
+def graded_validity_view(v: dict) -> dict[str, Any]:
+    """Metrics and proxies against the mean human score of each output (Likert, slider)."""
+    key = v["criterion"]
+    block = Block(title=f"Human score: {key} (mean of the human scores per output; "
+                        f"{v.get('n_outputs')} outputs)")
+    if v.get("note"):
+        block.paragraphs.append(str(v["note"]))
+    table = Table(["Metric or proxy", "Outputs", "Pearson (95% CI)", "Spearman (95% CI)",
+                   "Kendall (95% CI)", "Ordinal model: per SD (95% CI)"],
+                  numeric=(1, 2, 3, 4, 5), title="Association with the human score")
+    for p in v.get("proxies") or []:
+        name = proxy_label(str(p.get("proxy")))
+        if p.get("higher_is_better") is False:
+            name += " (lower = better)"
+        found = p.get("correlations") if isinstance(p.get("correlations"), dict) else {}
+        cells = [f"{num((found.get(c) or {}).get('value'))} ({estimate_ci(found.get(c) or {})})"
+                 if found.get(c) else DASH for c in ("pearson", "spearman", "kendall")]
+        ordinal = p.get("ordinal") if isinstance(p.get("ordinal"), dict) else {}
+        ci = ordinal.get("ci") or (None, None)
+        cells.append(f"{num(ordinal.get('estimate'))} ({num(ci[0])} – {num(ci[1])})"
+                     if ordinal.get("estimate") is not None else DASH)
+        table.rows.append([name, str(p.get("n_outputs", "")), *cells])
+        if p.get("note"):
+            table.warnings.append(f"{name}: {p['note']}")
+        if ordinal.get("error"):
+            table.warnings.append(f"{name}: ordinal model not fitted: {ordinal['error']}")
+    ceiling = v.get("ceiling") or {}
+    if ceiling.get("raters"):
+        table.rows.append([f"Human ceiling: one rater vs the others ({ceiling['raters']} "
+                           "raters)", DASH, num(ceiling.get("pearson")),
+                           num(ceiling.get("spearman")), DASH, DASH])
+        table.notes.append(f"Ceiling: {ceiling.get('method')}.")
+    table.notes.append("Correlations with the mean human score per output, 95% percentile "
+                       "bootstrap CIs over outputs (B=1000). Ordinal model (Likert): every "
+                       "human rating ~ the metric standardised, a cumulative link (logit) "
+                       "model; the coefficient is the change in log-odds of a higher rating "
+                       "per standard deviation of the metric (negative for a lower-is-better "
+                       "metric that works).")
+    block.tables.append(table)
+    return {"criterion": key, "blocks": [block]}

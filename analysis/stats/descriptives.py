@@ -31,6 +31,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis.stats.rbridge import factor_levels, level_label
+from evalstudy.criteria import SEVERITY_DEFAULT_LABELS
 
 __all__ = [
     "ClassificationSummary",
@@ -270,3 +271,15 @@ def median_timing(humans: pd.DataFrame) -> float | None:
     seconds = humans["seconds"] if "seconds" in humans else pd.Series(dtype=float)
     timed = seconds[seconds > 0]
     return float(timed.median()) if not timed.empty else None
+
+
+def severity_distribution(rows: pd.DataFrame, labels: Any = None) -> list[dict[str, Any]]:
+    """Judgments per system and severity level as stored (LATTE: 0 = fully preserved,
+    1 = minor errors, 2 = meaning lost), each with the criterion's label for it (its own three
+    labels when it has them). Never renumbered: a report shows the values raters chose."""
+    names = (list(labels) if isinstance(labels, list | tuple) and len(labels) == 3
+             else list(SEVERITY_DEFAULT_LABELS))
+    counts = (rows.assign(severity=pd.to_numeric(rows["value"]).astype(int))
+              .groupby(["system", "severity"]).size())
+    return [{"system": system, "severity": int(level), "label": names[int(level)],
+             "n": int(n)} for (system, level), n in counts.items()]

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from evalstudy.criteria import SEVERITY_DEFAULT_LABELS, binary_label
+from evalstudy.criteria import binary_label
 from kit.jsonable import to_jsonable
 from proxies.quality import auc_with_ci
 
@@ -34,7 +34,7 @@ from . import agreement, descriptives, kinds, models, validity
 from .agreement.base import Level
 from .formula import Formula, FormulaError, is_formula_name, parse_formula
 from .rbridge import r_available, r_unavailable_reason, r_versions
-from .votes import VOTE_COLUMNS, design_with_votes, pairwise_entry, votes_summary
+from .votes import VOTE_COLUMNS, design_with_votes, graded_entry, pairwise_entry, votes_summary
 
 ORDINAL_KINDS = ("likert", "severity")
 Weighting = Literal["linear", "quadratic"] | None
@@ -513,7 +513,7 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
                                 f"({result['separation']['note']})")
         if kind == "severity":
             _section(result, "severity_levels", warnings,
-                     lambda: severity_distribution(humans, criterion.get("labels")))
+                     lambda: descriptives.severity_distribution(humans, criterion.get("labels")))
     elif kind == "pairwise":
         frame = pd.DataFrame({"left_system": humans["system"], "right_system": humans["system_b"],
                               "choice": humans["value"], "rater": humans["rater"]})
@@ -540,18 +540,6 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
     _section(result, "agreement", warnings, lambda: _agreement(rows, kind, scale))
     _section(result, "ceiling", warnings, lambda: _ceiling(rows, kind, scale))
     return result
-
-
-def severity_distribution(rows: pd.DataFrame, labels: Any = None) -> list[dict[str, Any]]:
-    """Judgments per system and severity level as stored (LATTE: 0 = fully preserved,
-    1 = minor errors, 2 = meaning lost), each with the criterion's label for it (its own three
-    labels when it has them). Never renumbered: a report shows the values raters chose."""
-    names = (list(labels) if isinstance(labels, list | tuple) and len(labels) == 3
-             else list(SEVERITY_DEFAULT_LABELS))
-    counts = (rows.assign(severity=pd.to_numeric(rows["value"]).astype(int))
-              .groupby(["system", "severity"]).size())
-    return [{"system": system, "severity": int(level), "label": names[int(level)],
-             "n": int(n)} for (system, level), n in counts.items()]
 
 
 def _human_majority(rows: pd.DataFrame, kind: str) -> pd.DataFrame:
@@ -961,11 +949,12 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
                 declared_categories(criterion)))
         result["criteria"].append(analysed)
     for criterion in criteria:
-        if criterion["kind"] == "pairwise":
-            progress(f"metrics and proxies vs the human majority on {criterion['key']}")
+        if criterion["kind"] in ("pairwise", "likert", "slider"):
+            progress(f"metrics and proxies vs humans on {criterion['key']}")
             found: dict[str, Any] = {}
             _section(found, "result", warnings, partial(
-                pairwise_entry, judgments[judgments["criterion"] == criterion["key"]],
+                pairwise_entry if criterion["kind"] == "pairwise" else graded_entry,
+                judgments[judgments["criterion"] == criterion["key"]],
                 votes[votes["criterion"] == criterion["key"]], metrics, criterion,
                 LOWER_IS_BETTER, HEADLINE_SCORES))
             result["validity"].append(found["result"])

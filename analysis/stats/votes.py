@@ -141,3 +141,13 @@ def pairwise_entry(rows: pd.DataFrame, votes: pd.DataFrame | None,
                     "counted votes": int(votes["count"].sum()) if votes is not None
                     and not votes.empty else 0},
     }
+
+
+def graded_entry(rows: pd.DataFrame, votes: pd.DataFrame | None, metrics: pd.DataFrame | None,
+                 criterion: Mapping[str, Any], lower_is_better: set[str] | frozenset[str],
+                 headline: tuple[str, ...]) -> dict[str, Any]:
+    """The validity entry of a Likert or slider criterion (`graded_validity`)."""
+    from .graded_validity import graded_validity
+
+    return graded_validity(rows, votes, metrics, criterion, lower_is_better, headline,
+                           COUNT_VALUES)

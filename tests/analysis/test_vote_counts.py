@@ -226,3 +226,39 @@ def test_a_single_system_study_keeps_its_default_glmm_as_an_intercept_model(engi
     assert glmm["formula"].startswith("y ~ 1")
     assert [c["term"] for c in glmm["coefficients"]] == ["(Intercept)"]
     assert any("one system only" in w for w in warnings)
+
+
+def test_likert_validity_correlates_metrics_with_the_mean_human_score():
+    """A Likert criterion gets its metrics' correlations with the mean human score, the
+    ordinal model with the metric as predictor, and the one-rater ceiling (before: validity
+    ran only for binary and severity criteria)."""
+    from analysis.report import render_html
+
+    rng = np.random.default_rng(11)
+    quality = rng.normal(size=40)
+    rows = []
+    for output in range(40):
+        for rater in range(4):
+            rating = int(np.clip(np.round(3 + quality[output] + rng.normal(0, 0.6)), 1, 5))
+            rows.append({"rater": f"r{rater}", "rater_kind": "expert", "is_human": True,
+                         "output": output, "item": f"i{output // 2}",
+                         "system": f"s{output % 2}", "system_b": None, "criterion": "fluency",
+                         "value": str(rating), "numeric": float(rating), "seconds": 4.0})
+    judgments = pd.DataFrame(rows)
+    metrics = pd.DataFrame({"output": range(40), "item": [f"i{o // 2}" for o in range(40)],
+                            "system": [f"s{o % 2}" for o in range(40)],
+                            "wer": 0.5 - 0.2 * quality + rng.normal(0, 0.05, 40),
+                            "bertscore_f": rng.random(40)})
+    criterion = {"key": "fluency", "kind": "likert", "scale_points": 5}
+    result = analyse(judgments, [criterion], metrics, {"engine": "statsmodels"})
+    entry = result["validity"][0]
+    by_name = {p["proxy"]: p for p in entry["proxies"]}
+    assert by_name["wer"]["correlations"]["spearman"]["value"] < -0.8
+    assert abs(by_name["bertscore_f"]["correlations"]["spearman"]["value"]) < 0.4
+    assert by_name["wer"]["ordinal"]["estimate"] < 0 and by_name["wer"]["ordinal"]["ci"][1] < 0
+    assert entry["ceiling"]["raters"] == 4 and entry["ceiling"]["spearman"] > 0.5
+    study = Study(slug="likert-validity", title="Likert validity")
+    html = render_html(study=study, result=result, options={}, filters=[])
+    for text in ("Association with the human score", "wer (lower = better)",
+                 "Human ceiling: one rater vs the others (4 raters)"):
+        assert text in html, text

@@ -1,7 +1,8 @@
 """What a proxy run may ask of a judge: the backend settings an editor gives, checked and
 completed from the operator's settings (EVALSTUDY_JUDGE_*), the network policy every backend is
 built under, which key may go to which origin, upper bounds on an editor's numbers, and the
-per-study response cache in the database.
+per-study response cache in the database. Also the soft prompts a local judge may use: LATTE's
+prompt tuning on a study's human labels (`soft_prompt_train`) and where those live.
 
 Every check here runs when a run is started and again on the worker before a key is read or a
 model file opened (`proxies.services.proxy_batch_judge`): settings may have changed meanwhile.
@@ -12,12 +13,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
+from evalstudy.audit import SYSTEM
 from evalstudy.models import Study
 from metrics.services import model_dir_check
 
@@ -211,6 +214,18 @@ def limits_check(config: dict[str, Any], params: dict[str, Any] | None = None) -
         elif len(roles) > PARAM_LIMITS["static_roles"]:
             errors.append(f"params: static_roles may hold at most "
                           f"{PARAM_LIMITS['static_roles']} roles, got {len(roles)}")
+    if "role_prompts" in params:  # DRPE's role-generation prompt(s), methods.ROLE_GRANULARITIES
+        from .judges.methods import ROLE_GRANULARITIES
+
+        if params["role_prompts"] not in ROLE_GRANULARITIES:
+            errors.append(f"params: role_prompts must be one of {sorted(ROLE_GRANULARITIES)}, "
+                          f"got {params['role_prompts']!r}")
+    if "aggregation" in params:  # DRPE: the weighted share, or eq. 4's unnormalised sum
+        from .judges.methods import AGGREGATIONS
+
+        if params["aggregation"] not in AGGREGATIONS:
+            errors.append(f"params: aggregation must be one of {list(AGGREGATIONS)}, got "
+                          f"{params['aggregation']!r}")
     if "dedup_eps" in params:
         eps = params["dedup_eps"]
         if not isinstance(eps, int | float) or isinstance(eps, bool) or not 0 < eps <= 2:
@@ -276,6 +291,9 @@ def backend_clean(backend: dict[str, Any] | None) -> dict[str, Any]:
     if "api_key" in config:
         raise ValidationError("backend: give api_key_env, the name of an environment variable "
                               "holding the key; keys are never stored")
+    if "soft_prompt" in config and config.get("backend") != "hf":
+        raise ValidationError("backend: soft_prompt is for a local Hugging Face judge "
+                              "(backend 'hf')")
     if config.get("backend") == "openai":
         if not (config.get("base_url") and config.get("model")):
             raise ValidationError("backend: an OpenAI-compatible judge needs base_url and model "
@@ -292,6 +310,8 @@ def backend_clean(backend: dict[str, Any] | None) -> dict[str, Any]:
         if not isinstance(config["model_path"], str):
             raise ValidationError("backend: model_path must be a string")
         model_dir_check(config["model_path"], field="backend: model_path")
+        if config.get("soft_prompt") is not None:
+            soft_prompt_check(config["soft_prompt"])
     return config
 
 
@@ -306,8 +326,218 @@ def backend_build(config: dict[str, Any], *, study: Study | None = None):
     key_env_check(config)
     if backend_kind(config.get("backend")) == "hf" and config.get("model_path"):
         model_dir_check(str(config["model_path"]), field="backend: model_path")
+    if backend_kind(config.get("backend")) == "hf" and config.get("soft_prompt") is not None:
+        soft_prompt_check(config["soft_prompt"], study=study)
     cache = DatabaseResponseCache(study) if study is not None else None
     try:
         return build_backend(config, cache=cache, policy=judge_network_policy())
     except (KeyError, ValueError, OSError, JudgeError) as error:
         raise ValidationError(f"backend: {error}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Soft prompts: LATTE's prompt tuning of a local judge on a study's human labels
+# --------------------------------------------------------------------------------------------
+
+# Bounds on a prompt tuning's numbers (it holds the process that runs it, GPU or CPU, for as
+# long as these say), as TRAINING_LIMITS bounds the learned proxies'.
+SOFT_PROMPT_LIMITS: dict[str, float] = {
+    "num_virtual_tokens": 100, "epochs": 50, "batch_size": 256, "eval_batch_size": 1024,
+    "max_length": 8192, "init_vocab": 1_000_000, "learning_rate": 1.0, "warmup_ratio": 1.0,
+    "weight_decay": 1.0,
+}
+SOFT_PROMPT_DIR = "soft-prompts"
+_SOFT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def soft_prompt_root() -> Path:
+    """Where `soft_prompt_train` saves: EVALSTUDY_PROXY_DIR/soft-prompts/study-<id>/<name>/v<N>."""
+    return Path(settings.EVALSTUDY_PROXY_DIR) / SOFT_PROMPT_DIR
+
+
+def soft_prompt_check(path: Any, *, study: Study | None = None,
+                      field: str = "backend: soft_prompt") -> str:
+    """`path` as given, when a local judge may load it as its soft prompt; else
+    ValidationError naming `field`.
+
+    Only soft prompts this platform trained are loaded: an absolute path that resolves
+    (symlinks followed, ".." resolved) to a directory under EVALSTUDY_PROXY_DIR/soft-prompts/
+    holding a soft prompt manifest. With `study` (on the worker, right before loading), the
+    soft prompt must have been trained on that study: it is made from that study's human
+    labels, so another study's run may not use it (as one study's cache and raters are its
+    own). Checked when a run starts and again on the worker, like a model directory."""
+    from .judges.prompt_tuning import read_soft_prompt_manifest
+
+    text = path if isinstance(path, str) else ""
+    shown = text[:300]
+    if not text.strip() or "\x00" in text:
+        raise ValidationError(f"{field}: must name a soft prompt directory")
+    if not Path(text).is_absolute():
+        raise ValidationError(f"{field}: {shown!r} must be an absolute path")
+    try:
+        resolved = Path(text).resolve(strict=True)
+        root = soft_prompt_root().resolve()
+    except (OSError, RuntimeError):
+        raise ValidationError(f"{field}: {shown!r} does not exist") from None
+    if not resolved.is_dir() or not resolved.is_relative_to(root) or resolved == root:
+        raise ValidationError(f"{field}: {shown!r} is not a soft prompt trained here (they live "
+                              "under EVALSTUDY_PROXY_DIR/soft-prompts/)")
+    try:
+        manifest = read_soft_prompt_manifest(resolved)
+    except ValueError:
+        raise ValidationError(f"{field}: {shown!r} holds no soft prompt") from None
+    if study is not None and (manifest.get("study") or {}).get("id") != study.pk:
+        raise ValidationError(f"{field}: {shown!r} was trained on another study; a soft prompt "
+                              "is used on the study whose labels trained it")
+    return text
+
+
+def _soft_prompt_params(params: dict[str, Any] | None) -> dict[str, Any]:
+    from .judges.prompt_tuning import TUNING_DEFAULTS
+
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise ValidationError("params: must be a JSON object")
+    allowed = {*TUNING_DEFAULTS, "seed", "target_precision"}
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        raise ValidationError(f"params: {unknown} not understood by prompt tuning; known: "
+                              f"{sorted(allowed)}")
+    errors = []
+    for name, bound in SOFT_PROMPT_LIMITS.items():
+        value = params.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                  or not 0 < value <= bound):
+            errors.append(f"params: {name} must be a number above 0 and at most {bound:g}, "
+                          f"got {value!r}")
+    seed = params.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        errors.append(f"params: seed must be an integer >= 0, got {seed!r}")
+    precision = params.get("target_precision", 0.9)
+    if isinstance(precision, bool) or not isinstance(precision, int | float) or not (
+            0 < precision <= 1):
+        errors.append(f"params: target_precision must lie in (0, 1], got {precision!r}")
+    if errors:
+        raise ValidationError(errors)
+    return dict(params)
+
+
+def _claim_soft_prompt_dir(base: Path) -> tuple[int, Path]:
+    """The next free `v<N>` under `base`, claimed with an atomic mkdir."""
+    base.mkdir(parents=True, exist_ok=True)
+    taken = [int(p.name[1:]) for p in base.iterdir() if re.fullmatch(r"v[1-9][0-9]*", p.name)]
+    number = max(taken, default=0) + 1
+    while True:
+        try:
+            (base / f"v{number}").mkdir()
+            return number, base / f"v{number}"
+        except FileExistsError:  # another process claimed it first
+            number += 1
+
+
+def soft_prompt_train(*, study: Study, criterion_key: str, backend: dict[str, Any],
+                      params: dict[str, Any] | None = None, name: str = "", template: str = "",
+                      actor: Any = None, source: str = SYSTEM) -> dict[str, Any]:
+    """Prompt-tune a local judge on the study's human labels (LATTE section 3) and save the
+    soft prompt; returns its report, `path` included (give it to a LATTE run as the
+    backend's `soft_prompt`).
+
+    - Labels: `learned_examples` (per output, the human majority on the binary reading of one
+      binary or severity criterion, ties left out), the learned proxies' training data; at
+      least 20 outputs.
+    - Splits: train/dev/test with no reference shared (`split_examples`, 15 % dev and test,
+      `params["seed"]`); trained on train, the epoch kept by dev accuracy; the decision
+      threshold picked on dev for `params["target_precision"]` (0.9); AUC-ROC on dev and
+      test. The manifest lists each split's output ids (`split_keys`): judge the study's
+      outputs outside train and dev only when measuring the tuned judge against humans.
+    - `backend`: `{"backend": "hf", "model_path": ..., "device": ...}` (checked like a run's;
+      no soft_prompt). `template`: the LATTE template (default the paper's).
+    - Runs in this process (GPU when there is one). Audited as "start".
+    """
+    import time
+
+    from evalstudy.audit import audit_record
+    from evalstudy.models import AuditEvent
+
+    from .judges.backends.registry import backend_kind
+    from .judges.methods import LATTE_TEMPLATE, latte_prompts
+    from .judges.prompt_tuning import (
+        latte_training_pairs,
+        save_soft_prompt,
+        score_with_soft_prompt,
+        train_soft_prompt,
+    )
+    from .learned import split_examples
+    from .learned_services import learned_examples
+    from .quality import auc_with_ci, threshold_for_precision
+
+    if not isinstance(backend, dict) or backend_kind(backend.get("backend")) != "hf":
+        raise ValidationError("backend: prompt tuning needs a local Hugging Face judge "
+                              "(backend 'hf' with model_path)")
+    config = backend_clean(backend)
+    if config.get("soft_prompt") is not None:
+        raise ValidationError("backend: train from the model alone, without a soft_prompt")
+    options = _soft_prompt_params(params)
+    seed = int(options.pop("seed", 0))
+    target_precision = float(options.pop("target_precision", 0.9))
+    template = template or LATTE_TEMPLATE
+    try:
+        latte_prompts([("reference", "output")], template, contexts=["context"])
+    except (KeyError, ValueError) as error:
+        raise ValidationError(f"template: {error}") from None
+    name = name or f"{criterion_key}-latte".replace("_", "-")
+    if not _SOFT_NAME.match(name):
+        raise ValidationError("name: 1-100 letters, digits, '.', '_' or '-', starting with a "
+                              "letter or digit")
+    examples = learned_examples(study, criterion_key)
+    if len(examples) < 20:
+        raise ValidationError(f"only {len(examples)} outputs of {study.slug!r} have a clear "
+                              f"human majority on {criterion_key!r}; at least 20 are needed")
+    try:
+        splits = split_examples(examples, dev=0.15, test=0.15, seed=seed)
+    except ValueError as error:
+        raise ValidationError(str(error)) from None
+    pairs = {part: latte_training_pairs(getattr(splits, part), template)
+             for part in ("train", "dev", "test")}
+    model_path = str(config["model_path"])
+    started = time.perf_counter()
+    try:
+        soft, report = train_soft_prompt(model_path, pairs["train"], pairs["dev"],
+                                         params=options, seed=seed,
+                                         device=config.get("device"))
+    except ValueError as error:
+        raise ValidationError(f"params: {error}") from None
+    scoring = {"device": config.get("device"), "batch_size": int(config.get("batch_size", 8)),
+               "max_length": int(options.get("max_length", config.get("max_length", 512)))}
+    metrics: dict[str, Any] = {"auc": {}}
+    scores = {}
+    for part in ("dev", "test"):
+        scores[part] = score_with_soft_prompt(model_path, soft, [p for p, _ in pairs[part]],
+                                              **scoring)
+        labels = [y for _, y in pairs[part]]
+        estimate = auc_with_ci(scores[part], labels)
+        metrics["auc"][part] = {"value": estimate.auc.value, "ci_low": estimate.auc.ci_low,
+                                "ci_high": estimate.auc.ci_high, "n": estimate.auc.n}
+    choice = threshold_for_precision(scores["dev"], [y for _, y in pairs["dev"]],
+                                     target_precision)
+    threshold = 0.5  # as train_proxy: when no dev threshold reaches the target precision
+    if choice.achieved and choice.threshold is not None:
+        threshold = float(choice.threshold)
+    number, directory = _claim_soft_prompt_dir(soft_prompt_root() / f"study-{study.pk}" / name)
+    extra = {
+        "name": name, "version": number, "study": {"id": study.pk, "slug": study.slug},
+        "criterion": criterion_key, "template": template, "seed": seed,
+        "split_sizes": {part: len(pairs[part]) for part in pairs},
+        "split_keys": {part: [e.key for e in getattr(splits, part)]
+                       for part in ("train", "dev", "test")},
+        "metrics": metrics, "threshold": threshold, "target_precision": target_precision,
+        "threshold_achieved": bool(choice.achieved),
+        "seconds": time.perf_counter() - started,
+    }
+    save_soft_prompt(soft, directory, extra=extra)
+    audit_record(actor=actor, source=source, action=AuditEvent.Action.START, study=study,
+                 target=("soft prompt", number, f"{name} v{number}"),
+                 changes={"criterion": criterion_key, "path": str(directory),
+                          "examples": len(examples), "best_epoch": report.best_epoch})
+    return {"path": str(directory), **extra, "training": report.to_dict()}

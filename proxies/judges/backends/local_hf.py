@@ -1,5 +1,6 @@
 """The local Hugging Face backend (no Django here): a causal or seq2seq model directory, loaded
-lazily once per process and device; next-token logits for option scoring, greedy generation.
+lazily once per process and device; next-token logits for option scoring (optionally behind a
+prompt-tuned soft prompt), greedy generation.
 """
 
 from __future__ import annotations
@@ -100,6 +101,89 @@ def load_hf_model(model_path: str, device: str) -> _LoadedModel:
         return loaded
 
 
+def option_first_tokens(tokenizer: Any, options: Sequence[str]) -> dict[str, list[int]]:
+    """Distinct first-token ids of each option's spellings ("yes", " yes", "Yes", " Yes",
+    "YES", " YES"); ValueError when two options share a first token or an option has none."""
+    options = check_options(options)
+    unk = tokenizer.unk_token_id
+    owner: dict[int, str] = {}
+    ids: dict[str, list[int]] = {}
+    for option in options:
+        base = option.strip()
+        spellings = {base, base.lower(), base.capitalize(), base.upper()}
+        found: list[int] = []
+        for spelling in sorted(spellings):
+            for text in (spelling, " " + spelling):
+                tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
+                # Skip tokens that carry no letter of the option (a lone space marker).
+                tokens = [t for t in tokens
+                          if t != unk and tokenizer.decode([t]).strip(_TOKEN_WRAPPING)]
+                if not tokens:
+                    continue
+                first = int(tokens[0])
+                if first in owner and owner[first] != option:
+                    raise ValueError(
+                        f"options {owner[first]!r} and {option!r} start with the same token "
+                        f"{tokenizer.decode([first])!r}; the next-token logits cannot tell "
+                        "them apart"
+                    )
+                owner[first] = option
+                if first not in found:
+                    found.append(first)
+        if not found:
+            raise ValueError(f"option {option!r} has no token in the model's vocabulary "
+                             "(only unknown tokens)")
+        ids[option] = found
+    return ids
+
+
+def answer_logits(model: Any, input_ids: Any, attention_mask: Any, *, encoder_decoder: bool,
+                  accepts_position_ids: bool, soft_prompt: Any = None) -> Any:
+    """The logits of the answer's first token for a batch: after the prompt (causal models,
+    left padded: the last column) or the decoder's first position after its start token
+    (seq2seq). No gradient handling here: the caller decides (inference_mode or training).
+
+    `soft_prompt`: [n_virtual, hidden] embeddings put in front of every prompt (prompt tuning,
+    `proxies.judges.prompt_tuning`), as peft's PeftModel does for an unpadded prompt: the
+    inputs become [soft prompt, padding, prompt] with the padding masked and position ids
+    counted over the unmasked tokens, so a padded row scores exactly as it would alone
+    (peft itself drops position ids and would shift a left-padded row).
+    """
+    import torch
+
+    if soft_prompt is not None:
+        embeds = model.get_input_embeddings()(input_ids)
+        batch, n_virtual = input_ids.shape[0], soft_prompt.shape[0]
+        prefix = soft_prompt.to(embeds.dtype).unsqueeze(0).expand(batch, -1, -1)
+        inputs: dict[str, Any] = {"inputs_embeds": torch.cat([prefix, embeds], dim=1)}
+        attention_mask = torch.cat(
+            [torch.ones(batch, n_virtual, dtype=attention_mask.dtype,
+                        device=attention_mask.device), attention_mask], dim=1)
+    else:
+        inputs = {"input_ids": input_ids}
+    inputs["attention_mask"] = attention_mask
+    if encoder_decoder:
+        start = model.config.decoder_start_token_id
+        if start is None:
+            raise JudgeError("the seq2seq model's config has no decoder_start_token_id")
+        decoder = torch.full((input_ids.shape[0], 1), int(start), dtype=torch.long,
+                             device=input_ids.device)
+        return model(**inputs, decoder_input_ids=decoder).logits[:, 0]
+    if accepts_position_ids:
+        inputs["position_ids"] = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return model(**inputs).logits[:, -1]
+
+
+def option_shares(logits: Any, option_ids: dict[str, list[int]], options: Sequence[str]) -> Any:
+    """[batch, n_options] probabilities: each option's summed softmax probability over its
+    first tokens, normalised over the options (LATTE's P(yes) for ["yes", "no"])."""
+    import torch
+
+    probs = torch.softmax(logits.float(), dim=-1)
+    mass = torch.stack([probs[:, option_ids[o]].sum(dim=-1) for o in options], dim=-1)
+    return mass / mass.sum(dim=-1, keepdim=True)
+
+
 class LocalHFBackend(JudgeBackend):
     """A local Hugging Face model directory (no hub: `local_files_only`).
 
@@ -113,6 +197,10 @@ class LocalHFBackend(JudgeBackend):
 
     Device: `metrics.scorers.encoder.resolve_device` (cuda when available, fp16 there).
     Prompts longer than `max_length` tokens lose their beginning.
+
+    `soft_prompt`: a soft prompt trained on human labels (LATTE's prompt tuning,
+    `proxies.judges.prompt_tuning`), put in front of every prompt when scoring options; it
+    enters the signature and the cache key. Such a judge generates no text.
     """
 
     kind = "hf"
@@ -124,6 +212,7 @@ class LocalHFBackend(JudgeBackend):
         batch_size: int = 8,
         max_length: int = 512,
         cache: ResponseCache | None = None,
+        soft_prompt: str | os.PathLike[str] | Any = None,
     ) -> None:
         super().__init__(cache)
         from metrics.scorers.encoder import resolve_device
@@ -134,73 +223,131 @@ class LocalHFBackend(JudgeBackend):
         self.device = resolve_device(device)
         self.batch_size = int(batch_size)
         self.max_length = int(max_length)
+        # A trained soft prompt (`proxies.judges.prompt_tuning`): a saved directory, or a
+        # `SoftPrompt` in memory. Loaded and checked against the model on first use.
+        self.soft_prompt_path: str | None = None
+        self._soft: Any = None
+        self._soft_tensor: Any = None
+        self._soft_lock = threading.Lock()
+        if soft_prompt is not None:
+            if isinstance(soft_prompt, str | os.PathLike):
+                self.soft_prompt_path = str(Path(soft_prompt).resolve())
+            else:
+                self._soft = soft_prompt
 
     def __repr__(self) -> str:
-        return f"LocalHFBackend({self.model_path!r}, device={self.device!r})"
+        soft = f", soft_prompt={self.soft_prompt_path!r}" if self.soft_prompt_path else ""
+        return f"LocalHFBackend({self.model_path!r}, device={self.device!r}{soft})"
 
     @property
     def loaded(self) -> _LoadedModel:
         return load_hf_model(self.model_path, self.device)
 
+    @property
+    def has_soft_prompt(self) -> bool:
+        return self.soft_prompt_path is not None or self._soft is not None
+
+    def _soft_manifest(self) -> dict[str, Any]:
+        """The soft prompt's manifest, read without loading its weights."""
+        if self._soft is not None:
+            return dict(self._soft.manifest)
+        from proxies.judges.prompt_tuning import read_soft_prompt_manifest
+
+        try:
+            return read_soft_prompt_manifest(str(self.soft_prompt_path))
+        except ValueError as error:
+            raise JudgeError(f"soft_prompt: {error}") from None
+
+    def soft_prompt_tensor(self) -> Any:
+        """The soft prompt on this backend's device and dtype (None without one), loaded once
+        and checked: trained on this very model (same fingerprint), same embedding size and
+        model kind (causal / seq2seq). JudgeError naming the mismatch otherwise."""
+        if not self.has_soft_prompt:
+            return None
+        with self._soft_lock:
+            if self._soft_tensor is not None:
+                return self._soft_tensor
+            from metrics.scorers.encoder import model_fingerprint
+            from proxies.judges.prompt_tuning import (
+                embedding_probe,
+                load_soft_prompt,
+                probes_match,
+            )
+
+            if self._soft is None:
+                try:
+                    self._soft = load_soft_prompt(str(self.soft_prompt_path))
+                except (OSError, ValueError) as error:
+                    raise JudgeError(f"soft_prompt: {error}") from None
+            soft = self._soft
+            base = (soft.manifest or {}).get("base_model") or {}
+            here = model_fingerprint(self.model_path)
+            if base.get("model_sha") != here:
+                raise JudgeError(
+                    f"soft_prompt: trained on model {base.get('model')!r} (fingerprint "
+                    f"{base.get('model_sha')}), but this judge's model_path has fingerprint "
+                    f"{here}: a soft prompt only works with the model it was trained on")
+            loaded = self.loaded
+            width = int(loaded.model.get_input_embeddings().weight.shape[1])
+            if int(soft.embeddings.shape[1]) != width:
+                raise JudgeError(f"soft_prompt: {soft.embeddings.shape[1]}-dimensional "
+                                 f"embeddings for a model with {width}")
+            probe = base.get("embedding_probe")
+            if probe is not None and not probes_match(probe, embedding_probe(loaded.model)):
+                raise JudgeError(
+                    f"soft_prompt: trained on other weights than those in {self.model_path} "
+                    "(same files and sizes, different input embeddings): a soft prompt only "
+                    "works with the model it was trained on")
+            task = str(soft.peft_config.get("task_type", ""))
+            wanted = "SEQ_2_SEQ_LM" if loaded.encoder_decoder else "CAUSAL_LM"
+            if task and task != wanted:
+                raise JudgeError(f"soft_prompt: trained for {task}, this model is {wanted}")
+            self._soft_tensor = soft.embeddings.to(device=loaded.device, dtype=loaded.dtype)
+            return self._soft_tensor
+
     def signature(self) -> dict[str, Any]:
         from metrics.scorers.encoder import model_signature
 
-        return {
+        sig = {
             "backend": self.kind,
             **model_signature(self.model_path),
             "device": self.device.split(":")[0],
             "dtype": "float16" if self.device.startswith("cuda") else "float32",
             "max_length": self.max_length,
         }
+        if self.has_soft_prompt:
+            manifest = self._soft_manifest()
+            digest = manifest.get("embeddings_sha256") or (
+                self._soft.sha256 if self._soft is not None else "")
+            sig["soft_prompt"] = {
+                "embeddings_sha256": str(digest)[:16],
+                "num_virtual_tokens": manifest.get("num_virtual_tokens"),
+                "name": manifest.get("name") or (
+                    Path(self.soft_prompt_path).name if self.soft_prompt_path else ""),
+                "version": manifest.get("version"),
+            }
+        return sig
 
     def _cache_identity(self) -> tuple[str, str, str]:
         sig = self.signature()
-        return self.model_path, f"{sig['model']}@{sig['model_sha']}", f"hf-{sig['dtype']}"
+        mode = f"hf-{sig['dtype']}"
+        if "soft_prompt" in sig:  # another soft prompt, other answers
+            mode += f"+soft-{sig['soft_prompt']['embeddings_sha256']}"
+        return self.model_path, f"{sig['model']}@{sig['model_sha']}", mode
 
     def option_token_ids(self, options: Sequence[str]) -> dict[str, list[int]]:
         """Distinct first-token ids of each option's spellings (see the class doc)."""
-        options = check_options(options)
-        tokenizer = self.loaded.tokenizer
-        unk = tokenizer.unk_token_id
-        owner: dict[int, str] = {}
-        ids: dict[str, list[int]] = {}
-        for option in options:
-            base = option.strip()
-            spellings = {base, base.lower(), base.capitalize(), base.upper()}
-            found: list[int] = []
-            for spelling in sorted(spellings):
-                for text in (spelling, " " + spelling):
-                    tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
-                    # Skip tokens that carry no letter of the option (a lone space marker).
-                    tokens = [t for t in tokens
-                              if t != unk and tokenizer.decode([t]).strip(_TOKEN_WRAPPING)]
-                    if not tokens:
-                        continue
-                    first = int(tokens[0])
-                    if first in owner and owner[first] != option:
-                        raise ValueError(
-                            f"options {owner[first]!r} and {option!r} start with the same token "
-                            f"{tokenizer.decode([first])!r}; the next-token logits cannot tell "
-                            "them apart"
-                        )
-                    owner[first] = option
-                    if first not in found:
-                        found.append(first)
-            if not found:
-                raise ValueError(f"option {option!r} has no token in the model's vocabulary "
-                                 "(only unknown tokens)")
-            ids[option] = found
-        return ids
+        return option_first_tokens(self.loaded.tokenizer, options)
 
     def _batches(self, prompts: list[str]) -> list[list[int]]:
         """Prompt indices in batches of similar length (less padding)."""
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
         return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
 
-    def _encode(self, texts: list[str]):
+    def _encode(self, texts: list[str], reserve: int = 0):
         loaded = self.loaded
         encoded = loaded.tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
-                                   max_length=self.max_length)
+                                   max_length=max(1, self.max_length - reserve))
         return {name: tensor.to(loaded.device) for name, tensor in encoded.items()
                 if name in ("input_ids", "attention_mask")}
 
@@ -214,32 +361,21 @@ class LocalHFBackend(JudgeBackend):
 
         loaded = self.loaded
         option_ids = self.option_token_ids(options)
+        soft = self.soft_prompt_tensor()  # JudgeError (whole call) when it does not fit
+        reserve = 0 if soft is None else int(soft.shape[0])
         results: list[Completion | None] = [None] * len(prompts)
         for batch in self._batches(prompts):
             started = time.perf_counter()
             try:
                 with loaded.lock, torch.inference_mode():
-                    inputs = self._encode([prompts[i] for i in batch])
+                    inputs = self._encode([prompts[i] for i in batch], reserve)
                     self.usage.add(requests=len(batch))
                     mask = inputs["attention_mask"]
-                    if loaded.encoder_decoder:
-                        start = loaded.model.config.decoder_start_token_id
-                        if start is None:
-                            raise JudgeError("the seq2seq model's config has no "
-                                             "decoder_start_token_id")
-                        decoder = torch.full((len(batch), 1), int(start), dtype=torch.long,
-                                             device=loaded.device)
-                        logits = loaded.model(**inputs, decoder_input_ids=decoder).logits[:, 0]
-                    else:
-                        extra = {}
-                        if loaded.accepts_position_ids:
-                            extra["position_ids"] = (mask.cumsum(-1) - 1).clamp(min=0)
-                        logits = loaded.model(**inputs, **extra).logits[:, -1]
-                    probs = torch.softmax(logits.float(), dim=-1)
-                    mass = torch.stack(
-                        [probs[:, option_ids[o]].sum(dim=-1) for o in options], dim=-1
-                    )
-                    shares = (mass / mass.sum(dim=-1, keepdim=True)).cpu().tolist()
+                    logits = answer_logits(
+                        loaded.model, inputs["input_ids"], mask,
+                        encoder_decoder=loaded.encoder_decoder,
+                        accepts_position_ids=loaded.accepts_position_ids, soft_prompt=soft)
+                    shares = option_shares(logits, option_ids, options).cpu().tolist()
                     lengths = mask.sum(dim=-1).cpu().tolist()
             except (RuntimeError, ValueError) as exc:
                 elapsed = time.perf_counter() - started
@@ -261,6 +397,10 @@ class LocalHFBackend(JudgeBackend):
         self, prompts: Sequence[str], *, max_tokens: int, temperature: float = 0.0
     ) -> list[Completion]:
         params = self._generation_params(max_tokens, temperature, max_length=self.max_length)
+        if self.has_soft_prompt:
+            # Trained to answer yes/no after the LATTE prompt; its free text means nothing.
+            return [error_completion("this judge has a soft prompt, trained for answer options "
+                                     "(LATTE); it does not generate text") for _ in prompts]
         return self._cached_map(
             prompts, params, lambda missing: self._generate(missing, int(max_tokens),
                                                             float(temperature))

@@ -25,7 +25,7 @@ _OPENAI_OPTIONAL = {
     "max_retries": int, "backoff_s": float, "top_logprobs": int, "answer_tokens": int,
     "logprobs": bool, "max_backoff_s": float, "max_retry_after_s": float,
 }
-_HF_OPTIONAL = {"device": str, "batch_size": int, "max_length": int}
+_HF_OPTIONAL = {"device": str, "batch_size": int, "max_length": int, "soft_prompt": str}
 _BACKEND_NAMES = {"openai": "openai", "openai-compatible": "openai", "hf": "hf",
                   "huggingface": "hf", "local": "hf"}
 
@@ -58,7 +58,8 @@ def build_backend(config: Mapping[str, Any], *, cache: ResponseCache | None = No
 
     `{"backend": "openai", "base_url": ..., "model": ..., "mode": "chat",
     "api_key_env": "OPENAI_API_KEY", "concurrency": 8, ...}` or
-    `{"backend": "hf", "model_path": ..., "device": "cuda", "batch_size": 8}`. The API key comes
+    `{"backend": "hf", "model_path": ..., "device": "cuda", "batch_size": 8}` (plus
+    `"soft_prompt": DIR`, a prompt-tuned soft prompt for that model). The API key comes
     from the environment variable named by `api_key_env` (preferred: the key is not stored with
     the config) or from `api_key`. Unknown keys, missing required keys, wrong types and an unset
     key variable are errors that name the key. `policy` goes to an OpenAI-compatible backend

@@ -31,10 +31,14 @@ from .agreement.base import Level
 from .pairwise_validity import as_table, pairwise_validity, picks_of_answers
 
 Section = Callable[[dict, str, list[str], Callable[[], Any]], None]
-# Stored values that are counts within a score (an error rate's edits, H_eval's keywords), not
-# scores of an output: a difference of them says little on its own.
+# Stored values that are counts within a score (an error rate's edits and lengths, H_eval's
+# keywords), not scores of an output: a difference of them says little on its own.
 COUNT_VALUES = frozenset({"substitutions", "deletions", "insertions", "hits", "nker",
-                          "n_keywords", "ref_len", "hyp_len", "ref_words", "hyp_words"})
+                          "n_keywords", "n_nonkeywords", "wrong_keywords", "wrong_nonkeywords",
+                          "ref_len", "hyp_len", "ref_words", "hyp_words",
+                          *(f"{unit}_{part}" for unit in ("char", "phon") for part in
+                            ("hits", "substitutions", "deletions", "insertions")),
+                          "ref_chars", "hyp_chars", "ref_phonemes", "hyp_phonemes"})
 ORDINAL_KINDS = ("likert", "severity")
 
 

@@ -142,8 +142,15 @@ class LearnedProxyStartForm(forms.ModelForm):
         from .learned_services import learned_examples, learned_proxy_check
 
         try:
-            learned_proxy_check(study=data["study"], params=data.get("params_config") or {})
-            learned_examples(data["study"], data["criterion_key"])
+            params = data.get("params_config") or {}
+            learned_proxy_check(study=data["study"], params=params, kind=data.get("kind", ""))
+            if data.get("kind") == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
+                from .learned_pairwise import pairwise_examples
+
+                pairwise_examples(data["study"], data["criterion_key"],
+                                  features=params.get("features"))
+            else:
+                learned_examples(data["study"], data["criterion_key"])
         except ValidationError as error:
             raise forms.ValidationError(error.messages) from None
         return data
@@ -156,7 +163,14 @@ class LearnedProxyAdmin(StudyScopedAdmin):
     list_filter = ("status", "kind", ("study", ONLY_VISIBLE))
     readonly_fields = ("name", "kind", "study", "criterion_key", "params", "version",
                        "artifact_path", "report", "status", "total", "done", "error",
-                       "created_by", "created_at", "started_at", "finished_at")
+                       "created_by", "created_at", "started_at", "finished_at", "pid", "host")
+
+    def get_queryset(self, request):
+        # Reading the list or a row fails at once a training whose process died on this host.
+        from .learned_services import learned_proxies_fail_dead
+
+        learned_proxies_fail_dead()
+        return super().get_queryset(request)
 
     @admin.display(description="test AUC")
     def test_auc(self, proxy):

@@ -113,7 +113,10 @@ def _answers_drpe(run, backend, criterion, units, texts):
                for role in run.params["static_roles"]]
               if run.params.get("static_roles") else list(methods.STATIC_ROLES))
     k = int(run.params.get("dynamic_roles", 4))
-    options = {"eps": float(run.params["dedup_eps"])} if "dedup_eps" in run.params else {}
+    options: dict[str, Any] = (
+        {"eps": float(run.params["dedup_eps"])} if "dedup_eps" in run.params else {})
+    options["granularity"] = run.params.get("role_prompts", "mixed")
+    aggregation = run.params.get("aggregation", "share")
     # The embedded/configured default, not the study's encoder: the roles' dedup was always
     # computed with it, and it is not part of the signature.
     embed = methods.sentence_embedder(encoder_resolve())
@@ -130,7 +133,7 @@ def _answers_drpe(run, backend, criterion, units, texts):
                 continue
         result = methods.drpe_judge(backend, roles_by_content[content], content,
                                     texts[pk]["output"], texts[pk]["output_b"],
-                                    max_tokens=max_tokens)
+                                    max_tokens=max_tokens, aggregation=aggregation)
         if result.p_a is None or result.winner is None:
             yield (pk, None, None, "; ".join(result.errors) or "no role vote could be read",
                    "unparsed")
@@ -151,9 +154,14 @@ def _learned_model(artifact_path: str):
 
 
 def _answers_learned(run, backend, criterion, units, texts):
-    from .learned import Example
+    from .learned import PAIRWISE_KINDS, Example
 
     trained = _learned_model(run.learned_proxy.artifact_path)
+    if trained.kind in PAIRWISE_KINDS:
+        from .learned_pairwise import pairwise_answers
+
+        yield from pairwise_answers(run, trained, criterion, units)
+        return
     examples = [Example(reference=texts[pk]["reference"] or texts[pk]["context"],
                         output=texts[pk]["output"], label=None,
                         group=texts[pk]["reference"], key=pk) for pk in units]

@@ -6,6 +6,8 @@ the common error shape by the API's exception handler (kit.rest)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -219,6 +221,12 @@ class StudyLearnedProxies(StudyRunList):
     serializer_class = LearnedProxySerializer
     start_serializer_class = TrainSerializer
 
+    def get(self, request, slug):
+        from .learned_services import learned_proxies_fail_dead
+
+        learned_proxies_fail_dead(LearnedProxy.objects.filter(study=self.get_study()))
+        return super().get(request, slug)
+
     def start(self, study, data, *, actor, source):
         return learned_proxy_start(study=study, criterion_key=data["criterion"],
                                    kind=data["kind"], name=data.get("name", ""),
@@ -230,3 +238,10 @@ class LearnedProxyDetail(RunDetail):
 
     run_model = LearnedProxy
     serializer_class = LearnedProxySerializer
+
+    def get_run(self, minimum: str = VIEWER) -> Any:
+        # A training whose process died on this host is failed at once, not after the sweep.
+        from .learned_services import learned_proxies_fail_dead
+
+        learned_proxies_fail_dead(LearnedProxy.objects.filter(pk=self.kwargs["pk"]))
+        return super().get_run(minimum)

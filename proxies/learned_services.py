@@ -1,10 +1,14 @@
-"""Learned proxies on a study: their training data (outputs with a clear human majority),
-starting and running a training on a worker, and the checks on what a training may read.
+"""Learned proxies on a study: their training data (outputs with a clear human majority;
+pairs with one for the pairwise proxy, `learned_pairwise`), starting and running a training
+on a worker, the checks on what a training may read, and failing at once a training whose
+process ended without finishing (`learned_proxies_fail_dead`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 from collections import defaultdict
 from contextlib import contextmanager
@@ -31,7 +35,8 @@ from .models import LearnedProxy
 # these say: an editor's numbers stay within what a study needs.
 TRAINING_LIMITS: dict[str, float] = {"epochs": 50, "batch_size": 512, "eval_batch_size": 1024,
                                      "max_length": 512, "learning_rate": 1.0,
-                                     "weight_decay": 1.0, "warmup_ratio": 1.0, "C": 1e6}
+                                     "weight_decay": 1.0, "warmup_ratio": 1.0, "C": 1e6,
+                                     "folds": 100, "window_stride": 512}
 
 
 def learned_examples(study: Study, criterion_key: str) -> list:
@@ -45,8 +50,10 @@ def learned_examples(study: Study, criterion_key: str) -> list:
         raise ValidationError(f"criterion: {criterion_key!r} is not a criterion of "
                               f"{study.slug!r}") from None
     if criterion.kind not in BINARY_KINDS:
+        extra = (" (for a pairwise criterion, train kind pairwise_logistic)"
+                 if criterion.kind == "pairwise" else "")
         raise ValidationError(f"criterion: {criterion_key!r} is {criterion.kind}; a learned "
-                              "proxy needs a binary or severity criterion")
+                              f"proxy of this kind needs a binary or severity criterion{extra}")
     votes: dict[int, list[float]] = defaultdict(list)
     texts = {}
     for output, reference, context, text, value in (
@@ -65,7 +72,7 @@ def learned_examples(study: Study, criterion_key: str) -> list:
         if share != 0.5:
             reference, text = texts[output]
             examples.append(Example(reference=reference, output=text, label=int(share > 0.5),
-                                    group=reference, key=output))
+                                    group=reference, key=output, human_score=share))
     return examples
 
 
@@ -77,11 +84,23 @@ def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: st
     "start"."""
     if kind not in LearnedProxy.Kind.values:
         raise ValidationError(f"kind: {kind!r} is not one of {LearnedProxy.Kind.values}")
-    learned_proxy_check(study=study, params=params or {})
-    examples = learned_examples(study, criterion_key)
-    if len(examples) < 20:
-        raise ValidationError(f"only {len(examples)} outputs of {study.slug!r} have a clear "
-                              f"human majority on {criterion_key!r}; at least 20 are needed")
+    learned_proxy_check(study=study, params=params or {}, kind=kind)
+    if kind == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
+        from .learned_pairwise import MIN_LABELLED_PAIRS, labelled_pairs, pairwise_examples
+
+        features = (params or {}).get("features")
+        examples = pairwise_examples(study, criterion_key, features=features)
+        labelled = labelled_pairs(examples)
+        if labelled < MIN_LABELLED_PAIRS:
+            raise ValidationError(
+                f"only {labelled} pairs of {study.slug!r} have a human majority for A or B on "
+                f"{criterion_key!r}; at least {MIN_LABELLED_PAIRS} are needed")
+    else:
+        examples = learned_examples(study, criterion_key)
+        if len(examples) < 20:
+            raise ValidationError(f"only {len(examples)} outputs of {study.slug!r} have a "
+                                  f"clear human majority on {criterion_key!r}; at least 20 "
+                                  "are needed")
     name = name or f"{study.slug}-{criterion_key}-{kind}".replace("_", "-")
     with transaction.atomic():
         proxy = LearnedProxy.objects.create(
@@ -107,33 +126,54 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
 
     The manifest's `split_keys` are the output ids of each split (`learned_examples` keys
     its examples by output): the analysis scores the proxy only on outputs outside train and
-    dev (`analysis.selectors.proxy_raters`)."""
+    dev (`analysis.selectors.proxy_raters`).
+
+    A pairwise proxy (kind pairwise_logistic) is cross-validated by reference instead
+    (`proxies.learned.pairwise`), and its out-of-fold answers are then stored at once as a
+    proxy run on the study (`learned_pairwise.pairwise_store_answers`; the run's id is in
+    the report's `answers_run`).
+
+    The row records the process training it (`pid`, `host`, `pid_started`): a process that
+    dies (killed, out of memory) leaves a run that `learned_proxies_fail_dead` fails at once
+    on this host."""
     from .learned import save_artifact, train_proxy
 
     proxy = LearnedProxy.objects.select_related("study").get(pk=proxy_id)
     if proxy.status == LearnedProxy.Status.DONE:
         return proxy  # redelivered: trained already
+    learned_proxies_fail_dead(LearnedProxy.objects.filter(pk=proxy.pk))
     # Training may outlast the broker's visibility timeout, which then hands the task to a
     # second worker: while the first one's heartbeat is fresh, leave the training to it.
     fresh = timezone.now() - timedelta(minutes=5)
     claimed = LearnedProxy.objects.filter(pk=proxy.pk).exclude(
         status=LearnedProxy.Status.RUNNING, heartbeat_at__gte=fresh).update(
         status=LearnedProxy.Status.RUNNING, started_at=timezone.now(),
-        heartbeat_at=timezone.now())
+        heartbeat_at=timezone.now(), **process_identity())
     if not claimed:
         return proxy
     # Checked again here, before a file of it is read: the study's encoder_path may have
     # changed, and a proxy recorded before the check existed was never checked.
-    learned_proxy_check(study=proxy.study, params=proxy.params)
+    learned_proxy_check(study=proxy.study, params=proxy.params, kind=proxy.kind)
     params = dict(proxy.params)
     seed = int(params.pop("seed", 0))
     target_precision = float(params.pop("target_precision", 0.9))
-    params.setdefault("model_path", encoder_resolve(study=proxy.study))
+    pairwise = proxy.kind == LearnedProxy.Kind.PAIRWISE_LOGISTIC
+    if not pairwise:
+        params.setdefault("model_path", encoder_resolve(study=proxy.study))
+    if proxy.kind == LearnedProxy.Kind.CROSS_ENCODER and _pertinence_style(proxy.study):
+        # A history and its completion: keep the history's most recent tokens.
+        params.setdefault("truncation", "history_left")
     try:
         with _heartbeat(LearnedProxy, proxy.pk):
-            trained = train_proxy(proxy.kind,
-                                  learned_examples(proxy.study, proxy.criterion_key),
-                                  params=params, seed=seed, target_precision=target_precision)
+            if pairwise:
+                from .learned_pairwise import pairwise_train
+
+                trained = pairwise_train(proxy, params, seed)
+            else:
+                trained = train_proxy(proxy.kind,
+                                      learned_examples(proxy.study, proxy.criterion_key),
+                                      params=params, seed=seed,
+                                      target_precision=target_precision)
     except ValueError as error:  # bad parameter, too few groups, a one-class split
         raise ValidationError(str(error)) from None
     path = save_artifact(trained, settings.EVALSTUDY_PROXY_DIR, proxy.name)
@@ -144,7 +184,84 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
         report=_jsonable({**manifest, "signature": trained.signature()}), done=proxy.total,
         status=LearnedProxy.Status.DONE, error="", finished_at=now, heartbeat_at=now)
     proxy.refresh_from_db()
+    if pairwise:
+        from .learned_pairwise import pairwise_store_answers
+
+        run = pairwise_store_answers(proxy)
+        proxy.report = {**proxy.report, "answers_run": run.pk,
+                        "answers_rater": str(run.rater), "answers_status": run.status}
+        proxy.save(update_fields=["report"])
     return proxy
+
+
+def _pertinence_style(study: Study) -> bool:
+    """Whether the study's items are histories (context, no reference): what the
+    cross-encoder then reads is a history and the completion that continues it."""
+    items = study.items.all()
+    return (items.exists() and not items.exclude(reference="").exists()
+            and items.exclude(context="").exists())
+
+
+# --- a training whose process died ------------------------------------------------------
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state, start time in clock ticks since boot) of a process from /proc (Linux), or None
+    where /proc does not say (another system, or no such process)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces: split after it.
+    fields = raw[raw.rfind(")") + 2:].split()
+    try:
+        return fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def process_identity() -> dict[str, Any]:
+    """This process as a LearnedProxy row records it (`pid`, `host`, `pid_started`)."""
+    pid = os.getpid()
+    stat = _proc_stat(pid)
+    return {"pid": pid, "host": socket.gethostname()[:255],
+            "pid_started": stat[1] if stat else None}
+
+
+def process_alive(pid: int, started: int | None = None) -> bool:
+    """Whether process `pid` of this host still runs (a zombie does not; nor a process that
+    reused the id, when `started` is known)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, under another user
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True  # no /proc here: os.kill is all we know
+    state, ticks = stat
+    if state in ("Z", "X"):
+        return False
+    return started is None or ticks == started
+
+
+def learned_proxies_fail_dead(queryset=None) -> int:
+    """Fail every running training (of `queryset`, default all) whose recorded process ran on
+    this host and has ended: killed (SIGKILL, out of memory) or exited without finishing.
+    Returns how many were failed. A training on another host is left to the stale-run sweep
+    (`evalstudy.services.runs_fail_stale`): its process cannot be seen from here."""
+    rows = (LearnedProxy.objects.all() if queryset is None else queryset).filter(
+        status=LearnedProxy.Status.RUNNING, pid__isnull=False, host=socket.gethostname()[:255])
+    failed = 0
+    for pk, pid, started in rows.values_list("pk", "pid", "pid_started"):
+        if pid == os.getpid() or process_alive(pid, started):
+            continue
+        failed += LearnedProxy.objects.filter(
+            pk=pk, status=LearnedProxy.Status.RUNNING, pid=pid).update(
+            status=LearnedProxy.Status.FAILED, finished_at=timezone.now(),
+            error=(f"the process running it (pid {pid} on {socket.gethostname()}) ended "
+                   "without finishing; start the training again"))
+    return failed
 
 
 @contextmanager
@@ -171,10 +288,11 @@ def _heartbeat(model, pk: int, every_seconds: float = 60.0):
         thread.join(timeout=5)
 
 
-def learned_proxy_check(*, study: Study, params: dict[str, Any]) -> None:
+def learned_proxy_check(*, study: Study, params: dict[str, Any], kind: str = "") -> None:
     """The encoder a learned proxy would train from (`params["model_path"]`, else the study's
     encoder_path) must be a model directory an operator allows: checked when training is
-    requested (`learned_proxy_start`, the admin form) and again before it starts."""
+    requested (`learned_proxy_start`, the admin form) and again before it starts. A pairwise
+    proxy (kind pairwise_logistic) reads no encoder: only its numbers are checked."""
     if not isinstance(params, dict):
         raise ValidationError("params: must be a JSON object")
     for name, bound in TRAINING_LIMITS.items():
@@ -185,6 +303,8 @@ def learned_proxy_check(*, study: Study, params: dict[str, Any]) -> None:
                 0 < value <= bound):
             raise ValidationError(f"params: {name} must be a number above 0 and at most "
                                   f"{bound:g}, got {value!r}")
+    if kind == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
+        return
     path = params.get("model_path")
     if path not in (None, ""):  # unset: the study's encoder, else the embedded default
         if not isinstance(path, str):

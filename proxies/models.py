@@ -63,6 +63,8 @@ class LearnedProxy(BackgroundRun):
         WER_BERTSCORE = "wer_bertscore", "Logistic regression: WER rates + BERTScore"
         EMBEDDING_LR = "embedding_lr", "Logistic regression: embedding cosine + lengths"
         CROSS_ENCODER = "cross_encoder", "Fine-tuned cross-encoder classifier"
+        PAIRWISE_LOGISTIC = ("pairwise_logistic",
+                             "Pairwise logistic regression on stored metric differences")
 
     name = models.SlugField(max_length=100)
     kind = models.CharField(max_length=20, choices=Kind.choices)
@@ -74,6 +76,16 @@ class LearnedProxy(BackgroundRun):
     version = models.PositiveIntegerField(null=True, blank=True)
     report = models.JSONField(default=dict, blank=True,
                               help_text="Split sizes, threshold, train/dev/test AUC.")
+    # The process training it (while running): a run whose process ended without finishing
+    # is failed at once by `learned_services.learned_proxies_fail_dead` on the same host,
+    # instead of waiting for the stale-run sweep.
+    pid = models.PositiveIntegerField(null=True, blank=True,
+                                      help_text="Process id of the training process.")
+    host = models.CharField(max_length=255, blank=True,
+                            help_text="Host name of the training process.")
+    pid_started = models.BigIntegerField(
+        null=True, blank=True, help_text="The training process' start time (clock ticks "
+        "since boot, /proc), so that a reused process id is not mistaken for it.")
 
     class Meta(BackgroundRun.Meta):
         db_table = "metrics_learnedproxy"

@@ -64,14 +64,16 @@ METHOD_KINDS: dict[str, frozenset[str]] = {
     ProxyRun.Method.LATTE: BINARY_KINDS,
     ProxyRun.Method.RUBRIC: frozenset({"likert", "binary", "severity", "categorical"}),
     ProxyRun.Method.DRPE: frozenset({"pairwise"}),
-    ProxyRun.Method.LEARNED: BINARY_KINDS,
+    # A pairwise learned proxy (kind pairwise_logistic) answers pairwise criteria, the others
+    # binary and severity ones (`_learned_kinds`).
+    ProxyRun.Method.LEARNED: BINARY_KINDS | {"pairwise"},
 }
 # Run parameters each method understands; anything else is refused by name.
 METHOD_PARAMS: dict[str, frozenset[str]] = {
     ProxyRun.Method.LATTE: frozenset({"threshold"}),
     ProxyRun.Method.RUBRIC: frozenset({"threshold"}),
     ProxyRun.Method.DRPE: frozenset({"static_roles", "dynamic_roles", "dedup_eps",
-                                     "max_tokens"}),
+                                     "max_tokens", "role_prompts", "aggregation"}),
     ProxyRun.Method.LEARNED: frozenset({"threshold"}),
 }
 
@@ -98,8 +100,20 @@ def _check_template(method: str, template: str) -> None:
         raise ValidationError(f"template: {error}") from None
 
 
-def _criteria_for(study: Study, method: str, keys: Sequence[str] | None) -> list[Criterion]:
-    allowed = METHOD_KINDS[method]
+def _learned_kinds(learned: LearnedProxy | None) -> frozenset[str]:
+    """The criterion kinds a learned proxy answers: pairwise for a pairwise one, else the
+    kinds with a binary reading."""
+    from .learned import PAIRWISE_KINDS
+
+    if learned is not None and learned.kind in PAIRWISE_KINDS:
+        return frozenset({"pairwise"})
+    return BINARY_KINDS
+
+
+def _criteria_for(study: Study, method: str, keys: Sequence[str] | None,
+                  learned: LearnedProxy | None = None) -> list[Criterion]:
+    allowed = (_learned_kinds(learned) if method == ProxyRun.Method.LEARNED
+               else METHOD_KINDS[method])
     criteria = {c.key: c for c in study.criteria.all()}
     if not keys:
         chosen = [c for c in criteria.values() if c.kind in allowed]
@@ -182,19 +196,23 @@ def proxy_run_prepare(
         if threshold is None or isinstance(params["threshold"], bool) or not 0 <= threshold <= 1:
             raise ValidationError("params: threshold must lie in [0, 1]")
     limits_check({}, params)
-    chosen = _criteria_for(study, method, criteria)
+    chosen = _criteria_for(study, method, criteria, learned_proxy)
     if method == ProxyRun.Method.LEARNED:
         if learned_proxy is None or learned_proxy.status != LearnedProxy.Status.DONE:
             raise ValidationError("learned_proxy: a trained learned proxy is required")
         if template or backend:
             raise ValidationError("a learned proxy takes no backend or template")
+        if "pairwise" in _learned_kinds(learned_proxy) and "threshold" in params:
+            raise ValidationError("params: a pairwise learned proxy takes no threshold (its "
+                                  "answers follow its tie_band)")
         config: dict[str, Any] = {}
         backend_signature = learned_proxy.report.get("signature") or {
             "name": learned_proxy.name, "kind": learned_proxy.kind,
             "version": learned_proxy.version, "artifact": learned_proxy.artifact_path}
         backend_signature = {**backend_signature, "name": f"{learned_proxy.name}-v"
                              f"{learned_proxy.version}"}
-        params.setdefault("threshold", learned_proxy.report.get("threshold", 0.5))
+        if "pairwise" not in _learned_kinds(learned_proxy):
+            params.setdefault("threshold", learned_proxy.report.get("threshold", 0.5))
     else:
         config = backend_clean(backend)
         _check_template(method, template)
@@ -248,6 +266,8 @@ def proxy_units(study: Study, criteria: Sequence[Criterion]
         units[False] = [(pk, None) for pk in Output.objects.filter(item__study=study)
                         .order_by("item_id", "system_id").values_list("id", flat=True)]
     if any(c.kind == "pairwise" for c in criteria):
+        from annotation.models import VoteCount
+
         shown = (AssignmentSlot.objects
                  .filter(assignment__study=study, kind=AssignmentSlot.Kind.TARGET,
                          output_b__isnull=False)
@@ -255,7 +275,15 @@ def proxy_units(study: Study, criteria: Sequence[Criterion]
                  .values_list("output_id", "output_b_id").distinct())
         # As shown to humans (A, B), both orientations where the design shows both: the
         # analysis' unit is the ordered pair, and DRPE judges both orders of each anyway.
-        pairs = sorted(set(shown))
+        # Pairs people judged only as counts (`VoteCount`, e.g. HATS) are units too, in
+        # the order they were imported in (unless shown the other way round already).
+        pairs_shown = set(shown)
+        counted = (VoteCount.objects
+                   .filter(study=study, output_b__isnull=False,
+                           criterion__in=[c for c in criteria if c.kind == "pairwise"])
+                   .values_list("output_id", "output_b_id").distinct())
+        pairs_shown |= {(o, ob) for o, ob in counted if (ob, o) not in pairs_shown}
+        pairs = sorted(pairs_shown)
         if not pairs:
             by_item: dict[int, list[int]] = defaultdict(list)
             for pk, item in (Output.objects.filter(item__study=study)

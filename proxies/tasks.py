@@ -82,3 +82,12 @@ def learned_proxy_train_cpu_task(proxy_id: int) -> int:
 @shared_task(name="metrics.gpu.train_proxy", soft_time_limit=7200, **COMMON)
 def learned_proxy_train_gpu_task(proxy_id: int) -> int:
     return _train(proxy_id)
+
+
+@shared_task(name="metrics.cpu.learned_proxies_fail_dead", soft_time_limit=60, acks_late=True)
+def learned_proxies_fail_dead_task() -> int:
+    """Fail the trainings whose process died on the host running this task (for a beat
+    entry beside `evalstudy.runs_fail_stale`, on the host that runs `train_proxy --sync`)."""
+    from .learned_services import learned_proxies_fail_dead
+
+    return learned_proxies_fail_dead()

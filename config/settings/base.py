@@ -287,6 +287,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "prolific.sync_open_studies",
         "schedule": PROLIFIC_SYNC_EVERY_S,
     },
+    # A `train_proxy --sync` process that died (killed, out of memory) is failed within a
+    # minute instead of at the stale-run sweep (proxies.learned_services).
+    "fail-dead-trainings": {
+        "task": "metrics.cpu.learned_proxies_fail_dead",
+        "schedule": 60.0,
+    },
 }
 
 REST_FRAMEWORK = {

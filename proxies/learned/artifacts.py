@@ -9,13 +9,17 @@ Layout: `<root>/<name>/v<N>/` holds the proxy's own files (`Proxy.save`) and `ma
     params, seed      what the proxy was built and split with
     encoder           the base encoder: model (display name), model_sha (`model_fingerprint`),
                       external (scoring reads it: the regressions) or not (the cross-encoder
-                      carries its fine-tuned copy, whose fingerprint is checkpoint_sha)
+                      carries its fine-tuned copy, whose fingerprint is checkpoint_sha);
+                      model and model_sha null for a proxy reading no encoder (pairwise)
     libraries, python versions at training time
-    threshold, threshold_rule, target_precision
+    threshold, threshold_rule, target_precision (null for a pairwise proxy: no threshold is
+                      chosen; its threshold 0.5 and rule say how P(A) becomes an answer)
     metrics, split_sizes, feature_names, training_seconds, report (TrainingReport.to_dict())
     split_keys        split -> the example keys it held (output ids for a study's examples), so
                       that an analysis scores the proxy only on outputs it never saw; optional
-                      (artefacts saved before it existed load with {})
+                      (artefacts saved before it existed load with {}). A pairwise proxy has
+                      one: "out_of_fold", the [output, output_b] pairs it predicted out of
+                      fold (no train or dev split: nothing to leave out)
     files             relative path -> sha256 of every file the proxy saved
 
 N is the next number after the highest existing `v<N>`, claimed with an atomic `mkdir`, so two
@@ -112,12 +116,17 @@ def _write(trained: TrainedProxy, directory: Path, name: str, number: int) -> st
     proxy = trained.proxy
     files = proxy.save(directory)
     created = datetime.now(UTC).isoformat(timespec="seconds")
-    encoder: dict[str, Any] = {
-        "model": proxy.signature()["encoder"]["model"],
-        "model_sha": (getattr(proxy, "base_fingerprint", None) or proxy.encoder_fingerprint()),
-        "external": proxy.uses_external_encoder,
-    }
-    if not proxy.uses_external_encoder:
+    encoder: dict[str, Any]
+    if not proxy.uses_encoder:  # reads stored metric results (the pairwise proxy)
+        encoder = {"model": None, "model_sha": None, "external": False}
+    else:
+        encoder = {
+            "model": proxy.signature()["encoder"]["model"],
+            "model_sha": (getattr(proxy, "base_fingerprint", None)
+                          or proxy.encoder_fingerprint()),
+            "external": proxy.uses_external_encoder,
+        }
+    if proxy.uses_encoder and not proxy.uses_external_encoder:
         from metrics.scorers.encoder import model_fingerprint
 
         encoder["checkpoint_sha"] = model_fingerprint(directory / "model")
@@ -281,7 +290,9 @@ def load_artifact(
     overrides: dict[str, Any] = {}
     if device is not None:
         overrides["device"] = device
-    if cls.uses_external_encoder:
+    if not cls.uses_encoder:
+        pass  # no encoder to check
+    elif cls.uses_external_encoder:
         base = _external_encoder(manifest, where, encoder_path)
         if base != manifest["params"].get("model_path"):
             overrides["model_path"] = base
@@ -307,7 +318,9 @@ def load_artifact(
     return TrainedProxy(
         kind=kind, proxy=proxy, threshold=float(manifest["threshold"]),
         threshold_rule=str(manifest.get("threshold_rule", "")),
-        target_precision=float(manifest["target_precision"]), metrics=manifest["metrics"],
+        target_precision=(None if manifest["target_precision"] is None
+                          else float(manifest["target_precision"])),
+        metrics=manifest["metrics"],
         split_sizes=manifest["split_sizes"], params=manifest["params"],
         seed=int(manifest.get("seed", 0)),
         training_seconds=float(manifest.get("training_seconds", 0.0)), report=report,

@@ -68,6 +68,9 @@ class Proxy(ABC):
     # True when the proxy reads an encoder OUTSIDE its saved files at scoring time (the
     # regressions); the cross-encoder carries its own fine-tuned weights.
     uses_external_encoder: ClassVar[bool] = True
+    # False for a proxy that reads no encoder at all (the pairwise proxy reads stored metric
+    # results): its manifest names no encoder and loading checks none.
+    uses_encoder: ClassVar[bool] = True
 
     def __init__(self, **params: Any):
         unknown = sorted(set(params) - set(self.defaults))

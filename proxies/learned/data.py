@@ -22,7 +22,10 @@ class Example:
     `reference` is the reference text (ASR) or the context (pertinence); `output` the system's
     text; `label` 1 = meaning preserved / pertinent / yes, 0 = no, None = unlabelled (scoring
     only). `group` is what must not be shared across splits; empty means the reference text.
-    `key` is the caller's id (e.g. an output id), carried through untouched.
+    `key` is the caller's id (e.g. an output id), carried through untouched. `human_score`
+    (optional) grades outputs beyond the label, e.g. the share of people who said yes: the
+    per-history top-1 accuracy (`training.top1_per_group`) ranks a group's outputs by it,
+    else by the label.
     """
 
     reference: str
@@ -30,6 +33,7 @@ class Example:
     label: int | None = None
     group: str = ""
     key: Any = None
+    human_score: float | None = None
 
     def __post_init__(self) -> None:
         if not self.group:

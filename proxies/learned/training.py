@@ -19,12 +19,17 @@ import numpy as np
 from proxies.learned.base import Proxy, TrainingReport
 from proxies.learned.cross_encoder import CrossEncoderProxy
 from proxies.learned.data import Example, Splits, check_labels, split_examples
+from proxies.learned.pairwise import PairwiseLogisticProxy
 from proxies.learned.regression import EmbeddingProxy, WerBertScoreProxy
 
 # Proxy kind -> class. The names are stored in artefact manifests: never rename one.
 PROXY_KINDS: dict[str, type[Proxy]] = {
-    cls.kind: cls for cls in (WerBertScoreProxy, EmbeddingProxy, CrossEncoderProxy)
+    cls.kind: cls for cls in (WerBertScoreProxy, EmbeddingProxy, CrossEncoderProxy,
+                              PairwiseLogisticProxy)
 }
+# Kinds trained on pairs of outputs (`proxies.learned.pairwise.train_pairwise`), not on
+# labelled outputs (`train_proxy`).
+PAIRWISE_KINDS = frozenset({PairwiseLogisticProxy.kind})
 
 # Used when no dev threshold reaches the target precision (recorded in `threshold_rule`).
 FALLBACK_THRESHOLD = 0.5
@@ -62,7 +67,7 @@ class TrainedProxy:
     proxy: Proxy
     threshold: float
     threshold_rule: str
-    target_precision: float
+    target_precision: float | None  # None: a pairwise proxy (no threshold chosen)
     metrics: dict[str, Any]
     split_sizes: dict[str, dict[str, int]]
     params: dict[str, Any]
@@ -121,6 +126,47 @@ def _at_threshold(scores: np.ndarray, labels: np.ndarray, threshold: float) -> d
     }
 
 
+def top1_per_group(scores: Sequence[float] | np.ndarray, examples: Sequence[Example]
+                   ) -> dict[str, Any]:
+    """The pertinence paper's figure where a group (a history, a reference) has several
+    outputs (completions): the share of groups whose top-scored output is a human-best one.
+
+    A group's outputs are ranked by `human_score` (else the label); a group of one output,
+    or whose outputs people graded all alike, says nothing and is left out (counted). Outputs
+    tied at the proxy's top score share the credit (the share of them that are human-best,
+    what picking one at random would get). `chance`: the same figure for a random pick (the
+    mean share of human-best outputs per group)."""
+    by_group: dict[str, list[tuple[float, float]]] = {}
+    for score, example in zip(np.asarray(scores, dtype=float), examples, strict=True):
+        human = example.human_score if example.human_score is not None else example.label
+        if human is None:
+            continue
+        by_group.setdefault(example.group, []).append((float(score), float(human)))
+    hits, chance = [], []
+    single = alike = 0
+    for rows in by_group.values():
+        if len(rows) < 2:
+            single += 1
+            continue
+        graded = np.array([h for _, h in rows])
+        if np.all(graded == graded[0]):
+            alike += 1
+            continue
+        proxy = np.array([s for s, _ in rows])
+        best = graded == graded.max()
+        top = proxy == proxy.max()
+        hits.append(float(best[top].mean()))
+        chance.append(float(best.mean()))
+    return {
+        "accuracy": float(np.mean(hits)) if hits else None,
+        "chance": float(np.mean(chance)) if chance else None,
+        "n_groups": len(hits), "groups_single_output": single, "groups_all_alike": alike,
+        "method": ("per group with several outputs people graded differently: 1 when the "
+                   "proxy's top-scored output is a human-best one (ties at the top share "
+                   "the credit)"),
+    }
+
+
 def _split_sizes(splits: Splits) -> dict[str, dict[str, int]]:
     counts = splits.class_counts()
     return {
@@ -148,9 +194,10 @@ def train_proxy(
       (the most permissive threshold whose dev precision reaches `target_precision`). When
       none does, the threshold is FALLBACK_THRESHOLD (0.5) and `threshold_rule` says so.
     - Reported: train/dev/test AUC with DeLong CIs, precision and recall at the threshold on
-      dev and test, split sizes, each split's example keys (`split_keys`), the fit's seconds
-      (`training_seconds`: fitting only, feature extraction of train/dev included; scoring
-      the three splits afterwards is not).
+      dev and test, the top-1 accuracy per group (history) on each split (`top1_per_group`:
+      where a history has several completions), split sizes, each split's example keys
+      (`split_keys`), the fit's seconds (`training_seconds`: fitting only, feature
+      extraction of train/dev included; scoring the three splits afterwards is not).
 
     Raises ValueError for an unknown kind or parameter, an unlabelled example, too few groups
     or a split with a single class (see `split_examples`).
@@ -159,6 +206,9 @@ def train_proxy(
 
     if not 0 < target_precision <= 1:
         raise ValueError(f"target_precision must lie in (0, 1], not {target_precision!r}")
+    if kind in PAIRWISE_KINDS:
+        raise ValueError(f"{kind!r} learns from pairs of outputs: use "
+                         "proxies.learned.pairwise.train_pairwise")
     cls = proxy_class(kind)
     params = dict(params or {})
     if "seed" in cls.defaults:
@@ -184,6 +234,10 @@ def train_proxy(
         "dev": _at_threshold(scores["dev"], labels["dev"], threshold),
         "test": _at_threshold(scores["test"], labels["test"], threshold),
         "threshold_achieved": bool(choice.achieved),
+        # Where groups (histories) have several outputs (completions): the pertinence
+        # paper's top-1 accuracy per history, on each split.
+        "top1_per_group": {name: top1_per_group(scores[name], part)
+                           for name, part in splits.items()},
     }
     return TrainedProxy(
         kind=kind, proxy=proxy, threshold=threshold, threshold_rule=rule,

@@ -151,3 +151,36 @@ def test_real_worker_trains_a_proxy_and_judges_with_it(settings):
                               criteria=["usable"])
         assert wait_for(lambda: ProxyRun.objects.get(pk=run.pk).status == "done", timeout=120)
     assert Judgment.objects.filter(rater=run.rater).count() == 90
+
+
+def test_a_cross_encoder_on_histories_keeps_their_most_recent_tokens(monkeypatch):
+    """Items with a context and no reference are histories: the cross-encoder trained on them
+    truncates the history from the left unless its params say otherwise; the examples carry
+    the human share, by which the top-1 accuracy per history ranks completions."""
+    import proxies.learned
+
+    study, _ = synthetic_study("histories", seed=6, n_references=10)
+    for item in Item.objects.filter(study=study):
+        item.context, item.reference = item.reference, ""
+        item.save()
+    seen = {}
+
+    def capture(kind, examples, *, params, **options):
+        seen.update(params=params, examples=examples)
+        raise ValueError("captured")
+
+    monkeypatch.setattr(proxies.learned, "train_proxy", capture)
+    for given, expected in (({}, "history_left"), ({"truncation": "longest_first"},
+                                                   "longest_first")):
+        proxy = learned_proxy_start(study=study, criterion_key="usable", kind="cross_encoder",
+                                    params=given, enqueue=False)
+        with pytest.raises(ValidationError, match="captured"):
+            learned_proxy_train(proxy.pk)
+        assert seen["params"]["truncation"] == expected
+    assert {e.human_score for e in seen["examples"]} <= {0.0, 1.0}
+    # A study of references keeps the default.
+    references, _ = synthetic_study("references", seed=7, n_references=10)
+    with pytest.raises(ValidationError, match="captured"):
+        learned_proxy_train(learned_proxy_start(study=references, criterion_key="usable",
+                                                kind="cross_encoder", enqueue=False).pk)
+    assert "truncation" not in seen["params"]

@@ -365,3 +365,34 @@ def test_a_unit_answered_after_a_failure_counts_once(study, judge):
     ProxyRun.objects.filter(pk=run.pk).update(unreadable={f"{slot}:usable": "timeout"})
     run = proxy_run_refresh(run)
     assert (run.done, run.failed) == (18, 0)
+
+
+def drpe_coarse_responder(request):
+    """Roles only from the coarse (occupations) prompt; votes as `drpe_responder`."""
+    if "most common occupations" in request.prompt:
+        return answer(request, "1. Teacher: reads to prepare a lesson.")
+    return drpe_responder(request)
+
+
+def test_drpe_run_takes_the_papers_role_prompt_and_its_eq4_sum():
+    """role_prompts and aggregation reach the judge: the coarse prompt is the one sent, and
+    eq. 4's sums decide the answer (the stored number stays the share of votes for A)."""
+    study = make_study(n_items=2, n_systems=2, design="pairwise")
+    for output in Output.objects.filter(item__study=study, system__name="sys-1"):
+        output.text += " and a much longer ending"
+        output.save()
+    with FakeOpenAI(drpe_coarse_responder) as server:
+        run = run_here(proxy_run_start(
+            study=study, method="drpe", backend=backend_for(server),
+            params={"dynamic_roles": 1, "role_prompts": "coarse", "aggregation": "sum"},
+            enqueue=False))
+        prompts = [r.prompt for r in server.requests]
+    assert run.status == ProxyRun.Status.DONE, run.error
+    assert any("most common occupations" in p for p in prompts)
+    assert not any("different kinds of people" in p for p in prompts)
+    assert run.params["aggregation"] == "sum"
+    for judgment in Judgment.objects.filter(rater=run.rater).select_related(
+            "slot__output__system"):
+        shorter_is_a = judgment.slot.output.system.name == "sys-0"
+        assert judgment.value == ("A" if shorter_is_a else "B")
+        assert 0.0 <= judgment.numeric_value <= 1.0

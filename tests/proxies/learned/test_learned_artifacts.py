@@ -127,7 +127,8 @@ def test_missing_and_changed_files(saved):
 def test_bad_manifests(saved):
     _rewrite_manifest(saved, kind="llm_magic")
     with pytest.raises(ArtifactError, match="unknown proxy kind 'llm_magic'; this code knows "
-                                            "cross_encoder, embedding_lr, wer_bertscore"):
+                                            "cross_encoder, embedding_lr, pairwise_logistic, "
+                                            "wer_bertscore"):
         load_artifact(saved)
     _rewrite_manifest(saved, kind="embedding_lr", proxy_version="0")
     with pytest.raises(ArtifactError, match="made by version '0' of the embedding_lr proxy"):

@@ -107,8 +107,10 @@ def test_scoring_unlabelled_examples_and_predict(trained_regressions):
 
 def test_bad_input_is_refused_clearly(trained_regressions, synthetic_study):
     with pytest.raises(ValueError, match="unknown proxy kind 'gpt'; known: cross_encoder, "
-                                         "embedding_lr, wer_bertscore"):
+                                         "embedding_lr, pairwise_logistic, wer_bertscore"):
         train_proxy("gpt", synthetic_study)
+    with pytest.raises(ValueError, match="learns from pairs of outputs"):
+        train_proxy("pairwise_logistic", synthetic_study)
     with pytest.raises(ValueError, match="unknown parameter.*'wer_bertscore': layers"):
         train_proxy("wer_bertscore", synthetic_study, params={"layers": 3})
     with pytest.raises(ValueError, match="unknown extra feature"):
@@ -133,6 +135,17 @@ def test_bad_input_is_refused_clearly(trained_regressions, synthetic_study):
 
 
 def test_registry_names():
-    assert set(PROXY_KINDS) == {"wer_bertscore", "embedding_lr", "cross_encoder"}
+    assert set(PROXY_KINDS) == {"wer_bertscore", "embedding_lr", "cross_encoder",
+                                "pairwise_logistic"}
     for kind, cls in PROXY_KINDS.items():
         assert cls.kind == kind
+
+
+def test_top1_per_reference_is_reported_on_each_split(trained_regressions):
+    """Three outputs per reference, labelled differently: the top-1 figure per group (the
+    pertinence paper's per-history accuracy) is reported, above chance."""
+    for trained in trained_regressions.values():
+        top1 = trained.metrics["top1_per_group"]
+        assert set(top1) == {"train", "dev", "test"}
+        assert top1["test"]["n_groups"] > 10
+        assert top1["test"]["accuracy"] > top1["test"]["chance"]

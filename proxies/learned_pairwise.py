@@ -1,0 +1,219 @@
+"""The pairwise learned proxy on a study: its training pairs (the human preferences of one
+pairwise criterion, from named raters and counted votes, with the study's STORED metric
+results as features) and its answers stored as a proxy rater's judgments.
+
+The Django-free model is `proxies.learned.pairwise`; training and saving go through
+`learned_services.learned_proxy_train` like every learned proxy. After training, the
+proxy's answers on the study are stored by an ordinary proxy run (`ProxyRun`, method
+"learned") under its own proxy rater, one seat of source "proxy", so the analysis' pairwise
+validity (`analysis.stats.votes.pairwise_entry`) scores it like any rater. On the study it
+was trained on, every answer is its OUT-OF-FOLD prediction (from a model that never saw the
+pair's reference); on another study, the model fitted on every labelled pair answers from that
+study's stored metric results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pandas as pd
+from django.core.exceptions import ValidationError
+
+from annotation.models import Judgment, VoteCount
+from annotation.preferences import merge_units, units_from_choices, units_from_votes
+from evalstudy.models import AssignmentSlot, Criterion, Output, Rater, Study
+
+from .models import LearnedProxy, ProxyRun
+
+# Fewer labelled pairs than this cannot be cross-validated meaningfully.
+MIN_LABELLED_PAIRS = 20
+
+
+def pairwise_criterion(study: Study, criterion_key: str) -> Criterion:
+    try:
+        criterion = study.criteria.get(key=criterion_key)
+    except Criterion.DoesNotExist:
+        raise ValidationError(f"criterion: {criterion_key!r} is not a criterion of "
+                              f"{study.slug!r}") from None
+    if criterion.kind != "pairwise":
+        raise ValidationError(f"criterion: {criterion_key!r} is {criterion.kind}; the "
+                              "pairwise_logistic proxy needs a pairwise criterion")
+    return criterion
+
+
+def stored_values(study: Study, outputs: Sequence[int] | None = None
+                  ) -> dict[int, dict[str, float]]:
+    """Output id -> every value the study's metrics stored for it (the newest configuration
+    of each metric, results without an error), as `analysis.selectors.metric_scores` reads
+    them. Nothing is computed."""
+    from metrics.models import MetricResult
+    from metrics.selectors import latest_configs
+
+    results = MetricResult.objects.filter(config__in=latest_configs(study).values(),
+                                          output__item__study=study, error="")
+    if outputs is not None:
+        results = results.filter(output_id__in=list(outputs))
+    values: dict[int, dict[str, float]] = {}
+    for output_id, result_values in results.values_list("output_id", "values"):
+        values.setdefault(output_id, {}).update(
+            {k: v for k, v in (result_values or {}).items()
+             if isinstance(v, int | float) and not isinstance(v, bool)})
+    return values
+
+
+def features_check(study: Study, features: Sequence[str] | None,
+                   values: dict[int, dict[str, float]] | None = None) -> list[str]:
+    """The features training will read (named ones, else the default ones the study
+    stores); ValidationError naming every named feature nothing stores, the metric to
+    compute and the command that computes it."""
+    from .learned.pairwise import DEFAULT_FEATURES, FEATURE_METRICS
+
+    values = stored_values(study) if values is None else values
+    stored = {name for row in values.values() for name in row}
+    wanted = list(features) if features else list(DEFAULT_FEATURES)
+    missing = [name for name in wanted if name not in stored]
+    if features and missing or not features and len(missing) == len(wanted):
+        metrics = sorted({FEATURE_METRICS.get(name, name) for name in missing})
+        named = ", ".join(f"{name} (metric {FEATURE_METRICS.get(name, name)})"
+                          for name in missing)
+        raise ValidationError(
+            f"params: features: the pairwise proxy reads the study's stored metric results "
+            f"and computes none; {study.slug!r} has no stored results for {named}. Compute "
+            f"them first: python manage.py compute_metrics --study {study.slug} --metrics "
+            f"{' '.join(metrics)} --sync")
+    return [name for name in wanted if name in stored]
+
+
+def human_units(study: Study, criterion: Criterion) -> pd.DataFrame:
+    """The criterion's pairs with the people's votes (output, output_b, item, a, b, tie):
+    named human raters' answers and aggregated counts (`VoteCount`) merged, as the analysis
+    merges them (`annotation.preferences`)."""
+    choices = pd.DataFrame.from_records(
+        list(Judgment.objects.filter(
+            slot__assignment__study=study, criterion=criterion,
+            rater__kind__in=Rater.HUMAN_KINDS, slot__output_b__isnull=False)
+            .values_list("slot__output_id", "slot__output_b_id", "value",
+                         "slot__output__item_id")),
+        columns=["output", "output_b", "value", "item"])
+    votes = pd.DataFrame.from_records(
+        list(VoteCount.objects.filter(study=study, criterion=criterion,
+                                      output_b__isnull=False)
+             .values_list("output_id", "output_b_id", "output__item_id", "value", "count")),
+        columns=["output", "output_b", "item", "value", "count"])
+    parts = [frame for frame in (units_from_choices(choices), units_from_votes(votes))
+             if not frame.empty]
+    if not parts:
+        return pd.DataFrame(columns=["output", "output_b", "item", "a", "b", "tie"])
+    return merge_units(*parts)
+
+
+def pairwise_examples(study: Study, criterion_key: str, *,
+                      features: Sequence[str] | None = None) -> list:
+    """One `PairExample` per pair: every pair people judged (their votes) and every pair the
+    proxy will answer on the study (`services.proxy_units`; no votes), each with the stored
+    values of both outputs and its group, the item's reference (or context) text."""
+    from .learned.pairwise import PairExample
+    from .services import proxy_units
+
+    criterion = pairwise_criterion(study, criterion_key)
+    values = stored_values(study)
+    features_check(study, features, values)
+    units = human_units(study, criterion)
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
+    for unit in units.to_dict("records"):
+        rows[(int(unit["output"]), int(unit["output_b"]))] = {
+            "a": int(unit["a"]), "b": int(unit["b"]), "tie": int(unit["tie"])}
+    for output, output_b in proxy_units(study, [criterion])[True]:
+        assert output_b is not None
+        if (output, output_b) not in rows and (output_b, output) not in rows:
+            rows[(output, output_b)] = {"a": 0, "b": 0, "tie": 0}
+    groups = {pk: (reference or context or f"item {item}") for pk, item, reference, context in
+              Output.objects.filter(item__study=study).values_list(
+                  "id", "item_id", "item__reference", "item__context")}
+    return [PairExample(output=output, output_b=output_b, group=groups[output],
+                        features_a=values.get(output, {}), features_b=values.get(output_b, {}),
+                        **votes)
+            for (output, output_b), votes in sorted(rows.items())]
+
+
+def labelled_pairs(examples: Sequence[Any]) -> int:
+    return sum(1 for example in examples if example.majority not in (None, 0))
+
+
+def pairwise_train(proxy: LearnedProxy, params: dict[str, Any], seed: int):
+    """Train `proxy` (kind pairwise_logistic) on its study: the `TrainedProxy` (ValueError
+    from the core for a bad parameter or too few references)."""
+    from .learned import train_pairwise
+
+    assert proxy.study is not None
+    criterion = pairwise_criterion(proxy.study, proxy.criterion_key)
+    params = {k: v for k, v in params.items() if k != "model_path"}  # reads no encoder
+    examples = pairwise_examples(proxy.study, proxy.criterion_key,
+                                 features=params.get("features"))
+    return train_pairwise(examples, params=params, seed=seed, allow_tie=criterion.allow_tie)
+
+
+def pairwise_store_answers(proxy: LearnedProxy) -> ProxyRun:
+    """Store the trained proxy's answers on its own study as a proxy run (judged here, at
+    once: a few thousand numbers looked up), under its proxy rater."""
+    from .services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
+
+    assert proxy.study is not None
+    run = proxy_run_start(study=proxy.study, method=ProxyRun.Method.LEARNED,
+                          criteria=[proxy.criterion_key], learned_proxy=proxy, enqueue=False)
+    batches: list[list[int]] = []
+    proxy_run_dispatch(run, send=lambda queue, ids: batches.append(list(ids)))
+    for batch in batches:
+        proxy_batch_judge(run_id=run.pk, slot_ids=batch)
+    run.refresh_from_db()
+    return run
+
+
+def pairwise_answers(run: ProxyRun, trained: Any, criterion: Criterion, units: Sequence[int]
+                     ) -> Iterator[tuple[int, str | None, float | None, str, str]]:
+    """(slot, answer, P(A), error, source) per slot of a pairwise learned proxy's run.
+
+    On the study it was trained on, the out-of-fold prediction of the pair (source
+    "out_of_fold"); a pair missing from them whose reference was in training gets no answer
+    (its prediction would be in-sample). Elsewhere, the model fitted on every labelled pair,
+    on the stored metric results of the run's study (source "model"); a pair whose outputs
+    lack a feature gets no answer, with the reason."""
+    from .learned.pairwise import PairExample, group_digest
+
+    model = trained.proxy
+    slots = {pk: (output, output_b, reference or context or f"item {item}")
+             for pk, output, output_b, item, reference, context in
+             AssignmentSlot.objects.filter(pk__in=list(units)).values_list(
+                 "id", "output_id", "output_b_id", "output__item_id",
+                 "output__item__reference", "output__item__context")}
+    learned = run.learned_proxy
+    own_study = learned is not None and learned.study_id == run.study_id
+    table = model.out_of_fold_table() if own_study else {}
+    seen_groups = model.trained_groups() if own_study else set()
+    new: list[tuple[int, Any]] = []
+    for pk in units:
+        output, output_b, group = slots[pk]
+        p = table.get((output, output_b))
+        if p is not None:
+            yield pk, model.answer(p, allow_tie=criterion.allow_tie), p, "", "out_of_fold"
+        elif own_study and group_digest(group) in seen_groups:
+            yield (pk, None, None, "no out-of-fold prediction for this pair and its reference "
+                   "was in training: retrain the proxy to answer it", "unanswered")
+        else:
+            new.append((pk, PairExample(output=output, output_b=output_b, group=group,
+                                        features_a={}, features_b={})))
+    if not new:
+        return
+    values = stored_values(run.study, [o for _, e in new for o in (e.output, e.output_b)])
+    for _, example in new:
+        example.features_a = values.get(example.output, {})
+        example.features_b = values.get(example.output_b, {})
+    for (pk, example), p in zip(new, model.predict_pairs([e for _, e in new]), strict=True):
+        if p != p:  # NaN: a feature is missing
+            lacking = [name for name in model.feature_names()
+                       if name not in example.features_a or name not in example.features_b]
+            yield (pk, None, None, f"no stored value of {', '.join(lacking)} for these outputs "
+                   "(compute the metrics on this study first)", "unanswered")
+        else:
+            yield pk, model.answer(float(p), allow_tie=criterion.allow_tie), float(p), "", "model"

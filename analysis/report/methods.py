@@ -120,7 +120,11 @@ def _methods(result: dict, options: dict, filters: list[str]) -> list[str]:
             "Pairwise criteria: preference shares with Wilson intervals (ties excluded, and "
             "ties counted as half), and a Bradley-Terry logistic regression with a position term"
             " (the log-odds of choosing the output shown as A), with cluster-robust standard "
-            "errors by rater.")
+            "errors by rater. Counted votes (aggregated judgments) enter the same model as "
+            "frequency weights with model-based standard errors, without the position term "
+            "when the import declared the position unknown. Metrics and proxies are compared "
+            "with the majority of each pair under two tie rules, beside the leave-one-vote-out "
+            "agreement of one person with the others (the table's note says how).")
     boots = set()
     for c in result.get("criteria") or []:
         agreement = c.get("agreement")

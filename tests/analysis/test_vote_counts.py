@@ -141,7 +141,8 @@ def test_pairwise_validity_from_counts_reproduces_the_published_rule(hats_study)
     for text in ("Agreement with the majority: ties count as wrong",
                  "Human ceiling: one person (leave one vote out)",
                  "Aggregated counts (people per answer, no named raters)",
-                 "no position term", "wer (lower = better)"):
+                 "no position term", "wer (lower = better)",
+                 "Counted votes (aggregated, no named raters)"):
         assert text in html, text
     for bad in (r"\bnan\b", r"\bNone\b", "Traceback", "Singular matrix"):
         assert not re.search(bad, html), bad

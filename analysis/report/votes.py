@@ -8,8 +8,12 @@ from typing import Any
 from analysis.report.format import DASH, Block, Table, estimate_ci, num, proxy_label
 
 STRATA = (("unanimous", "Unanimous"), ("agreement >= 70%", "≥ 70% agree"), ("all", "All pairs"))
-RULES = (("ties_wrong", "ties count as wrong (the HATS paper's rule)"),
-         ("ties_excluded", "human ties left out, a metric tie counts half"))
+RULES = (("ties_wrong", "majority of everyone, ties count as wrong (the HATS paper's rule)"),
+         ("ties_excluded", "majority of everyone, human ties left out, a metric tie counts half"),
+         ("ties_wrong_loo", "majority of the others, each vote left out in turn (the ceiling's "
+                            "units), ties count as wrong"),
+         ("ties_excluded_loo", "majority of the others, each vote left out in turn, human ties "
+                               "left out, a metric tie counts half"))
 COUNTED_AGREEMENT = (("percent_agreement", "Percent agreement"),
                      ("krippendorff_alpha", "Krippendorff's alpha"),
                      ("gwet_ac1", "Gwet's AC1"), ("fleiss_kappa", "Fleiss' kappa"))
@@ -91,6 +95,12 @@ def pairwise_validity_view(v: dict) -> dict[str, Any]:
             table.rows.append([name, *cells, DASH if row["kind"] == "ceiling" else str(ties)])
         table.notes.append(str(v.get("method", "")))
         block.tables.append(table)
+    block.paragraphs.append(
+        "Compare a metric with the human ceiling in the last two tables only: there both are "
+        "scored against the majority of the other people of each pair, with each vote left "
+        "out in turn (against the majority of everyone, a 4-3 pair leaves one person's "
+        "others tied at 3-3, which no metric faces). The first two tables are the published "
+        "figure's definition.")
     block.warnings += [
         "The ceiling in the unanimous stratum is 100% by construction (everyone agrees); "
         "compare proxies with it in the other strata."] if strata.get("unanimous") else []

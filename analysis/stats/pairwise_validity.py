@@ -43,7 +43,11 @@ import pandas as pd
 from annotation.preferences import majority as human_majority
 
 STRATA = (("unanimous", 1.0), ("agreement >= 70%", 0.7), ("all", 0.0))
+MIN_VOTES_STRATUM = 3  # a pair judged by one or two people is in "all" only
 RULES = ("ties_wrong", "ties_excluded")
+# The same rules against the majority of the OTHER people of each pair, each vote left out in
+# turn: the units of the one-person ceiling, so that a proxy can be compared with it.
+LOO_RULES = ("ties_wrong_loo", "ties_excluded_loo")
 N_BOOT = 2000
 SEED = 20240917
 CEILING = "one person (leave one vote out)"
@@ -88,20 +92,23 @@ def _credit(pick: np.ndarray, majority: np.ndarray, rule: str) -> np.ndarray:
     return np.where(majority == 0, np.nan, np.where(pick == 0, 0.5, right))
 
 
-def _ceiling_credit(a: np.ndarray, b: np.ndarray, tie: np.ndarray, rule: str) -> np.ndarray:
-    """Per unit: the mean over its votes of one person's answer against the others'
-    majority (leave one vote out), under `rule`; NaN for a unit of one vote, and under
-    ties_excluded for a unit whose (full) majority is a tie, as for the metrics."""
+def _loo_credit(a: np.ndarray, b: np.ndarray, tie: np.ndarray, rule: str,
+                pick: np.ndarray | None = None) -> np.ndarray:
+    """Per unit: the mean over its votes of `pick` (a proxy's answer; None: the left-out
+    person's own answer, the ceiling) against the majority of the OTHER votes of the unit,
+    under `rule`: ties_wrong (a tie on either side is wrong) or ties_excluded (a tie on either
+    side counts half; units whose full majority is a tie left out, as for the metrics). NaN
+    for a unit of one vote."""
     n = a + b + tie
     total = np.zeros(len(a), dtype=float)
     for answer, count in ((1, a), (-1, b), (0, tie)):
         others = human_majority(a - (answer == 1), b - (answer == -1), tie - (answer == 0))
-        pick = np.full(len(a), answer)
+        chosen = np.full(len(a), answer) if pick is None else pick
         if rule == "ties_wrong":
-            credit = ((pick == others) & (others != 0)).astype(float)
+            credit = ((chosen == others) & (others != 0)).astype(float)
         else:
-            credit = np.where((others == 0) | (pick == 0), 0.5,
-                              (pick == others).astype(float))
+            credit = np.where((others == 0) | (chosen == 0), 0.5,
+                              (chosen == others).astype(float))
         total += count * credit
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(n >= 2, total / np.maximum(n, 1), np.nan)
@@ -127,10 +134,10 @@ def _bootstrap(credit: np.ndarray, groups: np.ndarray, rng_seed: int, n_boot: in
 
 
 def _cells(credit: np.ndarray, agreement: np.ndarray, groups: np.ndarray, picks: np.ndarray
-           | None, n_boot: int) -> dict[str, Cell]:
+           | None, n_boot: int, n_votes: np.ndarray) -> dict[str, Cell]:
     out = {}
     for index, (stratum, floor) in enumerate(STRATA):
-        inside = agreement >= floor - 1e-12
+        inside = _in_stratum(agreement, n_votes, floor)
         values = credit[inside]
         known = values[~np.isnan(values)]
         out[stratum] = Cell(
@@ -139,6 +146,10 @@ def _cells(credit: np.ndarray, agreement: np.ndarray, groups: np.ndarray, picks:
             n_metric_ties=int(((picks[inside] == 0) & ~np.isnan(values)).sum())
             if picks is not None else 0)
     return out
+
+
+def _in_stratum(agreement: np.ndarray, n_votes: np.ndarray, floor: float) -> np.ndarray:
+    return (agreement >= floor - 1e-12) & ((n_votes >= MIN_VOTES_STRATUM) | (floor == 0.0))
 
 
 def pairwise_validity(units: pd.DataFrame, scores: pd.DataFrame,
@@ -159,6 +170,7 @@ def pairwise_validity(units: pd.DataFrame, scores: pd.DataFrame,
     agreement = np.maximum(np.maximum(a, b), tie) / n_votes
     groups = units[group].astype(str).to_numpy() if group in units else np.arange(len(units))
     rows: list[ProxyRow] = []
+    picks: dict[str, tuple[str, bool | None, np.ndarray, np.ndarray]] = {}
     for name, higher in higher_is_better.items():
         if name not in scores.columns:
             continue
@@ -166,61 +178,75 @@ def pairwise_validity(units: pd.DataFrame, scores: pd.DataFrame,
         score_a = column.reindex(units["output"]).to_numpy(dtype=float)
         score_b = column.reindex(units["output_b"]).to_numpy(dtype=float)
         known = ~np.isnan(score_a) & ~np.isnan(score_b)
-        pick = np.sign(score_a - score_b) * (1 if higher else -1)
-        pick = np.where(known, pick, 0)
-        row = ProxyRow(name, "metric", higher, int(known.sum()), int((~known).sum()))
-        for rule in RULES:
-            credit = np.where(known, _credit(pick, majority, rule), np.nan)
-            row.cells[rule] = _cells(credit, agreement, groups, pick, n_boot)
-        rows.append(row)
-    for name, picks in (proxy_picks or {}).items():
-        values = picks.reindex(units.index).to_numpy(dtype=float)
+        pick = np.where(known, np.sign(score_a - score_b) * (1 if higher else -1), 0)
+        picks[name] = ("metric", higher, pick, known)
+    for name, answers in (proxy_picks or {}).items():
+        values = answers.reindex(units.index).to_numpy(dtype=float)
         known = ~np.isnan(values)
-        pick = np.where(known, values, 0)
-        row = ProxyRow(name, "proxy rater", None, int(known.sum()), int((~known).sum()))
+        picks[name] = ("proxy rater", None, np.where(known, values, 0), known)
+    for name, (kind, higher, pick, known) in picks.items():
+        row = ProxyRow(name, kind, higher, int(known.sum()), int((~known).sum()))
         for rule in RULES:
             credit = np.where(known, _credit(pick, majority, rule), np.nan)
-            row.cells[rule] = _cells(credit, agreement, groups, pick, n_boot)
+            row.cells[rule] = _cells(credit, agreement, groups, pick, n_boot, n_votes)
+        for rule in LOO_RULES:
+            credit = np.where(known, _loo_credit(a, b, tie, rule.removesuffix("_loo"), pick),
+                              np.nan)
+            row.cells[rule] = _cells(credit, agreement, groups, pick, n_boot, n_votes)
         rows.append(row)
     ceiling = ProxyRow(CEILING, "ceiling", None, int((n_votes >= 2).sum()),
                        int((n_votes < 2).sum()))
-    for rule in RULES:
-        ceiling.cells[rule] = _cells(_ceiling_credit(a, b, tie, rule), agreement, groups,
-                                     None, n_boot)
+    for rule in LOO_RULES:
+        ceiling.cells[rule] = _cells(_loo_credit(a, b, tie, rule.removesuffix("_loo")),
+                                     agreement, groups, None, n_boot, n_votes)
     rows.append(ceiling)
-    strata = {stratum: int((agreement >= floor - 1e-12).sum()) for stratum, floor in STRATA}
+    strata = {stratum: int(_in_stratum(agreement, n_votes, floor).sum())
+              for stratum, floor in STRATA}
     return PairwiseValidity(
         n_units=int(len(units)), n_votes=int(n_votes.sum()),
         n_human_ties=int((majority == 0).sum()), strata=strata, rows=rows,
         method=("Share of pairs where the metric prefers the output most people preferred; "
                 "ties_wrong: a metric or human tie counts as wrong (the HATS paper's rule); "
                 "ties_excluded: pairs with a human tie left out, a metric tie counts half. "
-                "Ceiling: one person's answer against the majority of the others (leave one "
-                f"vote out), same rule and pairs. 95% CI: percentile bootstrap over {group}s, "
-                f"B={n_boot}, seed {SEED}."))
+                "Against the others (the _loo rules): each vote left out in turn, the metric "
+                "against the majority of the other votes, averaged over the pair's votes: the "
+                "units of the ceiling, one person's answer against the majority of the others. "
+                f"Strata need at least {MIN_VOTES_STRATUM} votes. 95% CI: percentile bootstrap "
+                f"over {group}s, B={n_boot}, seed {SEED}."))
 
 
 def picks_of_answers(units: pd.DataFrame, answers: pd.DataFrame) -> pd.Series:
     """A proxy rater's pairwise answers (output, output_b, value) as picks per unit index of
-    `units` (+1 A, -1 B, 0 tie), turned around where it saw the pair the other way."""
+    `units` (+1 A, -1 B, 0 tie), turned around where it saw the pair the other way. A pair it
+    answered more than once (both orders) gets the sign of its answers' mean: answers that
+    contradict each other (A first, then A again with the pair swapped) make a tie, so a judge
+    that always picks the first position earns nothing from it."""
     where = {(o, ob): i for i, (o, ob) in enumerate(zip(units["output"], units["output_b"],
                                                           strict=True))}
-    picks = pd.Series(np.nan, index=units.index, dtype=float)
+    total = np.zeros(len(units))
+    seen = np.zeros(len(units))
     for output, output_b, value in answers[["output", "output_b", "value"]].itertuples(
             index=False):
         choice = str(value).strip().upper()
         sign = 1 if choice == "A" else -1 if choice == "B" else 0
         if (output, output_b) in where:
-            picks.iloc[where[(output, output_b)]] = sign
+            index, turned = where[(output, output_b)], 1
         elif (output_b, output) in where:
-            picks.iloc[where[(output_b, output)]] = -sign
-    return picks
+            index, turned = where[(output_b, output)], -1
+        else:
+            continue
+        total[index] += turned * sign
+        seen[index] += 1
+    picks = np.where(seen > 0, np.sign(total), np.nan)
+    return pd.Series(picks, index=units.index, dtype=float)
 
 
 def as_table(result: PairwiseValidity, rule: str) -> list[dict[str, Any]]:
     """Report rows for one rule: proxy, then accuracy, CI and n per stratum."""
     rows = []
     for row in result.rows:
+        if rule not in row.cells:
+            continue
         entry: dict[str, Any] = {"proxy": row.proxy, "kind": row.kind,
                                  "higher_is_better": row.higher_is_better}
         for stratum, _ in STRATA:

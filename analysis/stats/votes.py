@@ -28,7 +28,7 @@ from annotation.preferences import merge_units, units_from_choices, units_from_v
 
 from . import agreement, models
 from .agreement.base import Level
-from .pairwise_validity import as_table, pairwise_validity, picks_of_answers
+from .pairwise_validity import LOO_RULES, RULES, as_table, pairwise_validity, picks_of_answers
 
 Section = Callable[[dict, str, list[str], Callable[[], Any]], None]
 # Stored values that are counts within a score (an error rate's edits and lengths, H_eval's
@@ -140,7 +140,7 @@ def pairwise_entry(rows: pd.DataFrame, votes: pd.DataFrame | None,
         "criterion": criterion["key"], "kind": "pairwise", "n_units": result.n_units,
         "n_votes": result.n_votes, "n_human_ties": result.n_human_ties,
         "strata": result.strata, "method": result.method,
-        "tables": {rule: as_table(result, rule) for rule in ("ties_wrong", "ties_excluded")},
+        "tables": {rule: as_table(result, rule) for rule in (*RULES, *LOO_RULES)},
         "sources": {"named raters": int(len(humans)),
                     "counted votes": int(votes["count"].sum()) if votes is not None
                     and not votes.empty else 0},

@@ -133,12 +133,14 @@ def test_pairwise_validity_from_counts_reproduces_the_published_rule(hats_study)
         expected.append(pick == majority and majority != 0)
     assert rows["wer"]["all"]["accuracy"] == pytest.approx(np.mean(expected))
     assert rows["wer"]["all"]["n"] == 60
-    ceiling = rows["one person (leave one vote out)"]
+    loo = {row["proxy"]: row for row in entry["tables"]["ties_wrong_loo"]}
+    ceiling = loo["one person (leave one vote out)"]
     assert 0.5 < ceiling["all"]["accuracy"] < 1.0
+    assert "one person (leave one vote out)" not in rows
     from analysis.report import render_html
 
     html = render_html(study=study, result=result, options={}, filters=[])
-    for text in ("Agreement with the majority: ties count as wrong",
+    for text in ("Agreement with the majority: majority of everyone, ties count as wrong",
                  "Human ceiling: one person (leave one vote out)",
                  "Aggregated counts (people per answer, no named raters)",
                  "no position term", "wer (lower = better)",
@@ -180,10 +182,37 @@ def test_tie_rules_and_the_ceiling_by_hand():
     assert metric.cells["ties_wrong"]["unanimous"].n == 1
     # unit 1 (4-3): an A voter's others are 3-3 (a tie: wrong), a B voter's others 4-2 A
     # (wrong); unit 2 (4-4): others 3-4 for an A voter (wrong); unit 3: all right.
-    assert ceiling.cells["ties_wrong"]["all"].accuracy == pytest.approx((0 + 0 + 1) / 3)
+    assert ceiling.cells["ties_wrong_loo"]["all"].accuracy == pytest.approx((0 + 0 + 1) / 3)
     # ties_excluded: unit 2 left out; unit 1: A voters' others tie (half), B voters wrong
-    assert ceiling.cells["ties_excluded"]["all"].accuracy == pytest.approx(
+    assert ceiling.cells["ties_excluded_loo"]["all"].accuracy == pytest.approx(
         ((4 * 0.5 + 3 * 0) / 7 + 1) / 2)
+    # The metric in the ceiling's units: unit 1 (picks A): the 4 A voters' others tie (wrong),
+    # the 3 B voters' others are 4-2 A (right): 3/7; unit 2 (metric tie): wrong; unit 3
+    # (picks B against 6-0 A): wrong. Against everyone unit 1 was simply right.
+    assert metric.cells["ties_wrong_loo"]["all"].accuracy == pytest.approx((3 / 7) / 3)
+    assert "ties_wrong" not in ceiling.cells  # the ceiling is only in its own units
+
+
+def test_a_judge_that_always_picks_the_first_position_earns_nothing():
+    """It answered each pair in both orders, A each time: before, the last answer read
+    counted, so it scored as if it had an opinion."""
+    from analysis.stats.pairwise_validity import picks_of_answers
+
+    units = pd.DataFrame({"output": [1, 3], "output_b": [2, 4], "item": ["p", "q"],
+                          "a": [5, 0], "b": [0, 5], "tie": [0, 0]})
+    answers = pd.DataFrame({"output": [1, 2, 3, 4], "output_b": [2, 1, 4, 3],
+                            "value": ["A", "A", "A", "A"]})
+    assert picks_of_answers(units, answers).tolist() == [0.0, 0.0]
+    consistent = answers.assign(value=["A", "B", "B", "A"])
+    assert picks_of_answers(units, consistent).tolist() == [1.0, -1.0]
+
+
+def test_a_pair_judged_by_one_or_two_people_is_in_no_agreement_stratum():
+    units = pd.DataFrame({"output": [1, 3, 5], "output_b": [2, 4, 6], "item": ["p", "q", "r"],
+                          "a": [1, 2, 3], "b": [0, 0, 0], "tie": [0, 0, 0]})
+    result = pairwise_validity(units, pd.DataFrame(index=pd.Index([], name="output")), {},
+                               n_boot=20)
+    assert result.strata == {"unanimous": 1, "agreement >= 70%": 1, "all": 3}
 
 
 def test_a_confounded_pairwise_design_is_explained_not_a_singular_matrix():

@@ -100,6 +100,13 @@ def vote_counts_import(*, study: Study, rows: list[VoteRow], file_name: str,
         except ValueError as error:
             fail("value", f"criterion {criterion.key!r}: {error}")
             continue
+        if position == "unknown" and output_b is not None and (
+                (criterion.pk, output_b, output) in plan):
+            # A/B is only the file's order: the pair written the other way is the same unit.
+            fail("system", f"the pair ({row.system_b}, {row.system}) of {row.item!r} is "
+                           "already counted in the other order: with the position unknown "
+                           "it is one pair; write its counts once")
+            continue
         answers = plan.setdefault((criterion.pk, output, output_b), {})
         if value in answers:
             fail("value", f"{value!r} is counted twice for this unit (first on line "
@@ -114,6 +121,10 @@ def vote_counts_import(*, study: Study, rows: list[VoteRow], file_name: str,
         for (criterion_id, output, output_b), answers in plan.items():
             earlier = VoteCount.objects.filter(criterion_id=criterion_id, output_id=output,
                                                output_b_id=output_b)
+            if not known and output_b is not None:
+                # The same pair imported earlier in the other order is this unit too.
+                earlier = earlier | VoteCount.objects.filter(
+                    criterion_id=criterion_id, output_id=output_b, output_b_id=output)
             counts.replaced += earlier.exists()
             earlier.delete()
             VoteCount.objects.bulk_create(

@@ -210,6 +210,9 @@ def _one_deployment(d: dict, title: str) -> Table:
 def _validity_view(v: dict, plots: dict[str, str]) -> dict[str, Any] | None:
     if not isinstance(v, dict) or "criterion" not in v:
         return None
+    if v.get("note") and not v.get("proxies") and "tables" not in v:
+        return {"criterion": v["criterion"], "blocks": [Block(
+            title=f"Human label: {v['criterion']}", paragraphs=[str(v["note"])])]}
     if v.get("kind") in ("pairwise", "likert", "slider"):
         from analysis.report.votes import graded_validity_view, pairwise_validity_view
 

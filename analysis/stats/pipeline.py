@@ -34,7 +34,14 @@ from . import agreement, descriptives, kinds, models, validity
 from .agreement.base import Level
 from .formula import Formula, FormulaError, is_formula_name, parse_formula
 from .rbridge import r_available, r_unavailable_reason, r_versions
-from .votes import VOTE_COLUMNS, design_with_votes, graded_entry, pairwise_entry, votes_summary
+from .votes import (
+    VOTE_COLUMNS,
+    design_with_votes,
+    graded_entry,
+    pairwise_entry,
+    votes_summary,
+    with_counted_votes,
+)
 
 ORDINAL_KINDS = ("likert", "severity")
 Weighting = Literal["linear", "quadratic"] | None
@@ -570,7 +577,7 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
     rows = judgments[judgments["criterion"] == key]
     majority = _human_majority(rows, kind)
     if majority.empty:
-        return {"note": "no human judgments"}
+        return {"criterion": key, "note": "no human judgments"}
     items = rows.drop_duplicates("output").set_index("output")
     scores = pd.DataFrame(index=majority.index)
     orientation: dict[str, bool] = {}
@@ -962,7 +969,8 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
             progress(f"proxies vs humans on {criterion['key']}")
             entry: dict[str, Any] = {}
             _section(entry, "result", warnings, partial(
-                proxy_validity, judgments, criterion, metrics, options, warnings))
+                proxy_validity, with_counted_votes(judgments, votes, criterion["key"]),
+                criterion, metrics, options, warnings))
             result["validity"].append(entry["result"])
     if options.get("power"):
         progress("power analysis")

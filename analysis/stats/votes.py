@@ -61,6 +61,9 @@ def votes_summary(votes: pd.DataFrame, criterion: Mapping[str, Any], warnings: l
     """What the counts of one criterion give: totals, the pairwise preference model (shares
     and Bradley-Terry, counts as weights) and identity-free agreement."""
     kind = criterion["kind"]
+    votes = votes[votes["count"] > 0]
+    if votes.empty:
+        return {"n_units": 0, "n_votes": 0, "note": "every count is 0"}
     units = votes.groupby(["output", "output_b"], dropna=False)["count"].sum()
     out: dict[str, Any] = {
         "n_units": int(len(units)), "n_votes": int(votes["count"].sum()),
@@ -78,6 +81,9 @@ def votes_summary(votes: pd.DataFrame, criterion: Mapping[str, Any], warnings: l
         section(out, "preference", warnings, lambda: models.preference_model(
             frame, weight="count", position_known=known))
     expanded = expand(votes)
+    if categories is not None and all(isinstance(c, int | float) for c in categories):
+        # Stored answers are text ("3"); a numeric scale's labels are numbers (3).
+        expanded["value"] = pd.to_numeric(expanded["value"], errors="coerce")
     if expanded.groupby("unit")["rater"].nunique().max() >= 2:
         level: Level = "ordinal" if kind in ORDINAL_KINDS else "nominal"
         labels = categories if categories is not None else None
@@ -96,8 +102,8 @@ def expand(votes: pd.DataFrame) -> pd.DataFrame:
     """The counts as one row per vote (unit, rater, value, item) for statistics that use only
     each unit's answers: `rater` numbers the votes of a unit (0, 1, ...) and identifies
     nobody."""
-    keys = pd.factorize(pd.MultiIndex.from_arrays([votes["output"],
-                                                   votes["output_b"].fillna(-1)]))[0]
+    keys = pd.factorize(pd.MultiIndex.from_arrays([
+        votes["output"], pd.to_numeric(votes["output_b"], errors="coerce").fillna(-1)]))[0]
     repeats = votes["count"].to_numpy(dtype=int)
     unit = np.repeat(keys, repeats)
     frame = pd.DataFrame({"unit": unit, "value": np.repeat(votes["value"].to_numpy(), repeats),
@@ -155,3 +161,18 @@ def graded_entry(rows: pd.DataFrame, votes: pd.DataFrame | None, metrics: pd.Dat
 
     return graded_validity(rows, votes, metrics, criterion, lower_is_better, headline,
                            COUNT_VALUES)
+
+
+def with_counted_votes(judgments: pd.DataFrame, votes: pd.DataFrame, key: str) -> pd.DataFrame:
+    """`judgments` plus criterion `key`'s counted votes as human ratings (rater "counted
+    votes", one row per vote), for statistics that need only each output's human answers:
+    the majority label and share the binary and severity validity compare proxies with."""
+    counted = votes[(votes["criterion"] == key) & (votes["count"] > 0)]
+    if counted.empty:
+        return judgments
+    repeats = counted["count"].to_numpy(dtype=int)
+    rows = pd.DataFrame({column: np.repeat(counted[column].to_numpy(), repeats)
+                         for column in ("criterion", "item", "output", "system", "value")})
+    rows = rows.assign(rater="counted votes", rater_kind="counted", is_human=True,
+                       criterion_kind=counted["criterion_kind"].iloc[0])
+    return pd.concat([judgments, rows], ignore_index=True)

@@ -292,3 +292,78 @@ def test_likert_validity_correlates_metrics_with_the_mean_human_score():
     for text in ("Association with the human score", "wer (lower = better)",
                  "Human ceiling: one rater vs the others (4 raters)"):
         assert text in html, text
+
+
+def test_a_pair_reimported_in_the_other_order_replaces_its_counts(hats_study, tmp_path):
+    """With the position unknown, (hypB, hypA) is the pair (hypA, hypB): before, importing it
+    the other way added its votes a second time (7 listeners became 14)."""
+    study, _ = hats_study
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    first.write_text("item,system,system_b,criterion,value,count\n"
+                     "t0000,hypA,hypB,preference,A,5\nt0000,hypA,hypB,preference,B,2\n",
+                     encoding="utf-8")
+    second.write_text("item,system,system_b,criterion,value,count\n"
+                      "t0000,hypB,hypA,preference,A,2\nt0000,hypB,hypA,preference,B,5\n",
+                      encoding="utf-8")
+    for path in (first, second):
+        call_command("import_vote_counts", str(path), "--study", study.slug, "--position",
+                     "unknown")
+    assert sum(VoteCount.objects.values_list("count", flat=True)) == 7
+    both = tmp_path / "both.csv"
+    both.write_text(first.read_text() + second.read_text().split("\n", 1)[1], encoding="utf-8")
+    with pytest.raises(CommandError) as refused:
+        call_command("import_vote_counts", str(both), "--study", study.slug, "--position",
+                     "unknown")
+    assert "already counted in the other order" in str(refused.value)
+
+
+def test_likert_counts_give_agreement_on_the_numeric_scale():
+    """Counted Likert answers are stored as text: the agreement statistics refused them
+    ("values ['1', ...] are not among labels [1, 2, 3, 4, 5]")."""
+    from analysis.stats.votes import votes_summary
+
+    rows = []
+    for output in range(12):
+        for value, count in ((str(1 + output % 5), 5), (str(1 + (output + 1) % 5), 1)):
+            rows.append({"criterion": "fluency", "criterion_kind": "likert",
+                         "item": f"i{output}", "output": output, "system": "s",
+                         "output_b": None, "system_b": None, "value": value, "count": count,
+                         "position_known": True})
+    warnings: list[str] = []
+
+    def section(target, name, warns, compute):
+        target[name] = compute()
+
+    found = votes_summary(pd.DataFrame(rows), {"key": "fluency", "kind": "likert"}, warnings,
+                          section, [1, 2, 3, 4, 5])
+    assert found["agreement"]["krippendorff_alpha"].value > 0.5
+    empty = votes_summary(pd.DataFrame(rows).assign(count=0), {"key": "fluency",
+                                                               "kind": "likert"},
+                          warnings, section, [1, 2, 3, 4, 5])
+    assert empty["n_units"] == 0 and not warnings
+
+
+def test_binary_counts_reach_the_proxy_validity():
+    """Counted "yes"/"no" votes give each output its human majority, which the metrics'
+    AUC is computed against (before: "no human judgments", and the report said nothing)."""
+    rng = np.random.default_rng(3)
+    quality = rng.normal(size=30)
+    votes = []
+    for output in range(30):
+        yes = int(np.clip(np.round(3 + 2 * quality[output]), 0, 6))
+        for value, count in (("yes", yes), ("no", 6 - yes)):
+            votes.append({"criterion": "usable", "criterion_kind": "binary",
+                          "item": f"i{output}", "output": output, "system": f"s{output % 2}",
+                          "output_b": None, "system_b": None, "value": value,
+                          "count": count, "position_known": True})
+    metrics = pd.DataFrame({"output": range(30), "item": [f"i{o}" for o in range(30)],
+                            "system": [f"s{o % 2}" for o in range(30)],
+                            "wer": 0.4 - 0.15 * quality})
+    empty = pd.DataFrame(columns=["rater", "rater_kind", "is_human", "output", "item",
+                                  "system", "system_b", "criterion", "value", "numeric",
+                                  "seconds"]).astype({"is_human": bool})
+    result = analyse(empty, [{"key": "usable", "kind": "binary"}], metrics,
+                     {"engine": "statsmodels"}, votes=pd.DataFrame(votes))
+    entry = result["validity"][0]
+    wer = next(p for p in entry["proxies"] if p["proxy"] == "wer")
+    assert wer["auc"]["auc"]["value"] > 0.9

@@ -362,13 +362,16 @@ def _learned_exclusions(learned: Any, study: Study, outputs: dict[int, str],
     """`exclude_scores` (and its reason) for a learned proxy, from its recorded splits."""
     split = (learned.report or {}).get("split_keys")
     trained_here = learned.study_id == study.pk
-    if split and "out_of_fold" in split and trained_here:
-        # A pairwise proxy cross-validated by reference: each stored answer comes from a model
-        # that never saw that pair's reference, so every pair is fair to score it on.
-        return {"note": f"learned proxy {learned}: out-of-fold predictions (cross-validated by "
-                        "reference), scored on every pair"}
     where = "this study" if trained_here else (
         f"study {learned.study.slug!r}" if learned.study is not None else "a deleted study")
+    if split and "out_of_fold" in split:
+        # A pairwise proxy cross-validated by reference: on its own study each stored answer
+        # comes from a model that never saw that pair's reference; elsewhere it leaves
+        # unanswered every pair whose reference it was trained on. Every answer is fair.
+        return {"note": f"learned proxy {learned}: " + (
+            "out-of-fold predictions (cross-validated by reference), scored on every pair"
+            if trained_here else f"trained on {where}; pairs sharing a reference with its "
+            "training are left unanswered")}
     if not split:
         if trained_here:
             return {"exclude_scores": sorted(outputs),

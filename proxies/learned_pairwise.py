@@ -176,7 +176,9 @@ def pairwise_answers(run: ProxyRun, trained: Any, criterion: Criterion, units: S
 
     On the study it was trained on, the out-of-fold prediction of the pair (source
     "out_of_fold"); a pair missing from them whose reference was in training gets no answer
-    (its prediction would be in-sample). Elsewhere, the model fitted on every labelled pair,
+    (its prediction would be in-sample), and so does, on another study, a pair whose
+    reference the model was trained on (a copy or subset of the training study would be
+    scored in-sample). Elsewhere, the model fitted on every labelled pair,
     on the stored metric results of the run's study (source "model"); a pair whose outputs
     lack a feature gets no answer, with the reason."""
     from .learned.pairwise import PairExample, group_digest
@@ -190,7 +192,7 @@ def pairwise_answers(run: ProxyRun, trained: Any, criterion: Criterion, units: S
     learned = run.learned_proxy
     own_study = learned is not None and learned.study_id == run.study_id
     table = model.out_of_fold_table() if own_study else {}
-    seen_groups = model.trained_groups() if own_study else set()
+    seen_groups = model.trained_groups()
     new: list[tuple[int, Any]] = []
     for pk in units:
         output, output_b, group = slots[pk]
@@ -200,6 +202,9 @@ def pairwise_answers(run: ProxyRun, trained: Any, criterion: Criterion, units: S
         elif own_study and group_digest(group) in seen_groups:
             yield (pk, None, None, "no out-of-fold prediction for this pair and its reference "
                    "was in training: retrain the proxy to answer it", "unanswered")
+        elif group_digest(group) in seen_groups:
+            yield (pk, None, None, "the proxy was trained on this pair's reference (in another "
+                   "study): its answer would be in-sample", "unanswered")
         else:
             new.append((pk, PairExample(output=output, output_b=output_b, group=group,
                                         features_a={}, features_b={})))

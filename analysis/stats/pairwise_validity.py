@@ -184,8 +184,8 @@ def pairwise_validity(units: pd.DataFrame, scores: pd.DataFrame,
         values = answers.reindex(units.index).to_numpy(dtype=float)
         known = ~np.isnan(values)
         picks[name] = ("proxy rater", None, np.where(known, values, 0), known)
-    for name, (kind, higher, pick, known) in picks.items():
-        row = ProxyRow(name, kind, higher, int(known.sum()), int((~known).sum()))
+    for name, (kind, direction, pick, known) in picks.items():
+        row = ProxyRow(name, kind, direction, int(known.sum()), int((~known).sum()))
         for rule in RULES:
             credit = np.where(known, _credit(pick, majority, rule), np.nan)
             row.cells[rule] = _cells(credit, agreement, groups, pick, n_boot, n_votes)

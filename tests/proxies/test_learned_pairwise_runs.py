@@ -187,3 +187,20 @@ def test_used_on_another_study_from_its_stored_metrics():
     proxy_run_resume(run)
     run = run_here(ProxyRun.objects.get(pk=run.pk))
     assert run.done == 20 and run.failed == 0 and run.usage["answers_model"] == 20
+
+
+def test_on_a_copy_of_its_training_study_it_answers_no_pair_in_sample():
+    """A copy (or subset) of the training study has the same references: the model fitted
+    on every labelled pair would answer them in-sample, and the analysis would score it on
+    its own training data."""
+    trained_on = preference_study("source-copy")
+    compute(trained_on, "cer")
+    proxy = learned_proxy_train(learned_proxy_start(
+        study=trained_on, criterion_key="preference", kind="pairwise_logistic",
+        params={"features": ["cer"]}, enqueue=False).pk)
+    copy = preference_study("the-copy")  # the same seed: the same references and texts
+    compute(copy, "cer")
+    run = run_here(proxy_run_start(study=copy, method="learned", learned_proxy=proxy,
+                                   enqueue=False))
+    assert run.done == 0 and run.failed > 0
+    assert "in-sample" in next(iter(run.unreadable.values()))

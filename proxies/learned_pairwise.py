@@ -19,10 +19,11 @@ from typing import Any
 
 import pandas as pd
 from django.core.exceptions import ValidationError
+from django.db.models import Exists, OuterRef
 
 from annotation.models import Judgment, VoteCount
 from annotation.preferences import merge_units, units_from_choices, units_from_votes
-from evalstudy.models import AssignmentSlot, Criterion, Output, Rater, Study
+from evalstudy.models import AssignmentSlot, Criterion, Enrollment, Output, Rater, Study
 
 from .models import LearnedProxy, ProxyRun
 
@@ -88,11 +89,16 @@ def features_check(study: Study, features: Sequence[str] | None,
 def human_units(study: Study, criterion: Criterion) -> pd.DataFrame:
     """The criterion's pairs with the people's votes (output, output_b, item, a, b, tie):
     named human raters' answers and aggregated counts (`VoteCount`) merged, as the analysis
-    merges them (`annotation.preferences`)."""
+    merges them (`annotation.preferences`). As the analysis reads them by default: answers to
+    items only (no practice item or attention check), and none of a rater the researcher
+    excluded from the analysis."""
+    excluded = Enrollment.objects.filter(study=study, rater=OuterRef("rater"),
+                                         excluded_at__isnull=False)
     choices = pd.DataFrame.from_records(
         list(Judgment.objects.filter(
             slot__assignment__study=study, criterion=criterion,
-            rater__kind__in=Rater.HUMAN_KINDS, slot__output_b__isnull=False)
+            rater__kind__in=Rater.HUMAN_KINDS, slot__output_b__isnull=False,
+            slot__kind=AssignmentSlot.Kind.TARGET).exclude(Exists(excluded))
             .values_list("slot__output_id", "slot__output_b_id", "value",
                          "slot__output__item_id")),
         columns=["output", "output_b", "value", "item"])

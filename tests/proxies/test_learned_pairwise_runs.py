@@ -204,3 +204,30 @@ def test_on_a_copy_of_its_training_study_it_answers_no_pair_in_sample():
                                    enqueue=False))
     assert run.done == 0 and run.failed > 0
     assert "in-sample" in next(iter(run.unreadable.values()))
+
+
+def test_it_learns_from_the_answers_the_analysis_reads():
+    """A rater the researcher excluded is not read by the analysis: before, the proxy
+    trained on their answers anyway."""
+    from evalstudy.models import Enrollment
+    from proxies.learned_pairwise import human_units
+
+    study = preference_study("exclusions", n_items=24, named_items=0, ties=0)
+    criterion = study.criteria.get(key="preference")
+    before = human_units(study, criterion)[["a", "b"]].to_numpy().sum()
+    item = Item.objects.filter(study=study).order_by("id").first()
+    a, b = Output.objects.filter(item=item).order_by("system__name")
+    now = timezone.now()
+    for kind, external_id in ((AssignmentSlot.Kind.TARGET, "excluded-one"),):
+        rater = Rater.objects.create(study=study, kind=Rater.Kind.CROWD,
+                                     external_id=external_id)
+        seat = Assignment.objects.create(study=study, rater=rater, state=Assignment.State.DONE,
+                                         source=Assignment.Source.IMPORTED)
+        slot = AssignmentSlot.objects.create(assignment=seat, position=0, output=a,
+                                             output_b=b, completed_at=now, kind=kind)
+        Judgment.objects.create(slot=slot, criterion=criterion, rater=rater, submitted_at=now,
+                                value="A")
+        Enrollment.objects.create(study=study, rater=rater, excluded_at=now)
+    assert human_units(study, criterion)[["a", "b"]].to_numpy().sum() == before
+    Enrollment.objects.filter(rater__external_id="excluded-one").update(excluded_at=None)
+    assert human_units(study, criterion)[["a", "b"]].to_numpy().sum() == before + 1

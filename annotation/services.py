@@ -22,7 +22,6 @@ from evalstudy.models import (
     AssignmentSlot,
     AuditEvent,
     Criterion,
-    Item,
     Output,
     Rater,
     Study,
@@ -36,6 +35,7 @@ from .flow import after_attention_check, after_calibration_item
 from .media import media_unfinished, must_finish_message
 from .models import Judgment, JudgmentRevision
 from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
+from .rows import StudyRows
 from .selectors import slot_texts
 
 
@@ -265,14 +265,8 @@ def judgments_import(
     """
     now = now or timezone.now()
     errors: list[SpecError] = []
-    items = dict(Item.objects.filter(study=study).values_list("external_id", "id"))
-    outputs = {
-        (item_id, name): pk
-        for pk, item_id, name in Output.objects.filter(item__study=study).values_list(
-            "id", "item_id", "system__name"
-        )
-    }
-    criteria = {c.key: c for c in study.criteria.all()}
+    rows_of = StudyRows.of(study)
+    criteria = rows_of.criteria
     texts: dict[int, rules.ShownText] = {}
     if any(c.kind == rules.SPAN for c in criteria.values()):
         texts = {pk: rules.ShownText(text, reference) for pk, text, reference in
@@ -287,35 +281,13 @@ def judgments_import(
         kind = row.rater_kind or default_rater_kind
         if kind not in kinds:
             fail("rater_kind", f"{kind!r} is not one of {', '.join(sorted(kinds))}")
-        item_id = items.get(row.item)
-        criterion = criteria.get(row.criterion)
-        if item_id is None:
-            fail("item", f"no item {row.item!r} in study {study.slug!r}")
+        found = rows_of.resolve(row, fail, lambda c: (
+            f"criterion {c.key!r} is {c.kind}: its answers name outputs by the position they "
+            "were shown in, which a tidy row (item, system) cannot say; they are not imported"
+            if c.kind in rules.TUPLE_KINDS else None))
+        if found is None:
             continue
-        if criterion is None:
-            fail("criterion", f"no criterion {row.criterion!r} in study {study.slug!r}")
-            continue
-        if criterion.kind in rules.TUPLE_KINDS:
-            fail("criterion", f"criterion {criterion.key!r} is {criterion.kind}: its answers "
-                              "name outputs by the position they were shown in, which a tidy "
-                              "row (item, system) cannot say; they are not imported")
-            continue
-        output = outputs.get((item_id, row.system))
-        if output is None:
-            fail("system", f"no output of system {row.system!r} for item {row.item!r}")
-            continue
-        output_b = None
-        if criterion.kind == Criterion.Kind.PAIRWISE:
-            if not row.system_b:
-                fail("system_b", "a pairwise criterion needs system_b (the output shown as B)")
-                continue
-            output_b = outputs.get((item_id, row.system_b))
-            if output_b is None or output_b == output:
-                fail("system_b", f"no other output of system {row.system_b!r} for {row.item!r}")
-                continue
-        elif row.system_b:
-            fail("system_b", f"criterion {criterion.key!r} is not pairwise")
-            continue
+        criterion, output, output_b = found
         try:
             value = criterion.rule.normalise(
                 *_imported_spans(row.value, output, texts) if criterion.kind == rules.SPAN

@@ -23,11 +23,12 @@ from django.utils import timezone
 
 from evalstudy import criteria as rules
 from evalstudy.audit import SYSTEM, audit_record
-from evalstudy.models import AuditEvent, Criterion, Item, Output, Study
+from evalstudy.models import AuditEvent, Study
 from evalstudy.spec.errors import SpecError, SpecInvalid
 from evalstudy.spec.files import VoteRow
 
 from .models import VoteCount
+from .rows import StudyRows
 
 Position = Literal["shown", "unknown"]
 POSITIONS = ("shown", "unknown")
@@ -56,45 +57,19 @@ def vote_counts_import(*, study: Study, rows: list[VoteRow], file_name: str,
                                      f"must be one of {', '.join(POSITIONS)}")])
     now = now or timezone.now()
     errors: list[SpecError] = []
-    items = dict(Item.objects.filter(study=study).values_list("external_id", "id"))
-    outputs = {(item_id, name): pk for pk, item_id, name in
-               Output.objects.filter(item__study=study).values_list("id", "item_id",
-                                                                    "system__name")}
-    criteria = {c.key: c for c in study.criteria.all()}
+    rows_of = StudyRows.of(study)
     plan: dict[tuple[int, int, int | None], dict[str, tuple[int, int]]] = {}
     for row in rows:
         def fail(where: str, message: str, row: VoteRow = row) -> None:
             errors.append(SpecError(file_name, row.line, where, message))
 
-        item_id, criterion = items.get(row.item), criteria.get(row.criterion)
-        if item_id is None:
-            fail("item", f"no item {row.item!r} in study {study.slug!r}")
+        found = rows_of.resolve(row, fail, lambda c: (
+            f"criterion {c.key!r} is {c.kind}: counts of people per answer are taken for "
+            "binary, severity, Likert, categorical and pairwise criteria"
+            if c.kind not in COUNTABLE_KINDS else None))
+        if found is None:
             continue
-        if criterion is None:
-            fail("criterion", f"no criterion {row.criterion!r} in study {study.slug!r}")
-            continue
-        if criterion.kind not in COUNTABLE_KINDS:
-            fail("criterion", f"criterion {criterion.key!r} is {criterion.kind}: counts of "
-                              "people per answer are taken for binary, severity, Likert, "
-                              "categorical and pairwise criteria")
-            continue
-        output = outputs.get((item_id, row.system))
-        if output is None:
-            fail("system", f"no output of system {row.system!r} for item {row.item!r}")
-            continue
-        output_b = None
-        if criterion.kind == Criterion.Kind.PAIRWISE:
-            output_b = outputs.get((item_id, row.system_b)) if row.system_b else None
-            if not row.system_b:
-                fail("system_b", "a pairwise criterion needs system_b (the other output)")
-                continue
-            if output_b is None or output_b == output:
-                fail("system_b", f"no other output of system {row.system_b!r} for "
-                                 f"{row.item!r}")
-                continue
-        elif row.system_b:
-            fail("system_b", f"criterion {criterion.key!r} is not pairwise")
-            continue
+        criterion, output, output_b = found
         try:
             value = str(criterion.rule.normalise(row.value))
         except ValueError as error:

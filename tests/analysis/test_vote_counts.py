@@ -5,10 +5,8 @@ platform's commands."""
 
 from __future__ import annotations
 
-import csv
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -21,38 +19,16 @@ from analysis.services import _criteria
 from analysis.stats.pairwise_validity import pairwise_validity
 from analysis.stats.pipeline import analyse
 from annotation.models import VoteCount
-from evalstudy.models import AuditEvent, Criterion, Item, Output, Rater, Study, System
+from evalstudy.models import AuditEvent, Rater, Study
+from tests.hats import hats_rows
+from tests.hats import hats_study as hats_slice
 
 pytestmark = pytest.mark.django_db
-HATS = Path(__file__).resolve().parents[3] / "shared" / "data" / "hats" / "hats.txt"
-
-
-def hats_rows(n: int) -> list[dict[str, str]]:
-    with HATS.open(encoding="utf-8", newline="") as handle:
-        return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))[:n]
 
 
 @pytest.fixture
 def hats_study(tmp_path):
-    if not HATS.exists():
-        pytest.skip(f"{HATS} is not on this machine (the shared data sets)")
-    study = Study.objects.create(slug="hats", title="HATS", design="pairwise",
-                                 language="fr")
-    hyp_a, hyp_b = (System.objects.create(study=study, name=name) for name in ("hypA", "hypB"))
-    Criterion.objects.create(study=study, key="preference", kind="pairwise",
-                             prompt="Which transcript is better?")
-    votes = tmp_path / "votes.csv"
-    with votes.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["item", "system", "system_b", "criterion", "value", "count"])
-        for index, row in enumerate(hats_rows(60)):
-            item = Item.objects.create(study=study, external_id=f"t{index:04d}",
-                                       reference=row["reference"])
-            Output.objects.create(item=item, system=hyp_a, text=row["hypA"])
-            Output.objects.create(item=item, system=hyp_b, text=row["hypB"])
-            writer.writerow([item.external_id, "hypA", "hypB", "preference", "A", row["nbrA"]])
-            writer.writerow([item.external_id, "hypA", "hypB", "preference", "B", row["nbrB"]])
-    return study, votes
+    return hats_slice(tmp_path, 60)
 
 
 def test_counts_import_as_counts_not_raters_and_reimport_changes_nothing(hats_study):

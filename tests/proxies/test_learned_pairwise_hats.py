@@ -6,18 +6,16 @@ combination rarely ties, and the HATS rule counts a metric tie as wrong)."""
 
 from __future__ import annotations
 
-import csv
 import shutil
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
-from evalstudy.models import Criterion, Item, Output, Study, System
+from evalstudy.models import Study
 from proxies.models import LearnedProxy
+from tests.hats import hats_study as hats_slice
 
 pytestmark = pytest.mark.django_db
-HATS = Path(__file__).resolve().parents[3] / "shared" / "data" / "hats" / "hats.txt"
 ROWS = 300
 
 
@@ -27,25 +25,7 @@ def _artifacts_in_tmp(settings, tmp_path):
 
 
 def hats_study(tmp_path, rows: int) -> Study:
-    if not HATS.exists():
-        pytest.skip(f"{HATS} is not on this machine (the shared data sets)")
-    with HATS.open(encoding="utf-8", newline="") as handle:
-        triplets = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))[:rows]
-    study = Study.objects.create(slug="hats", title="HATS", design="pairwise", language="fr")
-    hyp_a, hyp_b = (System.objects.create(study=study, name=name) for name in ("hypA", "hypB"))
-    Criterion.objects.create(study=study, key="preference", kind="pairwise",
-                             prompt="Which transcript is better?")
-    votes = tmp_path / "votes.csv"
-    with votes.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["item", "system", "system_b", "criterion", "value", "count"])
-        for index, row in enumerate(triplets):
-            item = Item.objects.create(study=study, external_id=f"t{index:04d}",
-                                       reference=row["reference"])
-            Output.objects.create(item=item, system=hyp_a, text=row["hypA"])
-            Output.objects.create(item=item, system=hyp_b, text=row["hypB"])
-            writer.writerow([item.external_id, "hypA", "hypB", "preference", "A", row["nbrA"]])
-            writer.writerow([item.external_id, "hypA", "hypB", "preference", "B", row["nbrB"]])
+    study, votes = hats_slice(tmp_path, rows)
     call_command("import_vote_counts", str(votes), "--study", study.slug,
                  "--position", "unknown")
     return study

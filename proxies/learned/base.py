@@ -22,6 +22,22 @@ import numpy as np
 from proxies.learned.data import Example
 
 
+def read_model_file(path: Path, kind: str) -> dict[str, Any]:
+    """A proxy's JSON model file, refused with its path and the cause when it is missing, not
+    JSON, or holds another kind of model."""
+    import json
+
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the {kind} model file is missing")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    if data.get("kind") != kind:
+        raise ValueError(f"{path}: holds a {data.get('kind')!r} model, not {kind!r}")
+    return data
+
+
 def library_versions(*distributions: str) -> dict[str, str]:
     """Installed versions of these distributions ("unknown" when missing; never raises)."""
     versions = {}

@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from annotation.preferences import majority as human_majority
-from proxies.learned.base import Proxy, TrainingReport, library_versions
+from proxies.learned.base import Proxy, TrainingReport, library_versions, read_model_file
 from proxies.learned.data import Example
 
 MODEL_FILE = "pairwise.json"
@@ -386,14 +386,7 @@ class PairwiseLogisticProxy(Proxy):
     @classmethod
     def load(cls, directory: str | os.PathLike[str], **overrides: Any) -> PairwiseLogisticProxy:
         path = Path(directory) / MODEL_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: the {cls.kind} model file is missing")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from exc
-        if data.get("kind") != cls.kind:
-            raise ValueError(f"{path}: holds a {data.get('kind')!r} model, not {cls.kind!r}")
+        data = read_model_file(path, cls.kind)
         overrides.pop("device", None)  # nothing runs on a device
         overrides.pop("model_path", None)
         proxy = cls(**{**data["params"], **overrides})

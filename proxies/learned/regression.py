@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from proxies.learned.base import Proxy, TrainingReport, library_versions
+from proxies.learned.base import Proxy, TrainingReport, library_versions, read_model_file
 from proxies.learned.data import Example, check_labels, check_texts
 
 C_GRID = (0.01, 0.1, 1.0, 10.0, 100.0)
@@ -178,14 +178,7 @@ class _LogisticProxy(Proxy):
     @classmethod
     def load(cls, directory: str | os.PathLike[str], **overrides: Any) -> _LogisticProxy:
         path = Path(directory) / MODEL_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: the {cls.kind} model file is missing")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: not valid JSON ({exc})") from exc
-        if data.get("kind") != cls.kind:
-            raise ValueError(f"{path}: holds a {data.get('kind')!r} model, not {cls.kind!r}")
+        data = read_model_file(path, cls.kind)
         params = {**data["params"], **overrides}
         if "extra" in params:
             params["extra"] = tuple(params["extra"])

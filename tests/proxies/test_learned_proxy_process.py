@@ -12,10 +12,8 @@ import subprocess
 import sys
 
 import pytest
-import torch
 from django.urls import reverse
 
-from metrics.scorers.encoder import embedded_encoder
 from proxies.learned_services import (
     learned_proxies_fail_dead,
     process_alive,
@@ -25,21 +23,13 @@ from proxies.models import LearnedProxy
 from tests import workers
 from tests.factories import UserFactory, token_client
 from tests.proxies.test_learned_proxy_runs import synthetic_study
+from tests.tiny_models import save_tiny_bert
 from tests.workers import ROOT, STARTUP_ENVIRONMENT, wait_for
 
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory):
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    path = tmp_path_factory.mktemp("tiny-bert-kill")
-    tokenizer = AutoTokenizer.from_pretrained(embedded_encoder())
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=512)
-    BertModel(config).eval().save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert-kill"), layers=2)
 
 
 def start_training(slug: str, model_dir: str, proxy_dir: str, model_dirs_env: dict):

@@ -25,6 +25,7 @@ from metrics.scorers.semantic import (  # noqa: E402
     EmbeddingCosineScorer,
     SemanticDistanceScorer,
 )
+from tests.tiny_models import save_tiny_bert  # noqa: E402
 
 TEXTS = ["The flight is about to land", "te flight s about to lamt", "Hello", "",
          "Please call Stella and ask her to bring these things with her from the store"]
@@ -32,16 +33,7 @@ TEXTS = ["The flight is about to land", "te flight s about to lamt", "Hello", ""
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory):
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    path = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = AutoTokenizer.from_pretrained(embedded_encoder())
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=512)
-    BertModel(config).eval().save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
 class ForwardSpy:

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from metrics.scorers.encoder import embedded_encoder
 from proxies.learned import Example, load_artifact, save_artifact, train_proxy
 from proxies.learned.cross_encoder import CrossEncoderProxy
 from proxies.learned.training import top1_per_group
+from tests.tiny_models import save_tiny_bert
 
 HISTORY = " ".join(f"turn{i} said word{i}." for i in range(60))  # several hundred tokens
 COMPLETION = "and then the completion continues the conversation politely"
@@ -20,16 +20,7 @@ COMPLETION = "and then the completion continues the conversation politely"
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory):
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    path = tmp_path_factory.mktemp("tiny-bert-ce")
-    tokenizer = AutoTokenizer.from_pretrained(embedded_encoder())
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=3,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=512)
-    BertModel(config).eval().save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert-ce"))
 
 
 def loaded(path: str, **params) -> CrossEncoderProxy:

@@ -54,10 +54,20 @@ def _check_formulas(study: Study, options: dict[str, Any]) -> None:
 
 
 def _clean_options(options: dict[str, Any], study: Study) -> dict[str, Any]:
-    unknown = set(options) - OPTION_KEYS
+    from .extras import extra_options
+
+    extra_checks = extra_options()
+    known = OPTION_KEYS | set(extra_checks)
+    unknown = set(options) - known
     if unknown:
         raise ValidationError(f"unknown analysis options: {sorted(unknown)}; "
-                              f"known: {sorted(OPTION_KEYS)}")
+                              f"known: {sorted(known)}")
+    for key, check in extra_checks.items():
+        if key in options:
+            try:
+                check(options[key])
+            except ValueError as error:
+                raise ValidationError(f"{key}: {error}") from None
     if options.get("engine", "auto") not in ENGINES:
         raise ValidationError(f"engine must be one of {', '.join(ENGINES)}")
     from .stats.models import SEPARATION_OPTIONS
@@ -120,6 +130,7 @@ def _criteria(study: Study) -> list[dict[str, Any]]:
 def analysis_run_execute(run: AnalysisRun) -> AnalysisRun:
     """Compute everything and render the reports; progress is written as it goes. Safe to run
     twice (it recomputes and overwrites the run's outputs)."""
+    from .extras import extras_compute, extras_prepare
     from .report import render_html, render_pdf
     from .stats.pipeline import analyse
 
@@ -142,13 +153,18 @@ def analysis_run_execute(run: AnalysisRun) -> AnalysisRun:
     run.done = 0
     filters = JudgmentFilter(**(run.options.get("filters") or {}))
     progress("reading judgments and metric results")
-    judgments = judgments_tidy(study, filters)
+    judgments = extras_prepare(study, judgments_tidy(study, filters), run.options)
     metrics = metric_scores(study)
     # Thresholds and the outputs each proxy may be evaluated on (training, dev splits): not
     # a user option (`_clean_options` refuses the key), read from the runs every time.
     options = {**run.options, "proxy_raters": proxy_raters(study)}
     result = analyse(judgments, criteria, metrics, options, progress=progress,
                      votes=vote_counts(study))
+    extras = extras_compute(study, judgments, result, run.options)
+    if extras:
+        from kit.jsonable import to_jsonable
+
+        result["extras"] = to_jsonable(extras)
     progress("rendering the report")
     html = render_html(study=study, result=result, options=run.options,
                        filters=exclusions_describe(study, filters))

@@ -52,6 +52,8 @@ class Study(models.Model):
         PAIRWISE = "pairwise", "Pairwise (two outputs side by side)"
         RANKING = "ranking", "Ranking (several outputs of an item, ordered best to worst)"
         BEST_WORST = "best_worst", "Best-worst scaling (tuples of outputs: pick best and worst)"
+        ADAPTIVE = "adaptive", ("Adaptive pairwise (pairs served where the pre-registered plan's "
+                                "contrasts are least certain)")
 
     slug = models.SlugField(max_length=80, unique=True)
     title = models.CharField(max_length=200)
@@ -119,6 +121,25 @@ class Study(models.Model):
         null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
         help_text="Share (0 to 1) of the practice items a rater must answer as expected before "
                   "the real items are served; below it they are stopped (blank: no gate).",
+    )
+    # Agreement over time (annotation.drift): a rater whose agreement with the others over
+    # their last `agreement_window` judgments falls below the threshold raises an alert.
+    agreement_alert_threshold = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Alert when a rater's agreement with the other raters (share of answers "
+                  "matching the others' majority) over a window of judgments falls below this "
+                  "(blank: no alert).",
+    )
+    agreement_window = models.PositiveIntegerField(
+        default=20, validators=[MinValueValidator(5)],
+        help_text="How many of a rater's judgments make one window of agreement over time.",
+    )
+    # Blindness audit (evalstudy.blindness): besides the systems' names and aliases and a
+    # built-in list of model and vendor names.
+    identity_terms = models.JSONField(
+        default=list, blank=True,
+        help_text="Blindness audit: further words or phrases that would reveal which system "
+                  "wrote an output (e.g. a product name, a signature line).",
     )
     allow_revision = models.BooleanField(default=True)
     alignment_shown = models.BooleanField(
@@ -364,6 +385,10 @@ class Criterion(models.Model):
         default=list, blank=True,
         help_text="Categorical options; span criteria: the error categories (taxonomy).")
     allow_tie = models.BooleanField(default=False, help_text="Pairwise: offer 'tie'.")
+    allow_both = models.BooleanField(
+        default=False,
+        help_text="Pairwise: offer 'both good' and 'both bad' as answers of their own, apart "
+                  "from 'tie'.")
     scale_min = models.IntegerField(
         null=True, blank=True, help_text="Slider: the lowest value (blank: 0 to 100).")
     scale_max = models.IntegerField(

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
+from analysis.extras import extras_sections
 from analysis.report.criteria import _criterion_view
 from analysis.report.methods import _methods, _power_block
 from analysis.report.plots import _roc_plot
@@ -33,6 +34,7 @@ def report_context(*, study: Any, result: dict[str, Any], options: dict[str, Any
         "validity": [view for v in result.get("validity") or []
                      if (view := _validity_view(v, plots)) is not None],
         "power": _power_block(result.get("power")),
+        "sections": extras_sections(result),
         "methods": _methods(result, options, filters),
     }
 

@@ -27,15 +27,22 @@ OPTION_KEYS = {"formula", "formulas", "engine", "filters", "power", "deployment_
 ENGINES = ("auto", "R", "pymer4", "statsmodels")
 
 
-def _judgment_columns(study: Study) -> list[str]:
+def _judgment_columns(study: Study, options: dict[str, Any] | None = None) -> list[str]:
     """The columns `judgments_tidy` gives this study's table (metadata fields from every item
-    and system, as it reads them), known before any judgment is read."""
+    and system, as it reads them), known before any judgment is read; with the option
+    `integrity_covariates`, also the rater-level flag columns `analysis.extras.integrity`
+    adds, so that a formula may name them."""
     item_fields = {key for meta in study.items.values_list("metadata", flat=True)
                    for key in (meta or {})}
     system_fields = {key for meta in study.systems.values_list("metadata", flat=True)
                      for key in (meta or {})}
+    rater_fields: list[str] = []
+    if (options or {}).get("integrity_covariates"):
+        from annotation.integrity import SIGNALS
+
+        rater_fields = ["rater.flagged", *(f"rater.{s}_share" for s in SIGNALS)]
     return [*JUDGMENT_COLUMNS, *(f"item.{f}" for f in sorted(item_fields)),
-            *(f"system.{f}" for f in sorted(system_fields))]
+            *(f"system.{f}" for f in sorted(system_fields)), *rater_fields]
 
 
 def _check_formulas(study: Study, options: dict[str, Any]) -> None:
@@ -48,7 +55,7 @@ def _check_formulas(study: Study, options: dict[str, Any]) -> None:
     from .stats.pipeline import check_formulas
 
     try:
-        check_formulas(options, _criteria(study), _judgment_columns(study))
+        check_formulas(options, _criteria(study), _judgment_columns(study, options))
     except FormulaError as error:
         raise ValidationError(str(error)) from None
 
@@ -120,7 +127,8 @@ def _criteria(study: Study) -> list[dict[str, Any]]:
     return [
         {"key": c.key, "kind": c.kind, "scale_points": c.scale_points,
          "options": list(c.options or []), "labels": c.labels, "prompt": c.prompt,
-         "allow_tie": c.allow_tie, "scale_min": c.scale_min, "scale_max": c.scale_max,
+         "allow_tie": c.allow_tie, "allow_both": c.allow_both,
+         "scale_min": c.scale_min, "scale_max": c.scale_max,
          "severity_weights": c.rule.weights if c.kind == "span" else None,
          "span_reference": c.span_reference}
         for c in study.criteria.order_by("order", "id")

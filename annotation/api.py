@@ -36,8 +36,9 @@ from evalstudy.services import (
 from kit.openapi import READ_ERRORS, errors
 from kit.rest import enforce_csrf
 
-from . import flow, rater_actions
+from . import flow, rater_actions, recalibration
 from .auth import IsRater, RaterThrottle
+from .behaviour import slot_behaviour_record
 from .idempotency import (
     MAX_KEY_LENGTH,
     IdempotencyKeyReused,
@@ -228,7 +229,13 @@ class SubmitJudgments(RaterView):
                                                  f"(at most {MAX_KEY_LENGTH} characters).")],
         request=inline_serializer("Answers", fields={
             "answers": serializers.DictField(child=serializers.CharField(allow_blank=True),
-                                             help_text="criterion key -> value")}),
+                                             help_text="criterion key -> value"),
+            "behaviour": serializers.DictField(
+                child=serializers.IntegerField(min_value=0), required=False,
+                help_text="Optional integrity counters of the answer, all five or none: "
+                          "pastes, focus_losses, seconds_away, keystrokes, inputs "
+                          "(annotation.integrity). Clamped to their bounds; unreadable ones "
+                          "are not recorded and never refuse the answers.")}),
         responses={200: SUBMIT_RESULT, 201: SUBMIT_RESULT,
                    **errors(400, 401, 403, 404, 409, 422, 429)},
     )
@@ -236,6 +243,7 @@ class SubmitJudgments(RaterView):
         answers = request.data.get("answers") if isinstance(request.data, dict) else None
         if not isinstance(answers, dict):
             raise ApiValidationError({"answers": ["an object of criterion key -> value"]})
+        behaviour = request.data.get("behaviour") if isinstance(request.data, dict) else None
         rater = request.rater
         if not AssignmentSlot.objects.filter(Q(pk=slot_id), assignment__rater=rater).exists():
             raise Http404("This item is not in your list.")
@@ -250,6 +258,10 @@ class SubmitJudgments(RaterView):
             except SubmissionRefused as error:
                 code = {404: "not_found", 409: "conflict"}.get(error.status, "permission_denied")
                 return error.status, {"code": code, "message": str(error), "field_errors": {}}
+            if counts.created or counts.revised:
+                # Optional integrity counters (annotation.behaviour): kept when readable,
+                # dropped otherwise; never a reason to refuse the answers.
+                slot_behaviour_record(slot_id=slot_id, raw=behaviour)
             return (201 if counts.created or counts.revised else 200), {
                 "slot": slot_id, "created": counts.created, "revised": counts.revised,
                 "unchanged": counts.unchanged, "removed": counts.removed,
@@ -302,6 +314,24 @@ class ProgressSerializer(serializers.Serializer):
             allow_null=True, help_text="MACE competence on the categorical criteria, 0..1"),
         "excluded": serializers.BooleanField(help_text="excluded from the analysis"),
         "excluded_reason": serializers.CharField(),
+        "integrity_flagged": serializers.BooleanField(
+            help_text="a share of flagged answers exceeds its limit (annotation.integrity); "
+                      "evidence only, never an exclusion"),
+        "integrity_signals": serializers.ListField(child=serializers.CharField()),
+        "integrity_shares": serializers.DictField(
+            child=serializers.FloatField(allow_null=True),
+            help_text="signal -> share of the rater's answers flagged (null: unobserved)"),
+        "agreement_windows": serializers.ListField(child=inline_serializer(
+            "AgreementWindow", fields={
+                "index": serializers.IntegerField(), "first": serializers.IntegerField(),
+                "last": serializers.IntegerField(), "judgments": serializers.IntegerField(),
+                "agreement": serializers.FloatField(), "full": serializers.BooleanField(),
+                "alert": serializers.BooleanField()}),
+            help_text="agreement with the others' majority per window of the study's "
+                      "agreement_window judgments, in submission order"),
+        "agreement_alerts": serializers.IntegerField(),
+        "recalibration_rounds": serializers.IntegerField(),
+        "recalibration_running": serializers.BooleanField(),
     }))
     speeder_seconds = serializers.FloatField(
         allow_null=True, help_text="the speeder threshold in force (seconds per item)")
@@ -336,6 +366,13 @@ class StudyProgress(StudyScopedView):
                 "straightlining_detail": row.straightlining_detail,
                 "agreement": row.agreement, "competence": row.competence,
                 "excluded": row.excluded, "excluded_reason": row.excluded_reason,
+                "integrity_flagged": bool(row.integrity and row.integrity.flagged),
+                "integrity_signals": row.integrity.signals if row.integrity else [],
+                "integrity_shares": row.integrity.shares if row.integrity else {},
+                "agreement_windows": [vars(w) for w in row.agreement_windows],
+                "agreement_alerts": row.agreement_alerts,
+                "recalibration_rounds": row.recalibration_rounds,
+                "recalibration_running": row.recalibration_running,
             } for row in monitor.raters],
         })
 
@@ -439,3 +476,30 @@ class RaterReopenSeat(_RaterAction):
         except rater_actions.SeatNotReopenable as error:
             raise StateConflict(str(error)) from None
         return self.answer(enrollment, replacement)
+
+
+class RecalibrateInput(serializers.Serializer):
+    reason = serializers.CharField(required=False, allow_blank=True,
+                                   max_length=rater_actions.REASON_MAX)
+
+
+class RaterRecalibrate(_RaterAction):
+    """Start a recalibration round: the study's calibration items are served to the rater
+    next (after the item on their screen), with feedback, then they carry on. 409 when the
+    study has no calibration items, the rater has nothing left to rate or a round is still
+    running. Body: optional `reason`. Audited."""
+
+    @extend_schema(request=RecalibrateInput, responses={200: RaterActionSerializer,
+                                                        **errors(400, 401, 403, 404, 409)})
+    def post(self, request, slug, pk):
+        study = self.get_study()
+        try:
+            recalibration.recalibration_start(study=study, rater_id=pk,
+                                              reason=_reason(request),
+                                              actor=request.user, source=API)
+            enrollment = rater_actions.rater_enrollment(study=study, rater_id=pk)
+        except rater_actions.RaterNotInStudy:
+            raise Http404("No such rater in this study.") from None
+        except recalibration.RecalibrationNotPossible as error:
+            raise StateConflict(str(error)) from None
+        return self.answer(enrollment)

@@ -183,7 +183,9 @@ def after_calibration_item(*, study: Study, rater: Rater) -> bool:
         return False
     slots = list(AssignmentSlot.objects.filter(
         assignment__study=study, assignment__rater=rater, kind=AssignmentSlot.Kind.CALIBRATION,
-    ).exclude(assignment__state=Assignment.State.EXPIRED).select_related("calibration_item"))
+    ).exclude(assignment__state=Assignment.State.EXPIRED)
+      # A recalibration round's practice items (annotation.recalibration) never stop anyone.
+      .exclude(recalibration_rounds__isnull=False).select_related("calibration_item"))
     if not slots or any(slot.completed_at is None for slot in slots):
         return False
     passed = [control_slot_passed(slot) for slot in slots]

@@ -4,6 +4,7 @@
 revision overwrites the value and keeps the earlier one in `JudgmentRevision`.
 """
 
+from django.conf import settings
 from django.db import models
 
 from evalstudy.models import AssignmentSlot, Criterion, Rater
@@ -144,3 +145,81 @@ class VoteCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.criterion.key}={self.value} × {self.count}"
+
+
+class SlotBehaviour(models.Model):
+    """How a slot was answered, as the rating page counted it (`annotation.integrity`): pastes
+    into free-text and span inputs, times the page was left and the seconds away, keystrokes
+    and pointer/keyboard inputs while the slot was shown. One row per slot; a revision adds
+    its counters (`submissions` says how many answers they cover). Evidence only: nothing
+    reads it to refuse or exclude anyone."""
+
+    slot = models.OneToOneField(AssignmentSlot, on_delete=models.CASCADE,
+                                related_name="behaviour")
+    pastes = models.PositiveIntegerField(default=0)
+    focus_losses = models.PositiveIntegerField(default=0)
+    seconds_away = models.PositiveIntegerField(default=0)
+    keystrokes = models.PositiveIntegerField(default=0)
+    inputs = models.PositiveIntegerField(default=0)
+    submissions = models.PositiveIntegerField(default=1)
+    recorded_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"slot {self.slot_id}: {self.pastes} pastes, {self.seconds_away} s away"
+
+
+class AgreementAlert(models.Model):
+    """A window of a rater's judgments whose agreement with the other raters fell below the
+    study's `agreement_alert_threshold` (`annotation.drift`), recorded by the periodic task
+    (or the monitor's check) once per window, with the values it had then."""
+
+    study = models.ForeignKey("evalstudy.Study", on_delete=models.CASCADE,
+                              related_name="agreement_alerts")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="+")
+    window = models.PositiveIntegerField(help_text="1-based window of the rater's judgments.")
+    first = models.PositiveIntegerField()
+    last = models.PositiveIntegerField()
+    window_size = models.PositiveIntegerField()
+    agreement = models.FloatField()
+    threshold = models.FloatField()
+    raised_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "rater", "window"],
+                                    name="agreement_alert_window"),
+        ]
+        ordering = ["study", "raised_at", "id"]
+
+    def __str__(self) -> str:
+        return f"rater {self.rater_id} window {self.window}: {self.agreement:.2f}"
+
+
+class RecalibrationRound(models.Model):
+    """A researcher sent a rater back to the study's calibration items (`annotation.
+    recalibration`): `slots` are the practice slots added to their seat for it, served next,
+    with feedback. Judgments the rater submits after `started_at` belong to round `number`
+    (the analysis's `recalibration_round` column)."""
+
+    study = models.ForeignKey("evalstudy.Study", on_delete=models.CASCADE,
+                              related_name="recalibration_rounds")
+    rater = models.ForeignKey(Rater, on_delete=models.CASCADE, related_name="+")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+    reason = models.CharField(max_length=500, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    slots = models.ManyToManyField(AssignmentSlot, related_name="recalibration_rounds",
+                                   blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["study", "rater", "number"],
+                                    name="recalibration_round_number"),
+        ]
+        ordering = ["study", "rater", "number"]
+
+    def __str__(self) -> str:
+        return f"round {self.number} of rater {self.rater_id}"

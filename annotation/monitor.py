@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 from evalstudy.audit import WEB
 from evalstudy.permissions import EDITOR, has_role, study_for
 
-from . import rater_actions
+from . import rater_actions, recalibration
 from .monitoring import study_monitor
 from .services import progress_export
 
@@ -72,15 +72,16 @@ def monitor_csv(request: HttpRequest, slug: str) -> HttpResponse:
     return response
 
 
-RATER_ACTIONS = ("exclude", "include", "reopen")
+RATER_ACTIONS = ("exclude", "include", "reopen", "recalibrate")
 
 
 @staff_member_required
 @require_POST
 def rater_action(request: HttpRequest, slug: str, rater_id: int, action: str) -> HttpResponse:
-    """The monitor's buttons on a rater (exclude, include, reopen the seat). With htmx the
-    answer is empty and tells the live table to refresh; without JavaScript the form lands
-    back on the monitor with a message. Editors of the study only (others: 403 or 404)."""
+    """The monitor's buttons on a rater (exclude, include, reopen the seat, start a
+    recalibration round). With htmx the answer is empty and tells the live table to refresh;
+    without JavaScript the form lands back on the monitor with a message. Editors of the
+    study only (others: 403 or 404)."""
     study = study_for(request.user, slug, EDITOR)
     if action not in RATER_ACTIONS:
         raise Http404(f"No rater action {action!r}: one of {', '.join(RATER_ACTIONS)}.")
@@ -94,13 +95,19 @@ def rater_action(request: HttpRequest, slug: str, rater_id: int, action: str) ->
         elif action == "include":
             rater_actions.rater_include(**common)
             done = "included in the analysis again"
+        elif action == "recalibrate":
+            reason = request.POST.get("reason") or request.headers.get("HX-Prompt", "")
+            round_ = recalibration.recalibration_start(
+                **common, reason=reason[:rater_actions.REASON_MAX])
+            done = (f"recalibration round {round_.number} started "
+                    f"({round_.slots.count()} calibration items served next)")
         else:
             all_items = request.POST.get("all_items", "").lower() in ("1", "true", "on", "yes")
             replacement = rater_actions.seat_reopen(**common, all_items=all_items)
             done = f"seat handed on ({replacement.slots.count()} items in a new open seat)"
     except rater_actions.RaterNotInStudy:
         raise Http404("No such rater in this study.") from None
-    except rater_actions.SeatNotReopenable as error:
+    except (rater_actions.SeatNotReopenable, recalibration.RecalibrationNotPossible) as error:
         level, text = messages.ERROR, f"Rater {rater_id}: nothing changed. {error}"
     else:
         level, text = messages.SUCCESS, f"Rater {rater_id}: {done}."

@@ -14,7 +14,8 @@ from django.db.models import Count, Q
 from evalstudy import criteria as rules
 from evalstudy.models import Assignment, AssignmentSlot, Criterion, Enrollment, Rater, Study
 
-from . import quality
+from . import drift, integrity, quality
+from .behaviour import DRIFT_KINDS, study_integrity
 from .media import listening_by_seat
 from .models import Judgment
 
@@ -66,6 +67,16 @@ class RaterProgress:
     excluded_reason: str = ""
     has_enrollment: bool = False
     seat_open: bool = False  # the seat can still be handed on (live, not expired)
+    # Integrity signals (annotation.behaviour): shares of flagged answers per signal, and
+    # agreement over time (annotation.drift) with the study's alerting windows; evidence only.
+    integrity: integrity.RaterIntegrity | None = None
+    agreement_windows: list[drift.Window] = field(default_factory=list)
+    recalibration_rounds: int = 0
+    recalibration_running: bool = False
+
+    @property
+    def agreement_alerts(self) -> int:
+        return sum(1 for window in self.agreement_windows if window.alert)
 
     @property
     def percent(self) -> int:
@@ -91,6 +102,8 @@ class StudyMonitor:
     speeder_seconds: float | None = None  # the threshold in force (None: too few timings)
     speeder_derived: bool = True  # derived from the study's median (not the study's setting)
     competence_criteria: list[str] = field(default_factory=list)  # what MACE was run on
+    # Alerts the periodic task recorded (annotation.recalibration), latest first.
+    agreement_alerts: list = field(default_factory=list)
 
     @property
     def seats_filled(self) -> int:
@@ -186,6 +199,9 @@ def study_monitor(study: Study) -> StudyMonitor:
     every_timing = [t for values in timings.values() for t in values]
     threshold = quality.speeder_threshold(every_timing, fixed=study.speeder_seconds)
     signals = rater_signals(study)
+    flags = study_integrity(study, speeder_seconds=threshold, threshold_known=True,
+                            media=bool(listening))
+    rounds = _rounds(study)
     for row, seat in zip(raters, seats, strict=True):
         seat_timings = timings[seat.pk]
         row.min_seconds = min(seat_timings) if seat_timings else None
@@ -199,6 +215,10 @@ def study_monitor(study: Study) -> StudyMonitor:
         if enrolled is not None:
             row.has_enrollment, row.excluded, row.excluded_reason = True, *enrolled[1:]
         row.seat_open = seat.state in (Assignment.State.ACTIVE, Assignment.State.DONE)
+        row.integrity = flags.raters.get(row.rater_id)
+        row.agreement_windows = signals.agreement_windows.get(row.rater_id, [])
+        row.recalibration_rounds, row.recalibration_running = rounds.get(row.rater_id,
+                                                                         (0, False))
     return StudyMonitor(
         study=study, lists=lists, coverage=dict(sorted(coverage.items())),
         outputs_total=len(planned), outputs_complete=complete, target=target,
@@ -206,6 +226,7 @@ def study_monitor(study: Study) -> StudyMonitor:
         raters=raters, speeder_seconds=threshold,
         speeder_derived=study.speeder_seconds is None,
         competence_criteria=signals.competence_criteria,
+        agreement_alerts=_recorded_alerts(study),
     )
 
 
@@ -234,6 +255,8 @@ class StudySignals:
     competence_criteria: list[str]
     # rater id -> criterion key -> MACE competence (for the analysis's `min_competence`)
     competence_by_criterion: dict[int, dict[str, float]] = field(default_factory=dict)
+    # rater id -> agreement over time (annotation.drift), from the same rows
+    agreement_windows: dict[int, list[drift.Window]] = field(default_factory=dict)
 
 
 def _scale(criterion: Criterion) -> quality.Scale | None:
@@ -288,6 +311,7 @@ def rater_signals(study: Study) -> StudySignals:
     ).values_list("id", "rater_id", "criterion_id", "slot__output_id", "slot__output_b_id",
                   "value", "numeric_value", "submitted_at").order_by("submitted_at", "id"))
     answers: list[quality.Answer] = []
+    votes: list[drift.Vote] = []
     sequences: dict[tuple[int, int], list[str]] = defaultdict(list)
     counts: dict[int, Counter[str]] = defaultdict(Counter)
     for _pk, rater, criterion_id, output, output_b, value, number, _at in rows:
@@ -296,6 +320,8 @@ def rater_signals(study: Study) -> StudySignals:
             continue
         unit, value = _unit(output, output_b, criterion.kind, value)
         answers.append(quality.Answer(rater, unit, criterion.key, value, number))
+        if criterion.kind in DRIFT_KINDS:
+            votes.append(drift.Vote(rater, (unit, criterion_id), value, (_at, _pk)))
         sequences[(rater, criterion_id)].append(value)
         counts[criterion_id][value] += 1
     signals: dict[int, RaterSignal] = defaultdict(RaterSignal)
@@ -343,8 +369,31 @@ def rater_signals(study: Study) -> StudySignals:
     for rater, values in weighted.items():
         total = sum(n for _, n in values)
         signals[rater].competence = sum(t * n for t, n in values) / total if total else None
+    windows = drift.agreement_windows(votes, window=study.agreement_window,
+                                      threshold=study.agreement_alert_threshold)
     return StudySignals(raters=dict(signals), competence_criteria=used,
-                        competence_by_criterion=dict(by_criterion))
+                        competence_by_criterion=dict(by_criterion),
+                        agreement_windows=windows)  # type: ignore[arg-type]
+
+
+def _recorded_alerts(study: Study) -> list:
+    from .models import AgreementAlert
+
+    return list(AgreementAlert.objects.filter(study=study).select_related("rater")
+                .order_by("-raised_at", "-id")[:20])
+
+
+def _rounds(study: Study) -> dict[int, tuple[int, bool]]:
+    """rater id -> (recalibration rounds started, whether one is still running)."""
+    from .models import RecalibrationRound
+
+    found: dict[int, tuple[int, bool]] = {}
+    for rater, number, running in RecalibrationRound.objects.filter(study=study).annotate(
+            open=Count("slots", filter=Q(slots__completed_at__isnull=True))
+    ).values_list("rater_id", "number", "open"):
+        before = found.get(rater, (0, False))
+        found[rater] = (max(before[0], number), before[1] or running > 0)
+    return found
 
 
 def _control_results(study: Study) -> dict[int, dict[str, list[bool]]]:
@@ -374,7 +423,9 @@ PROGRESS_COLUMNS = (
     "calibration_answered", "last_activity", "stopped", "media_items", "media_heard_to_end",
     "median_seconds_listened", "rater_id", "min_seconds", "speeder", "straightlining",
     "straightlining_detail", "agreement", "agreement_units", "competence", "excluded",
-    "excluded_reason",
+    "excluded_reason", "integrity_flagged", "integrity_detail", "paste_share", "away_share",
+    "keystroke_free_share", "speed_share", "listening_share", "agreement_windows",
+    "agreement_alerts", "recalibration_rounds",
 )
 
 
@@ -404,4 +455,21 @@ def progress_rows(monitor: StudyMonitor):
             "agreement": _number(row.agreement, 3), "agreement_units": row.agreement_units,
             "competence": _number(row.competence, 3), "excluded": int(row.excluded),
             "excluded_reason": row.excluded_reason,
+            **integrity_columns(row),
         }
+
+
+def integrity_columns(row: RaterProgress) -> dict[str, object]:
+    """The integrity part of a progress row (CSV and API): shares of flagged answers, the
+    windows of agreement over time ("0.85 0.62!": `!` marks an alert) and rounds started."""
+    found = row.integrity
+    shares = found.shares if found is not None else {}
+    return {
+        "integrity_flagged": int(bool(found and found.flagged)),
+        "integrity_detail": found.detail() if found is not None else "",
+        **{f"{name}_share": _number(shares.get(name), 3) for name in integrity.SIGNALS},
+        "agreement_windows": " ".join(f"{w.agreement:.2f}{'!' if w.alert else ''}"
+                                      for w in row.agreement_windows),
+        "agreement_alerts": row.agreement_alerts,
+        "recalibration_rounds": row.recalibration_rounds,
+    }

@@ -1,5 +1,6 @@
 """What this app holds about a rater, for their export and erasure (`evalstudy.privacy`): the
-judgments and the listening log of media (kept on erasure: they are pseudonymous once the rater
+judgments, the rating page's integrity counters, recalibration rounds and agreement alerts,
+and the listening log of media (kept on erasure: they are pseudonymous once the rater
 row is) and the browser sessions an entry link bound to the rater. Registered by
 AnnotationConfig.ready."""
 
@@ -13,7 +14,14 @@ from django.db.models import Count
 from evalstudy.models import Rater
 from evalstudy.privacy import PrivacyContribution
 
-from .models import Judgment, JudgmentRevision, ListeningLog
+from .models import (
+    AgreementAlert,
+    Judgment,
+    JudgmentRevision,
+    ListeningLog,
+    RecalibrationRound,
+    SlotBehaviour,
+)
 from .rater import SESSION_KEY
 
 
@@ -27,8 +35,13 @@ def judgments_export(rater: Rater, studies: Collection[int] | None) -> dict[str,
     judgments = (judgments.values("slot__assignment__study__slug")
                  .annotate(n=Count("id")).order_by("slot__assignment__study__slug"))
     listening = ListeningLog.objects.filter(slot__assignment__rater=rater)
+    behaviour = SlotBehaviour.objects.filter(slot__assignment__rater=rater)
+    rounds = RecalibrationRound.objects.filter(rater=rater)
+    alerts = AgreementAlert.objects.filter(rater=rater)
     if studies is not None:
         listening = listening.filter(slot__assignment__study__in=studies)
+        behaviour = behaviour.filter(slot__assignment__study__in=studies)
+        rounds, alerts = rounds.filter(study__in=studies), alerts.filter(study__in=studies)
     return {
         "judgments_per_study": {row["slot__assignment__study__slug"]: row["n"]
                                 for row in judgments},
@@ -41,6 +54,25 @@ def judgments_export(rater: Rater, studies: Collection[int] | None) -> dict[str,
                 "slot__assignment__study__slug", "slot__position", "which").values_list(
                 "slot__assignment__study__slug", "slot__position", "which", "plays",
                 "seconds_listened", "seeks", "completed")],
+        # What the rating page counted while they answered (annotation.integrity).
+        "answer_behaviour": [
+            {"study": slug, "position": position, "pastes": pastes,
+             "focus_losses": losses, "seconds_away": away, "keystrokes": keys,
+             "inputs": inputs}
+            for slug, position, pastes, losses, away, keys, inputs in behaviour.order_by(
+                "slot__assignment__study__slug", "slot__position").values_list(
+                "slot__assignment__study__slug", "slot__position", "pastes", "focus_losses",
+                "seconds_away", "keystrokes", "inputs")],
+        "recalibration_rounds": [
+            {"study": slug, "round": number, "started_at": started.isoformat(),
+             "reason": reason}
+            for slug, number, started, reason in rounds.order_by("study__slug", "number")
+            .values_list("study__slug", "number", "started_at", "reason")],
+        "agreement_alerts": [
+            {"study": slug, "window": window, "agreement": agreement,
+             "raised_at": raised.isoformat()}
+            for slug, window, agreement, raised in alerts.order_by("study__slug", "window")
+            .values_list("study__slug", "window", "agreement", "raised_at")],
     }
 
 

@@ -27,6 +27,7 @@ from evalstudy.services import (
 )
 
 from . import flow, loop
+from .behaviour import BEHAVIOUR_FIELD, slot_behaviour_record
 from .rater import PLATFORM_SESSION_KEY, SESSION_KEY, bind_rater, current_rater
 from .selectors import (
     calibration_feedback,
@@ -250,10 +251,16 @@ def submit(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
     """Store the answers to one slot; answer with the next item (htmx) or a redirect to it.
     The first answer to the current item takes the loop's fast path; a revision, a repeat,
     invalid answers and every refusal take the general path (`judgment_submit`)."""
-    answers = {key: request.POST.get(key) for key in request.POST if key != "csrfmiddlewaretoken"}
+    answers = {key: request.POST.get(key) for key in request.POST
+               if key not in ("csrfmiddlewaretoken", BEHAVIOUR_FIELD)}
+    # The page's integrity counters (annotation.behaviour): recorded once the answer is
+    # stored, never a reason to refuse it.
+    behaviour = request.POST.get(BEHAVIOUR_FIELD)
     page = loop.submit_and_next(slug=slug, slot_id=slot_id, answers=answers,
                                 **_session_identity(request))
     if page is not None:
+        if behaviour is not None and page.counts is not None and page.counts.created:
+            slot_behaviour_record(slot_id=slot_id, raw=behaviour)
         return _after_loop(request, slug, page)
     rater, study = _rater_and_study(request, slug)
     try:
@@ -263,6 +270,8 @@ def submit(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
     except SubmissionInvalid as error:
         return _render_slot(request, study, _own_slot(rater, study, slot_id),
                             errors=error.errors, posted=answers, status=400)
+    if behaviour is not None and (outcome.created or outcome.revised):
+        slot_behaviour_record(slot_id=slot_id, raw=behaviour)
     if outcome.slot_kind == AssignmentSlot.Kind.CALIBRATION:
         return _go(request, reverse("annotation:feedback", args=[study.slug, slot_id]))
     return _go(request, reverse("annotation:rate", args=[study.slug]))

@@ -26,12 +26,13 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from evalstudy.criteria import binary_label
+from evalstudy.criteria import NO_PREFERENCE, binary_label, pairwise_choices
 from kit.jsonable import to_jsonable
 from proxies.quality import auc_with_ci
 
 from . import agreement, descriptives, kinds, models, validity
 from .agreement.base import Level
+from .covariates import with_covariates
 from .formula import Formula, FormulaError, is_formula_name, parse_formula
 from .rbridge import r_available, r_unavailable_reason, r_versions
 from .votes import (
@@ -73,7 +74,7 @@ FORMULA_BASE_COLUMNS = ("system", "item", "rater")
 # Columns analyse_criterion adds to the judgments before fitting: metadata never takes their
 # plain names, whatever the criterion's kind, so that the rule below needs no frame.
 _ADDED_COLUMNS = ("unit", "rating", "y", "score")
-_METADATA = ("item.", "system.")
+_METADATA = ("item.", "system.", "rater.")  # rater.: analysis.stats.covariates
 
 
 def metadata_aliases(columns: Iterable[str]) -> dict[str, str]:
@@ -203,7 +204,7 @@ def declared_categories(criterion: Mapping[str, Any]) -> list | None:
     if kind == "binary":
         return ["yes", "no"]
     if kind == "pairwise":
-        return ["A", "B", "tie"] if criterion.get("allow_tie") else ["A", "B"]
+        return pairwise_choices(criterion.get("allow_tie"), criterion.get("allow_both"))
     options = list(criterion.get("options") or [])
     return options or None
 
@@ -231,9 +232,10 @@ def _on_scale(frame: pd.DataFrame, kind: str, labels: list | None
                      f"({observed}); coefficients can shift when a new value appears")
         return frame, None, "observed values", excluded, notes
     categories = list(labels)
-    if kind == "pairwise" and "tie" not in categories and (frame["value"] == "tie").any():
-        categories.append("tie")  # the criterion record does not say whether ties are allowed
-        source = "declared scale (A, B) + 'tie' (observed)"
+    seen = [v for v in NO_PREFERENCE if v not in categories and (frame["value"] == v).any()]
+    if kind == "pairwise" and seen:  # the criterion record does not say they are allowed
+        categories += seen
+        source = f"declared scale (A, B) + {' + '.join(map(repr, seen))} (observed)"
     outside = ~frame["value"].isin(categories)
     if outside.any():
         values = sorted({str(v) for v in frame.loc[outside, "value"]})
@@ -916,7 +918,7 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
     `votes`: aggregated judgments (`analysis.selectors.vote_counts`), kept apart from the
     raters' judgments (`analysis.stats.votes`). Raises FormulaError, before computing
     anything, for a formula outside the grammar."""
-    options = options or {}
+    options = with_covariates(options or {}, criteria, judgments)
     # Resolved once for all criteria (a global formula may name any criterion's key); each
     # criterion then gets its own formula, rebuilt, with the internal response.
     resolved = check_formulas(options, criteria, judgments.columns)

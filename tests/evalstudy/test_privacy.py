@@ -82,6 +82,7 @@ def test_export_keeps_its_shape_with_the_other_apps_parts_in_place(participant):
     assert list(rater_data_export(rater)) == [
         "scope", "rater", "account", "user", "enrollments", "assignments",
         "judgments_per_study", "judgment_revisions", "media_listening",
+        "answer_behaviour", "recalibration_rounds", "agreement_alerts",
         "prolific_submissions", "exported_at"]
 
 

@@ -10,16 +10,25 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from evalstudy.api.base import StudyScopedView
 from evalstudy.api.runs import RunDetail, StudyRunList
 from evalstudy.audit import API
-from evalstudy.permissions import VIEWER, check_study
-from kit.openapi import READ_ERRORS, errors
+from evalstudy.permissions import EDITOR, VIEWER, check_study
+from kit.openapi import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, errors, paginated
 
+from .adjudication import (
+    UnitNotFound,
+    adjudicable_criteria,
+    adjudication_queue,
+    adjudication_record,
+    adjudication_unit,
+)
+from .adjudication_views import QueueForm
 from .exports import NotExported, judgments_export, report_export, spans_export
-from .models import AnalysisRun
+from .models import Adjudication, AnalysisRun
 from .selectors import JudgmentFilter
 from .services import analysis_run_start
 
@@ -173,3 +182,90 @@ class SpansExport(JudgmentsExport):
     (formula-like cells neutralised), JSONL or Parquet; the same filters as the judgments."""
 
     what, exporter = "spans", staticmethod(spans_export)
+
+
+# --- the adjudication queue -----------------------------------------------------------------
+class QueueEntrySerializer(serializers.Serializer):
+    criterion = serializers.CharField()
+    kind = serializers.CharField()
+    output = serializers.IntegerField()
+    output_b = serializers.IntegerField(allow_null=True)
+    item = serializers.CharField()
+    reasons = serializers.ListField(child=serializers.CharField())
+    why = serializers.ListField(child=serializers.CharField())
+    n_human = serializers.IntegerField(allow_null=True)
+    answers = serializers.DictField(child=serializers.IntegerField())
+    majority = serializers.CharField(allow_null=True)
+    adjudicated = serializers.DictField(allow_null=True)
+
+
+class AdjudicationSerializer(serializers.ModelSerializer):
+    criterion = serializers.SlugRelatedField(slug_field="key", read_only=True)
+    adjudicated_by = serializers.StringRelatedField()
+
+    class Meta:
+        model = Adjudication
+        fields = ("id", "criterion", "output", "output_b", "value", "numeric_value", "reason",
+                  "note", "adjudicated_by", "adjudicated_at", "revision")
+
+
+class AdjudicateSerializer(serializers.Serializer):
+    criterion = serializers.SlugField(help_text="The criterion's key.")
+    output = serializers.IntegerField(help_text="The output's id (a pair: the lower id).")
+    output_b = serializers.IntegerField(required=False, allow_null=True,
+                                        help_text="Pairwise criteria: the pair's other output.")
+    value = serializers.JSONField(help_text="The label, as the criterion's rule reads it.")
+    note = serializers.CharField(required=False, allow_blank=True, default="",
+                                 max_length=5000, trim_whitespace=False)
+
+
+class AdjudicationQueueView(StudyScopedView):
+    """The adjudication queue (viewers): units whose raters disagree beyond the thresholds or
+    where a proxy decided otherwise than the raters' majority, with why, and their adjudicated
+    label if any. POST (editors): record the expert's label of one unit; the raters'
+    judgments are never changed. 201 with the stored label."""
+
+    study_roles = {"GET": VIEWER, "POST": EDITOR}
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("criterion", str), OpenApiParameter("reason", str,
+                                                                 enum=["raters", "proxy"]),
+            OpenApiParameter("state", str, enum=["open", "done", "all"]),
+            OpenApiParameter("majority", float, description="nominal: majority share below"),
+            OpenApiParameter("spread", float, description="ordinal: range/scale above"),
+            OpenApiParameter("sd", float, description="ordinal: SD/scale above (off)"),
+            OpenApiParameter("min_judgments", int), *PAGE_PARAMETERS],
+        responses={200: paginated(QueueEntrySerializer, "QueueEntry"), **READ_ERRORS})
+    def get(self, request, slug):
+        study = self.get_study()
+        form = QueueForm(request.query_params, criteria=adjudicable_criteria(study))
+        if not form.is_valid():
+            raise serializers.ValidationError(form.errors)
+        data = form.cleaned_data
+        entries = adjudication_queue(study, thresholds=form.thresholds(),
+                                     criterion=data.get("criterion") or "",
+                                     reason=data.get("reason") or "",
+                                     state=data.get("state") or "open")
+        page = self.paginator.paginate_queryset([e.as_dict() for e in entries], request,
+                                                view=self)
+        return self.paginator.get_paginated_response(page)
+
+    @extend_schema(request=AdjudicateSerializer, responses={201: AdjudicationSerializer,
+                                                            **WRITE_ERRORS})
+    def post(self, request, slug):
+        study = self.get_study()
+        given = AdjudicateSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        try:
+            unit = adjudication_unit(study, data["criterion"], data["output"],
+                                     data.get("output_b"))
+        except UnitNotFound as error:
+            raise serializers.ValidationError({"output": [str(error)]}) from None
+        label = adjudication_record(
+            study=study, criterion=unit.criterion, output=unit.output, output_b=unit.output_b,
+            value=data["value"], note=data.get("note", ""),
+            reason="; ".join(unit.flag.why) if unit.flag else "", actor=request.user,
+            source=API)
+        return Response(AdjudicationSerializer(label).data, status=201)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import browser, views
+from . import adjudication_views, browser, views
 
 app_name = "analysis"
 
@@ -14,6 +14,15 @@ urlpatterns = [
          name="judgments_download"),
     path("studies/<slug:slug>/judgments/<int:pk>/", browser.judgment_item_view,
          name="judgment_item"),
+    # The adjudication queue (analysis.adjudication) and the soft labels (analysis.soft_labels).
+    path("studies/<slug:slug>/adjudication/", adjudication_views.queue_view,
+         name="adjudication"),
+    path("studies/<slug:slug>/adjudication/<slug:criterion>/<int:output>/",
+         adjudication_views.unit_view, name="adjudication_unit"),
+    path("studies/<slug:slug>/adjudication/<slug:criterion>/<int:output>/<int:output_b>/",
+         adjudication_views.unit_view, name="adjudication_pair"),
+    path("studies/<slug:slug>/exports/soft-labels.<str:fmt>",
+         adjudication_views.soft_labels_download, name="soft_labels"),
     path("analysis/<int:pk>/report/", views.report, name="report"),
     path("analysis/<int:pk>/report.pdf", views.report_pdf, name="report_pdf"),
     path("analysis/<int:pk>/result.json", views.report_json, name="report_json"),

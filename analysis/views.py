@@ -76,6 +76,10 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
             options["filters"]["min_competence"] = request.POST["min_competence"]  # refused
     if request.POST.get("deployment_group", "").strip():
         options["deployment_group"] = request.POST["deployment_group"].strip()
+    if request.POST.get("labels", "raters") != "raters":
+        options["labels"] = request.POST["labels"]  # checked by analysis.extras.adjudication
+    if request.POST.get("exclude_identity_leaks"):
+        options["exclude_identity_leaks"] = True  # analysis.extras.blindness
     if request.POST.get("formula", "").strip():
         options["formula"] = request.POST["formula"].strip()
     try:

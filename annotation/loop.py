@@ -127,8 +127,8 @@ class SeatContext:
 def _criteria_json_sql() -> str:
     """The study's criteria as one JSON array (PostgreSQL), in the order raters see them."""
     fields = ("id", "key", "prompt", "description", "kind", "scale_points", "labels", "options",
-              "allow_tie", "required", "show_if_criterion", "show_if_values", "order",
-              "scale_min", "scale_max", "severity_weights", "span_reference")
+              "allow_tie", "allow_both", "required", "show_if_criterion", "show_if_values",
+              "order", "scale_min", "scale_max", "severity_weights", "span_reference")
     pairs = ", ".join(f"'{name}', c.{_column(Criterion, name)}" for name in fields)
     order = _column(Criterion, "order")
     return (f"(SELECT json_agg(json_build_object({pairs}) ORDER BY c.{order}, c.id)::text "

@@ -2,6 +2,10 @@
 B or a tie, from named raters' answers and from aggregated counts, and the majority of a
 unit. A Django-free core (plain pandas): the analysis (`analysis.stats.pairwise_validity`)
 and the learned pairwise proxy (`proxies.learned`) read human preferences the same way.
+
+"Both good" and "both bad" (a criterion's absolute answers, `evalstudy.criteria`) prefer
+neither output: here they count in the `tie` column, as no preference. Only the joint model
+(`analysis.stats.pairwise_joint`) reads the level they add.
 """
 
 from __future__ import annotations
@@ -10,6 +14,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from evalstudy.criteria import NO_PREFERENCE
+
+# Upper-cased answers that prefer neither output (a tie, both good, both bad).
+_NO_PREFERENCE = {answer.upper() for answer in NO_PREFERENCE}
 
 UNIT_COLUMNS = ["output", "output_b", "item", "a", "b", "tie"]
 
@@ -26,7 +35,7 @@ def units_from_choices(frame: pd.DataFrame) -> pd.DataFrame:
                                        "a": 0, "b": 0, "tie": 0})
         choice = str(value).strip().upper()
         flipped = key != (output, output_b)
-        if choice == "TIE":
+        if choice in _NO_PREFERENCE:
             unit["tie"] += 1
         elif (choice == "A") != flipped:
             unit["a"] += 1
@@ -41,7 +50,7 @@ def units_from_votes(votes: pd.DataFrame) -> pd.DataFrame:
     if votes.empty:
         return pd.DataFrame(columns=["output", "output_b", "item", "a", "b", "tie"])
     answer = votes["value"].astype(str).str.strip().str.upper().map(
-        {"A": "a", "B": "b", "TIE": "tie"})
+        {"A": "a", "B": "b", **dict.fromkeys(_NO_PREFERENCE, "tie")})
     wide = (votes.assign(answer=answer).pivot_table(
         index=["output", "output_b", "item"], columns="answer", values="count",
         aggfunc="sum", fill_value=0).reset_index())

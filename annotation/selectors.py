@@ -168,6 +168,24 @@ def _digit_key(index: int) -> str:
     return DIGIT_KEYS[index] if index < len(DIGIT_KEYS) else ""
 
 
+# The keys of a pairwise criterion's answers: a, b, t (tie), g (both good), x (both bad: "b"
+# is taken by output B); none of them is a media player's (p, r, j, s) or the span marker's (m).
+PAIRWISE_KEYS = {"A": "a", "B": "b", rules.TIE: "t", rules.BOTH_GOOD: "g", rules.BOTH_BAD: "x"}
+
+
+def _pairwise_choice(value: str, sides: tuple[str, str]) -> tuple[str, str]:
+    """(label, key) of a pairwise answer, in the active language."""
+    if value == rules.TIE:
+        label = gettext("Tie")
+    elif value == rules.BOTH_GOOD:
+        label = gettext("Both are good")
+    elif value == rules.BOTH_BAD:
+        label = gettext("Both are bad")
+    else:
+        label = gettext("%(side)s is better") % {"side": sides[0] if value == "A" else sides[1]}
+    return label, PAIRWISE_KEYS[value]
+
+
 def _choices(criterion: Criterion, sides: tuple[str, str] = ("A", "B")) -> list[Choice] | None:
     """The choices of `criterion` as the rater sees them, in the active language; `sides`:
     what the study calls outputs A and B (its `output_a` and `output_b` labels)."""
@@ -188,10 +206,7 @@ def _choices(criterion: Criterion, sides: tuple[str, str] = ("A", "B")) -> list[
         elif criterion.kind == "binary":
             label, key = (gettext("Yes") if value == "yes" else gettext("No")), value[0]
         elif criterion.kind == "pairwise":
-            side = sides[0] if value == "A" else sides[1]
-            label = (gettext("Tie") if value == "tie"
-                     else gettext("%(side)s is better") % {"side": side})
-            key = value.lower()[0] if value != "tie" else "t"
+            label, key = _pairwise_choice(value, sides)
         else:
             label, key = value, _digit_key(index)
         out.append(Choice(value, label, key))

@@ -4,7 +4,10 @@ Values are stored as text, in one canonical spelling per kind, so that an answer
 browser, an import file or a proxy judge compares equal when it means the same thing:
 
 - likert: "1".."n";  binary: "yes"/"no";  severity: "0"/"1"/"2";
-- pairwise: "A"/"B" (or "tie" when the criterion allows ties);
+- pairwise: "A"/"B" (or "tie" when the criterion allows ties, and "both_good"/"both_bad" when
+  it allows the absolute answers: neither preferred, and where the pair stands; plain
+  preference statistics read all three as no preference, the joint model of
+  `analysis.stats.pairwise_joint` reads the level too);
 - categorical: one of the options, spelled as configured;  text: any string;
 - ranking: the outputs shown, best first, by their letters: "B>A>C" (every letter once);
 - best_worst: the best and the worst of the outputs shown: "best=A;worst=C";
@@ -77,8 +80,27 @@ SEVERITY_DEFAULT_LABELS = (
     gettext_noop("Meaning lost or changed"),
 )
 
+#: Pairwise answers that prefer neither output: a tie, and the absolute "both" answers.
+TIE = "tie"
+BOTH_GOOD = "both_good"
+BOTH_BAD = "both_bad"
+NO_PREFERENCE = (TIE, BOTH_GOOD, BOTH_BAD)
+# Spellings read as each (after lower-casing and joining words with "_"): import files and
+# judges write "both good", "Both-Bad", "both are bad".
+_PAIRWISE_WORDS = {
+    "tie": TIE,
+    "both_good": BOTH_GOOD, "bothgood": BOTH_GOOD, "both_are_good": BOTH_GOOD,
+    "both_bad": BOTH_BAD, "bothbad": BOTH_BAD, "both_are_bad": BOTH_BAD,
+}
+
 _YES = {"yes", "y", "true", "1"}
 _NO = {"no", "n", "false", "0"}
+
+
+def pairwise_choices(allow_tie: object, allow_both: object) -> list[str]:
+    """A pairwise criterion's answers, in display order."""
+    return (["A", "B"] + ([TIE] if allow_tie else [])
+            + ([BOTH_GOOD, BOTH_BAD] if allow_both else []))
 
 
 @dataclass(frozen=True)
@@ -89,6 +111,7 @@ class CriterionRule:
     scale_points: int | None = None
     options: Sequence[str] = field(default_factory=tuple)
     allow_tie: bool = False
+    allow_both: bool = False  # pairwise: "both good" and "both bad" as answers of their own
     scale_min: int | None = None
     scale_max: int | None = None
     severity_weights: Mapping[str, float] | None = None
@@ -116,7 +139,7 @@ class CriterionRule:
         if self.kind == SEVERITY:
             return ["0", "1", "2"]
         if self.kind == PAIRWISE:
-            return ["A", "B", "tie"] if self.allow_tie else ["A", "B"]
+            return pairwise_choices(self.allow_tie, self.allow_both)
         if self.kind == CATEGORICAL:
             return list(self.options)
         return None
@@ -159,8 +182,10 @@ class CriterionRule:
             upper = text.upper()
             if upper in {"A", "B"}:
                 return upper
-            if self.allow_tie and text.lower() == "tie":
-                return "tie"
+            word = _PAIRWISE_WORDS.get(re.sub(r"[\s_-]+", "_", text.lower()))
+            if (word == TIE and self.allow_tie) or (
+                    word in (BOTH_GOOD, BOTH_BAD) and self.allow_both):
+                return word
         elif self.kind == CATEGORICAL:
             for option in self.options:
                 if text == option or text.lower() == option.lower():
@@ -361,11 +386,15 @@ def check_rule(
     scale_max: int | None = None,
     severity_weights: Mapping[str, object] | None = None,
     span_reference: bool = False,
+    allow_both: bool = False,
 ) -> list[str]:
     """Problems with a criterion's configuration, as readable sentences (empty when valid)."""
     problems: list[str] = []
     if kind not in KINDS:
         return [f"kind {kind!r} is not one of {', '.join(KINDS)}"]
+    if allow_both and kind != PAIRWISE:
+        problems.append(f"allow_both ('both good' and 'both bad' answers) only applies to "
+                        f"pairwise criteria, not {kind}")
     if kind == LIKERT:
         if scale_points is None or not LIKERT_MIN_POINTS <= scale_points <= LIKERT_MAX_POINTS:
             problems.append(
@@ -467,7 +496,7 @@ def binary_label(kind: str, value: str) -> float | None:
 
 #: The fields of a criterion that `criterion_problems` reads, as the model and the API name them.
 RULE_FIELDS = ("kind", "scale_points", "labels", "options", "scale_min", "scale_max",
-               "severity_weights", "span_reference")
+               "severity_weights", "span_reference", "allow_both")
 
 
 def criterion_problems(values: Mapping[str, Any]) -> list[str]:
@@ -483,7 +512,8 @@ def criterion_problems(values: Mapping[str, Any]) -> list[str]:
         options=list(options) if isinstance(options, list | tuple) else [options],
         scale_min=values.get("scale_min"), scale_max=values.get("scale_max"),
         severity_weights=values.get("severity_weights") or None,
-        span_reference=bool(values.get("span_reference")))
+        span_reference=bool(values.get("span_reference")),
+        allow_both=bool(values.get("allow_both")))
 
 
 def attention_repeats(*, checks_per_seat: int, n_attention: int) -> str | None:

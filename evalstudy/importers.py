@@ -86,7 +86,8 @@ def study_to_spec(study: Study) -> StudySpec:
             CriterionSpec(
                 key=c.key, kind=c.kind, prompt=c.prompt, description=c.description,
                 scale_points=c.scale_points, labels=c.labels, options=list(c.options),
-                allow_tie=c.allow_tie, required=c.required, scale_min=c.scale_min,
+                allow_tie=c.allow_tie, allow_both=c.allow_both, required=c.required,
+                scale_min=c.scale_min,
                 scale_max=c.scale_max, severity_weights=dict(c.severity_weights or {}),
                 span_reference=c.span_reference,
                 show_if_criterion=c.show_if_criterion.key if c.show_if_criterion else None,
@@ -129,6 +130,8 @@ def spec_to_document(spec: StudySpec) -> dict[str, Any]:
             doc["options"] = c.options
         if c.allow_tie:
             doc["allow_tie"] = True
+        if c.allow_both:
+            doc["allow_both"] = True
         if c.scale_min is not None:
             doc["scale_min"], doc["scale_max"] = c.scale_min, c.scale_max
         if c.severity_weights:
@@ -289,8 +292,8 @@ def _sync(study: Study, spec: StudySpec) -> None:
     for order, c in enumerate(spec.criteria):
         criterion = criteria.get(c.key) or Criterion(study=study, key=c.key)
         for name in ("kind", "prompt", "description", "scale_points", "labels", "options",
-                     "allow_tie", "required", "show_if_values", "scale_min", "scale_max",
-                     "severity_weights", "span_reference"):
+                     "allow_tie", "allow_both", "required", "show_if_values", "scale_min",
+                     "scale_max", "severity_weights", "span_reference"):
             setattr(criterion, name, getattr(c, name))
         criterion.order = order
         criterion.show_if_criterion = None

@@ -284,6 +284,13 @@ def _preference(c: dict) -> list[Table]:
             f"{num(s.get('share_ties_half'))} ({interval(*_pair(s.get('ci_ties_half')))})"])
     tables = [shares]
     extra = pref.get("extra") or {}
+    if by_answer := extra.get("ties_by_answer"):
+        shares.notes.append(
+            "Ties here are every answer that preferred neither output: "
+            f"{by_answer.get('tie', 0)} tie, {by_answer.get('both_good', 0)} both good, "
+            f"{by_answer.get('both_bad', 0)} both bad. Shares, the Bradley-Terry model and "
+            "agreement with metrics and proxies read 'both good' and 'both bad' as ties; the "
+            "section 'Pairwise answers: preference and level' fits their level too.")
     if extra.get("not_estimable"):
         shares.warnings.append(f"Bradley-Terry model not fitted: {extra['not_estimable']}")
     position = extra.get("position_known", True) is not False

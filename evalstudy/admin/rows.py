@@ -91,7 +91,8 @@ class CriterionRulesForm(StudyRowForm):
     is shown on the field it names."""
 
     # Where a problem is shown: the first of these its sentence names (else on the kind).
-    problem_fields = (("scale_points", "scale_points"), ("scale_min", "scale_min"),
+    problem_fields = (("allow_both", "allow_both"), ("scale_points", "scale_points"),
+                      ("scale_min", "scale_min"),
                       ("scale_max", "scale_max"), ("severity_weights", "severity_weights"),
                       ("span_reference", "span_reference"), ("option", "options"),
                       ("categor", "options"), ("label", "labels"))

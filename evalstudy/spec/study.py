@@ -48,6 +48,7 @@ class CriterionSpec:
     labels: list[str] | dict[str, str] = field(default_factory=list)
     options: list[str] = field(default_factory=list)
     allow_tie: bool = False
+    allow_both: bool = False
     required: bool = True
     show_if_criterion: str | None = None
     show_if_values: list[str] = field(default_factory=list)
@@ -198,7 +199,7 @@ def parse_study_spec(text: str, source: str, limits: SpecLimits = DEFAULT_LIMITS
             criterion.kind, scale_points=criterion.scale_points, labels=criterion.labels,
             options=criterion.options, scale_min=criterion.scale_min,
             scale_max=criterion.scale_max, severity_weights=criterion.severity_weights,
-            span_reference=criterion.span_reference,
+            span_reference=criterion.span_reference, allow_both=criterion.allow_both,
         ):
             reader.error(line, path, problem)
         if not KEY_RE.match(criterion.key):
@@ -272,7 +273,8 @@ def _rule(criterion: CriterionSpec) -> rules.CriterionRule:
     return rules.CriterionRule(
         kind=criterion.kind, scale_points=criterion.scale_points,
         options=tuple(criterion.options), allow_tie=criterion.allow_tie,
-        scale_min=criterion.scale_min, scale_max=criterion.scale_max,
+        allow_both=criterion.allow_both, scale_min=criterion.scale_min,
+        scale_max=criterion.scale_max,
         severity_weights=criterion.severity_weights or None,
         span_reference=criterion.span_reference,
     )

@@ -3,7 +3,7 @@
 //   p  play / pause        r  replay from the start
 //   j  back 2 seconds      s  slower (0.75x) / normal speed (1x)
 // They act on the player holding the focus, else on the first one; none of them is a rating
-// shortcut (rate.js: digits, y/n, a/b/t, Enter; answers.js: m in an error-span pane).
+// shortcut (rate.js: digits, y/n, a/b/t and g/x for both good/both bad, Enter; answers.js: m in an error-span pane).
 //
 // The player reports its running totals (plays, seeks) and the stretches it played; the server
 // merges them into the slot's log (annotation.media), refuses a play over the study's limit and

@@ -57,7 +57,9 @@ class PreferenceResult:
 
 _LEFT = {"a", "left", "l"}
 _RIGHT = {"b", "right", "r"}
-_TIE = {"tie", "t", "equal", "same", "="}
+# No preference: a tie, and a criterion's absolute answers "both good" / "both bad", which
+# prefer neither side (their level is read by the joint model, `stats.pairwise_joint`).
+_TIE = {"tie", "t", "equal", "same", "=", "both_good", "both_bad"}
 
 
 def _wilson(count: float, n: float, conf_level: float) -> tuple[float, float] | None:
@@ -84,7 +86,8 @@ def preference_model(
     """Pairwise A/B preferences: shares per system and a Bradley-Terry model with a position term.
 
     Rows: ``left_system`` (shown as "A"), ``right_system`` ("B"), ``choice`` in {"A", "B",
-    "tie"} (case-insensitive; "left"/"right" accepted too). Model (statsmodels GLM,
+    "tie"} (case-insensitive; "left"/"right" accepted too; "both_good" and "both_bad" count as
+    ties: no preference). Model (statsmodels GLM,
     Binomial/logit): P(choose left) = logit^-1(position + beta_left - beta_right), with
     beta_reference = 0 (``reference``: default the first system in sorted order). Coefficients:
     ``"position (A/left)"`` (the intercept) and ``"system<level>"`` (strength relative to the
@@ -199,6 +202,10 @@ def preference_model(
     else:
         fit_ex = fit(no_ties, "excluded")
         fit_half = fit(data, "counted as half")
+    both = ch.loc[data.index].isin(["both_good", "both_bad"])
+    if both.any():  # what the ties are made of, for the report to say so
+        extra["ties_by_answer"] = {answer: _count(data["_w"][ch.loc[data.index] == answer])
+                                   for answer in ("tie", "both_good", "both_bad")}
     n_left = _count(no_ties["_w"][no_ties["_y"] == 1])
     n_no_ties = _count(no_ties["_w"])
     n_all = _count(data["_w"])

@@ -21,6 +21,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("studies/", include("metrics.urls")),
     path("", include("analysis.urls")),
+    path("", include("evalstudy.urls")),
     path("api/v1/", include("config.api_urls")),
     path("", include("prolific.urls")),
     path("", include("annotation.urls")),

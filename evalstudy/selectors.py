@@ -7,7 +7,17 @@ from typing import IO
 
 from kit.csvsafe import SafeDictWriter
 
-from .models import AssignmentSlot, Study
+from .blindness import (
+    ALIAS,
+    Audit,
+    OutputText,
+    Skipped,
+    SystemNames,
+    aliases_of,
+    blindness_audit,
+    study_terms,
+)
+from .models import AssignmentSlot, Output, Study
 
 DESIGN_COLUMNS = (
     "list", "position", "item", "system", "kind", "system_b", "design_list", "part", "replica",
@@ -52,3 +62,26 @@ def design_write_csv(study: Study, stream: IO[str]) -> int:
         writer.writerow(row)
         count += 1
     return count
+
+
+def study_blindness_audit(study: Study) -> Audit:
+    """The blindness audit (evalstudy.blindness) of the study's outputs: its systems' names
+    and aliases (`metadata["aliases"]`), its identity terms, the built-in list, and each
+    system's boilerplate. Two queries; read again on every call (outputs may change while
+    the study is a draft)."""
+    systems, skipped = [], []
+    for name, metadata in study.systems.order_by("name").values_list("name", "metadata"):
+        aliases, problem = aliases_of(metadata)
+        if problem:
+            skipped.append(Skipped("aliases", ALIAS, name, problem))
+        systems.append(SystemNames(name, tuple(aliases)))
+    outputs = (
+        OutputText(pk, system, text or "", item)
+        for pk, system, item, text in Output.objects.filter(item__study=study)
+        .order_by("item_id", "system__name")
+        .values_list("id", "system__name", "item__external_id", "text")
+        .iterator(chunk_size=2000)
+    )
+    audit = blindness_audit(outputs, systems, study_terms(study.identity_terms))
+    audit.skipped[:0] = skipped
+    return audit

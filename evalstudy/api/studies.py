@@ -17,6 +17,7 @@ from kit.rest import PageNumberPagination, error_body
 from .. import criteria as rules
 from .. import permissions as perms
 from ..audit import API
+from ..blindness import identity_terms_clean
 from ..importers import spec_limits, study_import_spec
 from ..models import Criterion, Study, System
 from ..permissions import EDITOR, VIEWER, IsResearcher, check_study
@@ -62,7 +63,7 @@ class StudySerializer(serializers.ModelSerializer):
                   "lease_minutes",
                   "attention_check_every", "attention_fail_limit", "speeder_seconds",
                   "calibration_pass_mark", "encoder_path", "language",
-                  "rater_labels",
+                  "rater_labels", "identity_terms",
                   "alignment_shown", "media_must_finish", "media_max_plays", "media_autoplay",
                   "owner", "your_role",
                   "url", "created_at", "updated_at")
@@ -72,6 +73,13 @@ class StudySerializer(serializers.ModelSerializer):
         """Stored as the spec and the admin store them (spaces around a label removed)."""
         try:
             return rater_labels_clean(value)
+        except ValueError as error:
+            raise serializers.ValidationError(str(error)) from None
+
+    def validate_identity_terms(self, value):
+        """Stored as the spec and the admin store them (evalstudy.blindness)."""
+        try:
+            return identity_terms_clean(value)
         except ValueError as error:
             raise serializers.ValidationError(str(error)) from None
 
@@ -296,7 +304,8 @@ class CriterionSerializer(serializers.ModelSerializer):
     class Meta:
         model = Criterion
         fields = ("id", "key", "prompt", "description", "kind", "scale_points", "labels",
-                  "options", "allow_tie", "required", "show_if_criterion", "show_if_values",
+                  "options", "allow_tie", "allow_both", "required", "show_if_criterion",
+                  "show_if_values",
                   "order", "scale_min", "scale_max", "severity_weights", "span_reference")
 
     def validate(self, data):

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import criteria as rules
+from ..blindness import identity_terms_clean
 from ..criteria import gettext_noop
 from ..media_fetch import ref_problem as media_ref_problem
 from .errors import SpecError
@@ -203,6 +204,7 @@ STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "media_max_plays": (_int(1, nullable=True), None),
     "media_autoplay": (_bool, False),
     "rater_labels": (rater_labels_clean, {}),
+    "identity_terms": (identity_terms_clean, list),
 }
 
 
@@ -351,6 +353,7 @@ CRITERION_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "labels": (_labels, list),
     "options": (_str_list, list),
     "allow_tie": (_bool, False),
+    "allow_both": (_bool, False),
     "required": (_bool, True),
     "show_if": (_show_if, None),
     "scale_min": (_whole_or_none, None),

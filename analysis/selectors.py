@@ -268,6 +268,8 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
     - `exclude_decisions`: the dev split a threshold was chosen on (`proxy_threshold_choose`,
       recorded in a rater's metadata["threshold_choices"]) when the rater decides at that
       threshold, with the outputs sharing a reference with it.
+    - For a judge asking with a prompt version (`proxies.judge_versions`), `exclude_scores`
+      holds every output of its development split (its few-shot examples come from there).
     """
     from proxies.models import ProxyRun
     from proxies.thresholds import decision_identity
@@ -282,7 +284,8 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
     criteria = list(study.criteria.filter(kind__in=["binary", "severity"]))
     latest: dict[int, Any] = {}
     for run in (ProxyRun.objects.filter(rater__in=raters)
-                .select_related("learned_proxy__study").order_by("created_at", "pk")):
+                .select_related("learned_proxy__study", "prompt_version")
+                .order_by("created_at", "pk")):
         latest[run.rater_id] = run  # every run of a rater has its signature: the last one
     choices: dict[str, list[dict[str, Any]]] = {}
     holders = {r.pk: r for r in raters}
@@ -329,6 +332,12 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
                 "sharing a reference with them")
         if learned is not None:
             entry.update(_learned_exclusions(learned, study, outputs, sharing_references))
+        if run is not None and run.prompt_version is not None:
+            # A versioned judge was shown examples from its development split: it is scored
+            # on the held-out outputs only (proxies.judge_versions).
+            from proxies.judge_versions import prompt_version_exclusions
+
+            entry.update(prompt_version_exclusions(run.prompt_version))
         info[str(rater)] = entry
     return info
 

@@ -10,7 +10,7 @@ from evalstudy import permissions as perms
 from evalstudy.admin.scoping import ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
 from evalstudy.audit import ADMIN
 
-from .models import LearnedProxy, ProxyRun
+from .models import JudgePromptVersion, LearnedProxy, ProxyRun
 
 
 def _json_field(label: str, help_text: str) -> forms.JSONField:
@@ -64,9 +64,9 @@ class ProxyRunAdmin(StudyScopedAdmin):
                     "created_at", "finished_at")
     list_filter = ("status", "method", ("study", ONLY_VISIBLE))
     readonly_fields = ("study", "rater", "method", "criteria", "backend", "template", "params",
-                       "learned_proxy", "signature", "queue", "status", "total", "done",
-                       "failed", "usage", "error", "created_by", "created_at", "started_at",
-                       "heartbeat_at", "finished_at")
+                       "learned_proxy", "prompt_version", "signature", "queue", "status",
+                       "total", "done", "failed", "usage", "error", "created_by", "created_at",
+                       "started_at", "heartbeat_at", "finished_at")
     actions = ["resume_runs"]
 
     @admin.display(description="progress")
@@ -210,3 +210,89 @@ class LearnedProxyAdmin(StudyScopedAdmin):
 
     def has_change_permission(self, request, obj=None):
         return obj is None and super().has_change_permission(request, obj)
+
+
+class JudgePromptVersionForm(forms.ModelForm):
+    """Version 1 of a judge prompt (checked by the same service as the API): the criterion,
+    method and template, and how the items are split for example-building."""
+
+    criterion_key = forms.CharField(label="Criterion key")
+    dev_fraction = forms.FloatField(initial=0.3, help_text="Share of the items reserved for "
+                                    "few-shot examples (never evaluated).")
+    seed = forms.IntegerField(initial=0, min_value=0)
+
+    class Meta:
+        model = JudgePromptVersion
+        fields = ("study", "method", "template", "note")
+
+
+@admin.register(JudgePromptVersion)
+class JudgePromptVersionAdmin(StudyScopedAdmin):
+    """Versioned judge prompts: list them, create version 1, and create the next version of
+    selected ones from their latest run's disagreements with the raters (audited)."""
+
+    list_display = ("pk", "study", "criterion", "method", "number", "parent", "n_examples",
+                    "created_by", "created_at")
+    list_filter = ("method", ("study", ONLY_VISIBLE))
+    readonly_fields = ("study", "criterion", "method", "number", "parent", "template",
+                       "examples", "example_outputs", "split", "source_run", "corrections",
+                       "note", "created_by", "created_at")
+    actions = ["create_next_versions"]
+
+    @admin.display(description="examples")
+    def n_examples(self, version):
+        return len(version.examples or [])
+
+    def get_form(self, request, obj=None, **kwargs):
+        if obj is None:
+            kwargs["form"] = JudgePromptVersionForm
+        form = super().get_form(request, obj, **kwargs)
+        if obj is None:
+            _only_editable_studies(form, request.user)
+        return form
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ("study", "criterion_key", "method", "template", "dev_fraction", "seed",
+                    "note")
+        return self.readonly_fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj else ()
+
+    def save_model(self, request, obj, form, change):
+        from .judge_versions import judge_prompt_version_create
+
+        data = form.cleaned_data
+        try:
+            version = judge_prompt_version_create(
+                study=data["study"], criterion_key=data["criterion_key"], method=data["method"],
+                template=data.get("template") or "", n_examples=0,
+                dev_fraction=data["dev_fraction"], seed=data["seed"], note=data.get("note", ""),
+                actor=request.user, source=ADMIN)
+        except ValidationError as error:
+            messages.error(request, "; ".join(error.messages))
+            raise
+        obj.pk = version.pk
+        obj.__dict__.update({k: v for k, v in version.__dict__.items()
+                             if not k.startswith("_")})
+
+    def has_change_permission(self, request, obj=None):
+        return obj is None and super().has_change_permission(request, obj)
+
+    @admin.action(description="Create the next version from the raters' corrections")
+    def create_next_versions(self, request, queryset):
+        """Only versions of studies the user may change (editor or above)."""
+        from .judge_versions import judge_prompt_version_create
+
+        for version in rows_with_role(request, queryset, perms.EDITOR,
+                                      label=lambda v: f"prompt version {v.pk}"):
+            try:
+                created = judge_prompt_version_create(
+                    study=version.study, base_version=version, actor=request.user,
+                    source=ADMIN)
+            except ValidationError as error:
+                messages.error(request, f"{version}: " + " ".join(error.messages))
+            else:
+                messages.info(request, f"Created {created} with {len(created.examples)} "
+                                       "examples.")

@@ -126,8 +126,11 @@ def _answers_drpe(run, backend, criterion, units, texts):
         content = texts[pk]["context"] or texts[pk]["reference"]
         if content not in roles_by_content:
             try:
+                # Roles describe readers, not answers: asked without a prompt version's
+                # few-shot examples (proxies.judges.fewshot).
                 roles_by_content[content] = methods.drpe_roles(
-                    backend, content, static=static, k=k, embed=embed, **options)
+                    getattr(backend, "inner", backend), content, static=static, k=k,
+                    embed=embed, **options)
             except JudgeError as error:
                 yield pk, None, None, str(error), "error"
                 continue

@@ -39,7 +39,8 @@ class ProxyRunSerializer(serializers.ModelSerializer):
     class Meta:
         model = ProxyRun
         fields = ("id", "study", "method", "rater", "rater_kind", "criteria", "backend",
-                  "template", "params", "learned_proxy", "signature", "queue", "status",
+                  "template", "params", "learned_proxy", "prompt_version", "signature",
+                  "queue", "status",
                   "total", "done", "failed", "usage", "error", "created_at", "started_at",
                   "heartbeat_at", "finished_at", "status_url", "results_url")
 
@@ -64,6 +65,22 @@ class StartProxyRunSerializer(serializers.Serializer):
     template = serializers.CharField(required=False, allow_blank=True, default="")
     params = serializers.DictField(required=False)
     learned_proxy = serializers.IntegerField(required=False, allow_null=True)
+    prompt_version = serializers.IntegerField(required=False, allow_null=True, help_text=(
+        "Id of a judge prompt version of this study: ask with its template and few-shot "
+        "examples (/judge-versions/)."))
+
+
+def _prompt_version_for(study, pk: int | None):
+    """A prompt version of `study` only: another study's is as unknown as a missing one."""
+    from .models import JudgePromptVersion
+
+    if pk is None:
+        return None
+    version = (JudgePromptVersion.objects.select_related("criterion")
+               .filter(pk=pk, study=study).first())
+    if version is None:
+        raise ValidationError({"prompt_version": [f"no prompt version {pk} of this study"]})
+    return version
 
 
 def _learned_for(user, pk: int | None) -> LearnedProxy | None:
@@ -91,6 +108,7 @@ class StudyProxyRuns(StudyRunList):
             backend=data.get("backend"), template=data.get("template", ""),
             params=data.get("params"),
             learned_proxy=_learned_for(actor, data.get("learned_proxy")),
+            prompt_version=_prompt_version_for(study, data.get("prompt_version")),
             actor=actor, source=source)
 
 

@@ -8,6 +8,7 @@ them copied no row (migrations `metrics.0004_move_proxies_out`, `proxies.0001_in
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from evalstudy.models import Study
@@ -47,6 +48,10 @@ class ProxyRun(BackgroundRun):
                                   help_text="slot:criterion -> why no answer could be read.")
     usage = models.JSONField(default=dict, blank=True,
                              help_text="Requests, cache hits, retries, tokens, seconds.")
+    # The versioned judge prompt the run asked with (its template and few-shot examples):
+    # its signature names the version, so each version answers as its own rater.
+    prompt_version = models.ForeignKey("JudgePromptVersion", null=True, blank=True,
+                                       on_delete=models.PROTECT, related_name="runs")
 
     class Meta(BackgroundRun.Meta):
         db_table = "metrics_proxyrun"
@@ -118,3 +123,52 @@ class JudgeResponse(models.Model):
 
     def __str__(self) -> str:
         return self.key[:12]
+
+
+class JudgePromptVersion(models.Model):
+    """One version of an LLM judge's prompt for one criterion of a study: the template and the
+    few-shot examples built from human corrections (`proxies.judge_versions`).
+
+    Version 1 is the zero-shot prompt; each later version adds examples from the units of the
+    development split where the previous version's judge disagreed with the human majority.
+    `split` (set on version 1, inherited) reserves items for example-building: they are never
+    evaluated, and no example may come from the held-out items."""
+
+    study = models.ForeignKey(Study, on_delete=models.CASCADE,
+                              related_name="judge_prompt_versions")
+    criterion = models.ForeignKey("evalstudy.Criterion", on_delete=models.CASCADE,
+                                  related_name="judge_prompt_versions")
+    method = models.CharField(max_length=10, choices=[
+        (value, label) for value, label in ProxyRun.Method.choices
+        if value != ProxyRun.Method.LEARNED])
+    number = models.PositiveIntegerField()
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                               related_name="children")
+    template = models.TextField(blank=True, help_text="Prompt template (blank: the method's "
+                                "default).")
+    examples = models.JSONField(default=list, blank=True, help_text=(
+        "Few-shot examples, in prompt order: {output, output_b, item, text, text_b, reference, "
+        "context, human, judge, why}."))
+    example_outputs = models.JSONField(default=list, blank=True,
+                                       help_text="Output ids the examples came from.")
+    split = models.JSONField(default=dict, blank=True, help_text=(
+        "{seed, dev_fraction, dev_items}: the items reserved for example-building."))
+    source_run = models.ForeignKey(ProxyRun, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="corrected_into",
+                                   help_text="The run whose disagreements became examples.")
+    corrections = models.JSONField(default=dict, blank=True, help_text=(
+        "How the examples were found: dev units compared, disagreements, examples picked."))
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ("study", "criterion", "method", "number")
+        constraints = [
+            models.UniqueConstraint(fields=["study", "criterion", "method", "number"],
+                                    name="judge_prompt_version_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.method} prompt v{self.number} for {self.criterion.key}"

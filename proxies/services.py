@@ -175,8 +175,13 @@ def proxy_run_prepare(
     *, study: Study, method: str, criteria: Sequence[str] | None = None,
     backend: dict[str, Any] | None = None, template: str = "",
     params: dict[str, Any] | None = None, learned_proxy: LearnedProxy | None = None,
+    prompt_version: Any = None,
 ) -> dict[str, Any]:
     """Check a proxy-run request and return the run's fields; writes nothing.
+
+    `prompt_version` (a `JudgePromptVersion` of this study): ask with that version's template
+    and few-shot examples (`proxies.judge_versions`); the run answers its criterion only, with
+    the version's method, and the version enters the signature (a rater per version).
 
     Raises ValidationError naming the field for an unknown method, criterion, parameter or
     backend setting, an invalid template, or a learned proxy that is not trained.
@@ -196,6 +201,8 @@ def proxy_run_prepare(
         if threshold is None or isinstance(params["threshold"], bool) or not 0 <= threshold <= 1:
             raise ValidationError("params: threshold must lie in [0, 1]")
     limits_check({}, params)
+    if prompt_version is not None:
+        criteria, template = _version_request(study, method, criteria, template, prompt_version)
     chosen = _criteria_for(study, method, criteria, learned_proxy)
     if method == ProxyRun.Method.LEARNED:
         if learned_proxy is None or learned_proxy.status != LearnedProxy.Status.DONE:
@@ -223,14 +230,37 @@ def proxy_run_prepare(
             {k: v for k, v in config.items() if k != "api_key_env"}).signature()
     signature = proxy_signature(method=method, backend_signature=backend_signature,
                                 template=template, params=params)
+    if prompt_version is not None:
+        from .judge_versions import version_signature
+
+        signature["prompt_version"] = version_signature(prompt_version)
     units = proxy_units(study, chosen)
     return {
         "study": study, "method": method, "criteria": [c.key for c in chosen],
         "backend": config, "template": template, "params": params,
         "learned_proxy": learned_proxy, "signature": signature,
+        "prompt_version": prompt_version,
         "queue": _queue_for(method, config, learned_proxy),
         "total": sum(len(units[c.kind == "pairwise"]) for c in chosen),
     }
+
+
+def _version_request(study: Study, method: str, criteria: Sequence[str] | None,
+                     template: str, version: Any) -> tuple[list[str], str]:
+    """The criteria and template of a run of a prompt version; ValidationError when the
+    request asks for anything else (another study's version, method, criterion or template)."""
+    if version.study_id != study.pk:
+        raise ValidationError("prompt_version: not a prompt version of this study")
+    if method != version.method:
+        raise ValidationError(f"prompt_version: version {version.number} is a {version.method} "
+                              f"prompt; the run's method is {method}")
+    key = version.criterion.key
+    if criteria and list(criteria) != [key]:
+        raise ValidationError(f"criteria: a run of a prompt version answers its criterion "
+                              f"{key!r} only")
+    if template and template != version.template:
+        raise ValidationError("template: a run of a prompt version uses the version's template")
+    return [key], version.template
 
 
 def proxy_run_start(*, enqueue: bool = True, actor: Any = None, source: str = SYSTEM,
@@ -246,7 +276,8 @@ def proxy_run_start(*, enqueue: bool = True, actor: Any = None, source: str = SY
         audit_record(actor=actor, source=source, action=AuditEvent.Action.START, target=run,
                      changes={"method": run.method, "criteria": run.criteria,
                               "queue": run.queue, "rater": rater.external_id,
-                              "signature": run.signature})
+                              "signature": run.signature,
+                              "prompt_version": run.prompt_version_id})
         if enqueue:
             from .tasks import proxy_run_dispatch_task
 
@@ -372,7 +403,8 @@ def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
     ignore conflicts on (slot, criterion), and answers come from the cache the second time.
     An answer that cannot be read is recorded in `unreadable`, not stored.
     """
-    run = ProxyRun.objects.select_related("study", "rater", "learned_proxy").get(pk=run_id)
+    run = ProxyRun.objects.select_related("study", "rater", "learned_proxy",
+                                          "prompt_version").get(pk=run_id)
     ProxyRun.objects.filter(pk=run_id).update(heartbeat_at=timezone.now())
     seat = Assignment.objects.get(study=run.study, rater=run.rater)
     missing = _missing(run, seat, slot_ids)
@@ -392,6 +424,14 @@ def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
     texts = unit_texts(list(missing))
     backend = (None if run.method == ProxyRun.Method.LEARNED
                else backend_build(run.backend, study=run.study))
+    if backend is not None and run.prompt_version is not None:
+        from .judge_versions import version_prefix
+        from .judges.fewshot import FewShotBackend
+
+        # The version's few-shot examples go before every prompt the judge is sent.
+        prefix = version_prefix(run.prompt_version)
+        if prefix:
+            backend = FewShotBackend(backend, prefix)
     by_criterion: dict[int, list[int]] = defaultdict(list)
     criteria = {}
     for pk, lacking in missing.items():

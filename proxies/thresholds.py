@@ -122,7 +122,7 @@ def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precisio
                 study=run.study, method=run.method, criteria=[criterion_key],
                 backend=run.backend or None, template=run.template,
                 params={**run.params, "threshold": threshold}, learned_proxy=run.learned_proxy,
-                enqueue=enqueue, actor=actor, source=source)
+                prompt_version=run.prompt_version, enqueue=enqueue, actor=actor, source=source)
             report["run"] = decided.pk
             rater_id = decided.rater_id
         threshold_choice_record(rater_id=rater_id, record=record)

@@ -14,3 +14,11 @@ def analysis_run_task(run_id: int) -> str:
     except Exception as error:
         analysis_run_fail(run_id=run_id, error=f"{type(error).__name__}: {error}")
         raise
+
+
+@shared_task(name="analysis.stopping_checks", acks_late=True, soft_time_limit=600)
+def stopping_checks_task() -> int:
+    """Beat: the next look of every open adaptive study that is due one (analysis.stopping)."""
+    from .stopping import stopping_checks_due
+
+    return stopping_checks_due()

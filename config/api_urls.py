@@ -12,6 +12,7 @@ from rest_framework.permissions import AllowAny
 
 from analysis import api as analysis_api
 from annotation import api as rater_api
+from evalstudy.api import blindness as blindness_api
 from evalstudy.api import content as content_api
 from evalstudy.api import media as media_api
 from evalstudy.api import people as people_api
@@ -19,6 +20,7 @@ from evalstudy.api import studies as studies_api
 from metrics import api as metrics_api
 from prolific import api as prolific_api
 from proxies import api as proxy_api
+from proxies import api_judge_versions as judge_versions_api
 
 STUDY = "studies/<slug:slug>/"
 DOCS_CSP = csp_update({"style-src": ["'unsafe-inline'"], "worker-src": ["blob:"]})
@@ -48,12 +50,16 @@ urlpatterns = [
          name="api-study-rater-include"),
     path(STUDY + "raters/<int:pk>/reopen-seat/", rater_api.RaterReopenSeat.as_view(),
          name="api-study-rater-reopen-seat"),
+    path(STUDY + "raters/<int:pk>/recalibrate/", rater_api.RaterRecalibrate.as_view(),
+         name="api-study-rater-recalibrate"),
     path(STUDY + "systems/", studies_api.SystemList.as_view(), name="api-study-systems"),
     path(STUDY + "items/", content_api.ItemList.as_view(), name="api-study-items"),
     path(STUDY + "outputs/", content_api.OutputList.as_view(), name="api-study-outputs"),
     path(STUDY + "items/<str:external_id>/media/", media_api.ItemMediaView.as_view(),
          name="api-study-item-media"),
     path(STUDY + "criteria/", studies_api.CriterionList.as_view(), name="api-study-criteria"),
+    path(STUDY + "blindness/", blindness_api.StudyBlindness.as_view(),
+         name="api-study-blindness"),
     path(STUDY + "design.csv", content_api.DesignCsv.as_view(), name="api-study-design"),
     path(STUDY + "collaborators/", people_api.CollaboratorList.as_view(),
          name="api-study-collaborators"),
@@ -77,6 +83,9 @@ urlpatterns = [
          name="api-study-spans-jsonl"),
     path(STUDY + "spans.parquet", analysis_api.SpansExport.as_view(fmt="parquet"),
          name="api-study-spans-parquet"),
+    # The adjudication queue: list it, record an expert's label
+    path(STUDY + "adjudication/", analysis_api.AdjudicationQueueView.as_view(),
+         name="api-study-adjudication"),
     # Metric runs
     path(STUDY + "metric-runs/", metrics_api.StudyMetricRuns.as_view(),
          name="api-study-metric-runs"),
@@ -98,6 +107,10 @@ urlpatterns = [
          name="api-study-learned-proxies"),
     path("learned-proxies/<int:pk>/", proxy_api.LearnedProxyDetail.as_view(),
          name="api-learned-proxy"),
+    path(STUDY + "judge-versions/", judge_versions_api.StudyJudgeVersions.as_view(),
+         name="api-study-judge-versions"),
+    path("judge-versions/<int:pk>/", judge_versions_api.JudgeVersionDetail.as_view(),
+         name="api-judge-version"),
     # Analyses
     path(STUDY + "analysis-runs/", analysis_api.StudyAnalysisRuns.as_view(),
          name="api-study-analysis-runs"),

@@ -438,6 +438,7 @@ class Criterion(models.Model):
             kind=self.kind, scale_points=self.scale_points, options=tuple(self.options or ()),
             allow_tie=self.allow_tie, scale_min=self.scale_min, scale_max=self.scale_max,
             severity_weights=self.severity_weights or None, span_reference=self.span_reference,
+            allow_both=self.allow_both,
         )
 
     def problems(self) -> list[str]:
@@ -446,7 +447,7 @@ class Criterion(models.Model):
             self.kind, scale_points=self.scale_points, labels=self.labels,
             options=list(self.options or []), scale_min=self.scale_min,
             scale_max=self.scale_max, severity_weights=self.severity_weights or None,
-            span_reference=self.span_reference)
+            span_reference=self.span_reference, allow_both=self.allow_both)
 
     def shown_for(self, answers: dict[str, str]) -> bool:
         """Whether the question is shown, given the answers so far keyed by criterion key."""
@@ -819,3 +820,7 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}... ({self.user}{', ' + self.name if self.name else ''})"
+
+
+# The adaptive design's pre-registered plan and its checks (kept in their own module).
+from .plan_models import StoppingCheck, StudyPlan  # noqa: E402,F401

@@ -59,6 +59,9 @@ BUILDERS = {
     Study.Design.LATIN_SQUARE: latin_square,
     Study.Design.CROSSED: crossed,
     Study.Design.PAIRWISE: pairwise,
+    # Adaptive seats are built as raters arrive (evalstudy.adaptive); the preview of one shows
+    # the pairwise design's cells, which look the same to a rater.
+    Study.Design.ADAPTIVE: pairwise,
 }
 TUPLE_DESIGNS = (Study.Design.RANKING, Study.Design.BEST_WORST)
 # The kind of criterion each tuple design is for, and the other way round.
@@ -160,7 +163,11 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
         problems.append("The study has no systems.")
     if n_items == 0:
         problems.append("The study has no items.")
-    if study.design == Study.Design.PAIRWISE:
+    if study.design in (Study.Design.PAIRWISE, Study.Design.ADAPTIVE):
+        if study.design == Study.Design.ADAPTIVE:
+            from .adaptive import plan_problems
+
+            problems += plan_problems(study)
         if len(systems) < 2:
             problems.append("A pairwise design needs at least 2 systems.")
         if criteria and not any(c.kind == rules.PAIRWISE for c in criteria):
@@ -252,7 +259,8 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
                 by_key[key].rule.normalise_expected(value)
             except ValueError as error:
                 problems.append(f"{label} {control.key!r}: expected {key}: {error}.")
-        if study.design == Study.Design.PAIRWISE and not control.text_b:
+        if study.design in (Study.Design.PAIRWISE, Study.Design.ADAPTIVE) and \
+                not control.text_b:
             problems.append(f"{label} {control.key!r}: a pairwise study needs output B too.")
     if study.attention_check_every and not study.attention_checks.exists():
         problems.append("attention_check_every is set but the study has no attention checks.")
@@ -290,13 +298,27 @@ def attention_slots_per_seat(*, design: str, n_items: int, n_systems: int,
 
 def study_warnings(*, study: Study) -> list[str]:
     """What is allowed but probably not meant, shown when the study is saved or opened (it
-    does not stop the study from opening): an attention check a seat would show twice."""
+    does not stop the study from opening): an attention check a seat would show twice,
+    outputs that may reveal their system (the blindness audit)."""
     n_attention = study.attention_checks.count()
     per_seat = attention_slots_per_seat(
         design=study.design, n_items=study.items.count(), n_systems=study.systems.count(),
         items_per_rater=study.items_per_rater, attention_every=study.attention_check_every)
     warning = rules.attention_repeats(checks_per_seat=per_seat, n_attention=n_attention)
-    return [warning] if warning else []
+    return ([warning] if warning else []) + _blindness_warnings(study)
+
+
+def _blindness_warnings(study: Study) -> list[str]:
+    """Outputs whose text may tell raters which system wrote them (evalstudy.blindness): a
+    warning, not a refusal; the researcher reads the hits on the audit page and decides."""
+    from .selectors import study_blindness_audit
+
+    flagged = len(study_blindness_audit(study).flagged_outputs)
+    if not flagged:
+        return []
+    return [f"{flagged} output{'s' if flagged != 1 else ''} may reveal "
+            f"{'their' if flagged != 1 else 'its'} system (see the blindness audit, "
+            f"/studies/{study.slug}/blindness/)."]
 
 
 def _tuple_design_problems(study: Study, criteria: list[Criterion], n_systems: int
@@ -363,6 +385,8 @@ def _assignments_build(study: Study) -> int:
         )
     _raise_if_invalid(study)
     study.assignments.filter(source=Assignment.Source.DESIGN).delete()
+    if study.design == Study.Design.ADAPTIVE:
+        return 0  # seats are built as raters arrive (evalstudy.adaptive)
 
     items = list(study.items.order_by("id").values_list("id", "external_id"))
     systems = list(study.systems.order_by("id").values_list("id", "name"))
@@ -451,7 +475,11 @@ def study_open(*, study: Study, actor: Any = None, source: str = SYSTEM) -> Stud
     if study.status == Study.Status.OPEN:
         return study
     _raise_if_invalid(study)
-    if not study.assignments.filter(source=Assignment.Source.DESIGN).exists():
+    if study.design == Study.Design.ADAPTIVE:
+        from .adaptive import plan_register
+
+        plan_register(study=study, actor=actor, source=source)
+    elif not study.assignments.filter(source=Assignment.Source.DESIGN).exists():
         _assignments_build(study)
     _status_change(study, Study.Status.OPEN, actor, source, AuditEvent.Action.OPEN)
     return study
@@ -672,6 +700,10 @@ def assignment_claim(*, study: Study, rater: Rater, now: dt.datetime | None = No
             .order_by("list_index", "part_index", "replica", "id")
             .first()
         )
+        if seat is None and study.design == Study.Design.ADAPTIVE:
+            from .adaptive import adaptive_seat_create
+
+            seat = adaptive_seat_create(study=study, now=now)
         if seat is None:
             raise StudyFull(f"Study {study.slug} has no free seat.")
         if seat.state == Assignment.State.ACTIVE:

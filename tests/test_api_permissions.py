@@ -134,6 +134,16 @@ def _run(kind: int):
     return kwargs
 
 
+def _judge_version_of(study: Study):
+    """Version 1 of a LATTE prompt on the study's `usable` criterion (made on first use)."""
+    from proxies.models import JudgePromptVersion
+
+    version, _ = JudgePromptVersion.objects.get_or_create(
+        study=study, criterion=study.criteria.get(key="usable"), method="latte", number=1,
+        defaults={"split": {"seed": 0, "dev_fraction": 0.5, "dev_items": []}})
+    return version
+
+
 def _rater_of(w: World, role: str, which: str) -> dict:
     study = w.study(role, which)
     return {"slug": study.slug, "pk": w.raters["A" if study == w.a else "B"].pk}
@@ -155,6 +165,13 @@ def _spec_of(w: World, role: str, which: str) -> dict:
 
 def _item_of(w: World, role: str, which: str) -> dict:
     return {"slug": w.study(role, which).slug, "external_id": "item-000"}
+
+
+def _adjudication_of(w: World, role: str, which: str) -> dict:
+    from evalstudy.models import Output
+
+    output = Output.objects.filter(item__study=w.study(role, which)).order_by("pk").first()
+    return {"criterion": "usable", "output": output.pk, "value": "yes"}
 
 
 def with_media(world: World) -> None:
@@ -191,6 +208,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("api-study-close", "POST"): Case("editor", 200),
     ("api-study-progress", "GET"): Case("viewer", 200),
     ("api-study-systems", "GET"): Case("viewer", 200),
+    ("api-study-blindness", "GET"): Case("viewer", 200),
     ("api-study-systems", "POST"): Case("editor", 201, body=lambda w, r, x: {"name": "sys-new"}),
     ("api-study-items", "GET"): Case("viewer", 200),
     ("api-study-items", "POST"): Case("editor", 201, body=lambda w, r, x: [
@@ -224,6 +242,10 @@ CASES: dict[tuple[str, str], Case] = {
     ("api-study-spans-csv", "GET"): Case("viewer", 200),
     ("api-study-spans-jsonl", "GET"): Case("viewer", 200),
     ("api-study-spans-parquet", "GET"): Case("viewer", 200),
+    # The adjudication queue: viewers list it, editors record a label (of an output of the
+    # study the request targets).
+    ("api-study-adjudication", "GET"): Case("viewer", 200),
+    ("api-study-adjudication", "POST"): Case("editor", 201, body=_adjudication_of),
     ("api-study-metric-runs", "GET"): Case("viewer", 200),
     ("api-study-metric-runs", "POST"): Case("editor", 202, body=lambda w, r, x: {
         "metrics": ["wer"]}),
@@ -250,6 +272,11 @@ CASES: dict[tuple[str, str], Case] = {
     ("api-study-learned-proxies", "POST"): Case("editor", 400, body=lambda w, r, x: {
         "criterion": "usable", "kind": "wer_bertscore"}),  # too few labelled outputs
     ("api-learned-proxy", "GET"): Case("viewer", 200, kwargs=_run(3)),
+    ("api-study-judge-versions", "GET"): Case("viewer", 200),
+    ("api-study-judge-versions", "POST"): Case("editor", 400, body=lambda w, r, x: {
+        "criterion": "nope", "method": "latte", "n_examples": 0}),  # no such criterion
+    ("api-judge-version", "GET"): Case("viewer", 200, kwargs=lambda w, r, x: {
+        "pk": _judge_version_of(w.study(r, x)).pk}),
     # Prolific: the matrix world has no link, so permitted requests get their answer without
     # calling Prolific: the link 404, the list 200, sync and actions 409 (not linked), a link
     # or an action without its body 400.
@@ -270,6 +297,8 @@ CASES: dict[tuple[str, str], Case] = {
     ("api-study-rater-exclude", "POST"): Case("editor", 200, kwargs=_rater_of),
     ("api-study-rater-include", "POST"): Case("editor", 200, kwargs=_rater_of),
     ("api-study-rater-reopen-seat", "POST"): Case("editor", 409, kwargs=_rater_of),
+    # Recalibration (annotation.recalibration): a rater with no live seat: 409.
+    ("api-study-rater-recalibrate", "POST"): Case("editor", 409, kwargs=_rater_of),
     ("api-rater-slots", "GET"): Case("rater", 200, kwargs=_rater_study,
                                      prepare=open_a_with_seats),
     ("api-rater-next", "POST"): Case("rater", 200, kwargs=_rater_study,

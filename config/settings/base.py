@@ -293,6 +293,18 @@ CELERY_BEAT_SCHEDULE = {
         "task": "metrics.cpu.learned_proxies_fail_dead",
         "schedule": 60.0,
     },
+    # Agreement over time (annotation.recalibration): alerts recorded even when no one is
+    # looking at the monitor.
+    "integrity-scan": {
+        "task": "annotation.integrity_scan",
+        "schedule": 300.0,
+    },
+    # Adaptive studies (analysis.stopping): the pre-registered stopping rule's next look, the
+    # strengths new seats are built from, and the study closed when the rule is met.
+    "adaptive-stopping-checks": {
+        "task": "analysis.stopping_checks",
+        "schedule": 60.0,
+    },
 }
 
 REST_FRAMEWORK = {
@@ -338,6 +350,9 @@ SPECTACULAR_SETTINGS = {
         "LearnedProxyKindEnum": "proxies.models.LearnedProxy.Kind",
         "RaterKindEnum": "evalstudy.models.Rater.Kind",
         "CriterionKindEnum": "evalstudy.models.Criterion.Kind",
+        # A proxy run may be learned; a judge prompt version is an LLM judge's only.
+        "ProxyMethodEnum": "proxies.models.ProxyRun.Method",
+        "JudgeMethodEnum": ["latte", "rubric", "drpe"],
     },
 }
 

@@ -43,7 +43,11 @@ def slot_behaviour_record(*, slot_id: int, raw: object,
     checked the slot is the rater's and that the answer was new or a revision). Counters that
     are missing or unreadable record nothing, and a database failure here is logged, never
     raised: the answer itself is already stored and must not be lost over its evidence."""
-    behaviour = integrity.behaviour_parse(raw)
+    try:
+        behaviour = integrity.behaviour_parse(raw)
+    except Exception:  # whatever a crafted field does, the stored answer stands
+        log.warning("behaviour of slot %s unreadable", slot_id, exc_info=True)
+        return None
     if behaviour is None:
         return None
     now = now or timezone.now()

@@ -99,7 +99,7 @@ def behaviour_parse(raw: object) -> Behaviour | None:
             return None
         try:
             raw = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # "[[[[..." nests past the parser's stack
             return None
     if not isinstance(raw, Mapping):
         return None

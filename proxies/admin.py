@@ -225,6 +225,33 @@ class JudgePromptVersionForm(forms.ModelForm):
         model = JudgePromptVersion
         fields = ("study", "method", "template", "note")
 
+    def clean(self):
+        """The service's own checks of the criterion, the method, the split and an existing
+        version 1, shown on their fields (the service checks them again when saving)."""
+        from .judge_versions import _root_settings, split_items
+
+        data = super().clean()
+        study = data.get("study")
+        if self.errors or study is None:
+            return data
+        checks = (("criterion_key", lambda: _root_settings(
+                      study, data.get("criterion_key"), data.get("method"), None)),
+                  ("dev_fraction", lambda: split_items(
+                      study, seed=data.get("seed") or 0, dev_fraction=data.get("dev_fraction"))))
+        for field, check in checks:
+            try:
+                result = check()
+            except ValidationError as error:
+                message = " ".join(error.messages)
+                self.add_error("method" if message.startswith("method") else field, message)
+                continue
+            if field == "criterion_key" and JudgePromptVersion.objects.filter(
+                    study=study, criterion=result[0], method=result[1]).exists():
+                self.add_error("criterion_key", (
+                    f"{result[1]} on {result[0].key!r} already has a version 1; create the "
+                    "next version from the list's action instead"))
+        return data
+
 
 @admin.register(JudgePromptVersion)
 class JudgePromptVersionAdmin(StudyScopedAdmin):

@@ -345,7 +345,13 @@ def judge_prompt_version_create(
     found, counts = corrections(study=study, criterion=criterion, run=run, dev_items=dev_items,
                                 seed=int(split.get("seed", 0)))
     used = {(e["output"], e.get("output_b")) for e in inherited}
-    notes = {int(k): str(v) for k, v in (notes or {}).items()}
+    if notes is not None and not isinstance(notes, dict):
+        raise ValidationError("notes: must be an object {output id: why}")
+    try:
+        notes = {int(k): str(v) for k, v in (notes or {}).items()}
+    except (TypeError, ValueError):
+        raise ValidationError("notes: each key must be an output id (a whole number), e.g. "
+                              '{"12": "the judge missed the dropped negation"}') from None
     judged = judge_answers(run, criterion) if run is not None else {}
     new: list[dict[str, Any]] = []
     if outputs is not None:

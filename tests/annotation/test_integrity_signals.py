@@ -84,7 +84,9 @@ def test_the_rating_page_stores_the_counters_with_the_answer(open_study):
 
 
 @pytest.mark.parametrize("behaviour", [None, "", "{not json", json.dumps({"pastes": 1}),
-                                       json.dumps({**COUNTERS, "pastes": "many"}), "[1,2]"])
+                                       json.dumps({**COUNTERS, "pastes": "many"}), "[1,2]",
+                                       # nested past json's recursion limit (a 500 before)
+                                       "[" * 1999])
 def test_missing_or_malformed_counters_never_cost_the_answer(open_study, behaviour):
     client, rater = Client(), invite(open_study)
     _enter(client, rater)

@@ -334,3 +334,40 @@ def test_admin_creates_version_one_and_the_next_from_corrections(judge):
     assert "latte prompt v2" in page or ">2<" in page
     assert AuditEvent.objects.filter(source="admin", target_type="judge prompt version"
                                      ).count() == 2
+
+
+def test_bad_notes_or_admin_input_are_field_errors_not_server_errors():
+    """A `notes` key that is not an output id (the API answered 500), and the admin's add form
+    with an unknown criterion, a criterion of the wrong kind for the method, a bad split and a
+    second version 1 (each a 500 before): field errors, nothing stored."""
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    owner = UserFactory(username="owner", is_staff=True)
+    owner.user_permissions.add(*Permission.objects.filter(
+        content_type__app_label="proxies", content_type__model="judgepromptversion"))
+    study = make_study(n_items=12, n_systems=3, owner=owner, slug="asr")
+    api = token_client(owner)
+    api.raise_request_exception = False
+    response = api.post(reverse("api-study-judge-versions", args=["asr"]), data=json.dumps({
+        "criterion": "usable", "method": "latte", "n_examples": 0, "notes": {"abc": "x"}}),
+        content_type="application/json")
+    assert response.status_code == 400, response.content
+    assert "notes" in response.content.decode()
+
+    client = Client(raise_request_exception=False)
+    client.force_login(owner)
+    add = reverse("admin:proxies_judgepromptversion_add")
+    good = {"study": study.pk, "criterion_key": "usable", "method": "latte", "template": "",
+            "dev_fraction": 0.3, "seed": 0, "note": ""}
+    for change, field_text in (({"criterion_key": "nope"}, "is not a criterion"),
+                               ({"dev_fraction": 1.5}, "strictly between 0 and 1")):
+        response = client.post(add, {**good, **change})
+        assert response.status_code == 200, response.status_code
+        assert field_text in response.content.decode()
+    assert not JudgePromptVersion.objects.exists()
+    assert client.post(add, good).status_code == 302
+    response = client.post(add, good)
+    assert response.status_code == 200
+    assert "already has a version 1" in response.content.decode()
+    assert JudgePromptVersion.objects.count() == 1

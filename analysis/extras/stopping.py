@@ -24,6 +24,25 @@ def prepare(study: Any, judgments: pd.DataFrame, options: dict[str, Any]) -> pd.
     return judgments
 
 
+OPTIONAL_STOPPING = (
+    "Adaptive study: the preference shares, the Bradley-Terry model and the other intervals "
+    "and p-values of this report are computed as if the number of judgments had been fixed in "
+    "advance, but the data were looked at repeatedly and the pairs were chosen from them: they "
+    "are not corrected for optional stopping. Read the repeated CIs and p-values of the section "
+    "'Stopping rule (adaptive collection)'.")
+
+
+def _warn_uncorrected(result: dict[str, Any], criterion: str | None) -> None:
+    """The report's warnings and the plan criterion's Bradley-Terry table say that their
+    figures are not the plan's (a reader of those tables alone would take them as final)."""
+    result.setdefault("warnings", []).append(OPTIONAL_STOPPING)
+    for entry in result.get("criteria") or []:
+        preference = entry.get("preference") if entry.get("key") == criterion else None
+        fit = preference.get("ties_excluded") if isinstance(preference, dict) else None
+        if isinstance(fit, dict):
+            fit.setdefault("warnings", []).append(OPTIONAL_STOPPING)
+
+
 def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
             options: dict[str, Any]) -> dict[str, Any] | None:
     from analysis.stats import sequential
@@ -52,6 +71,8 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
             "checked_at": c.checked_at.isoformat()} for c in checks],
         "final": [],
     }
+    if study.design == study.Design.ADAPTIVE:
+        _warn_uncorrected(result, data["plan"]["criterion"])
     if not checks:
         return data
     last = checks[-1]

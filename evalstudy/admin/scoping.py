@@ -35,8 +35,10 @@ def study_path_of(model) -> str | None:
 def _study_path(model, seen: frozenset) -> str | None:
     if model is Study:
         return ""
+    # One-to-one keys too: a study's plan (StudyPlan.study) belongs to its study, and read
+    # only through its criterion it would be a row of no study when that is blank.
     fields = [f for f in model._meta.fields
-              if f.many_to_one and f.related_model not in seen | {model}]
+              if (f.many_to_one or f.one_to_one) and f.related_model not in seen | {model}]
     # A direct key to Study first (a Criterion's study, not its show_if_criterion's).
     for field in sorted(fields, key=lambda f: f.related_model is not Study):
         path = _study_path(field.related_model, seen | {model})

@@ -57,8 +57,33 @@ from .scoping import ADMIN, StudyRowChoices, rows_with_role
 from .widgets import LINES, StructuredField, StructuredFieldsMixin
 
 
+class SystemInlineFormSet(forms.BaseInlineFormSet):
+    """An adaptive study's systems are frozen with its registered plan: the plan's contrasts
+    name them, seats are built from them and the stopping rule reads them, so renaming, adding
+    or deleting one after the study opened would change the pre-registered plan (and a renamed
+    one left the seat builder unable to hand out seats)."""
+
+    def clean(self):
+        super().clean()
+        from ..plan_models import StudyPlan
+
+        study = self.instance
+        if study.pk is None or not StudyPlan.objects.filter(
+                study=study, registered_at__isnull=False).exists():
+            return
+        for form in self.forms:
+            added = form.instance.pk is None and form.has_changed()
+            renamed = form.instance.pk is not None and "name" in form.changed_data
+            if not (added or renamed or self._should_delete_form(form)):
+                continue  # a description or aliases may still change
+            raise forms.ValidationError(
+                "The systems of an adaptive study cannot change after its plan was registered "
+                "(the study opened): the plan's contrasts name them.")
+
+
 class SystemInline(StructuredFieldsMixin, admin.TabularInline):
     model = System
+    formset = SystemInlineFormSet
     extra = 0
     fields = ("name", "description", "metadata")
 

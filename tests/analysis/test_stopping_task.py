@@ -127,6 +127,25 @@ def test_report_section_shows_the_plan_every_look_and_the_corrected_figures():
 
 
 @pytest.mark.django_db
+def test_the_main_report_says_its_figures_are_not_corrected_for_optional_stopping():
+    """The preference tables of an adaptive study were fixed-sample figures with no word that
+    the data had been looked at repeatedly: the model table and the report's warnings now say
+    so and point at the repeated CIs."""
+    study = adaptive_study(target_ci_width=0.01, max_looks=2)
+    rate(study, 3, np.random.default_rng(3))
+    stopping_check_run(study=study)
+    criterion = study.plan.criterion.key if study.plan.criterion else "better"
+    result = {"criteria": [{"key": criterion, "preference": {"ties_excluded": {}}}]}
+    extra.compute(study, None, result, {})
+    assert extra.OPTIONAL_STOPPING in result["warnings"]
+    assert result["criteria"][0]["preference"]["ties_excluded"]["warnings"] == [
+        extra.OPTIONAL_STOPPING]
+    # not for a study of another design
+    other = {"criteria": []}
+    assert extra.compute(make_study(), None, other, {}) is None and "warnings" not in other
+
+
+@pytest.mark.django_db
 def test_admin_shows_the_plan_read_only_after_registration_and_to_its_study_only():
     users = get_user_model()
     owner = users.objects.create_user("owner", password="x", is_staff=True)

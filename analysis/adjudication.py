@@ -328,6 +328,10 @@ def adjudication_record(*, study: Study, criterion: Criterion, output: Output,
         output, output_b = output_b, output
     now = timezone.now()
     with transaction.atomic():
+        # The criterion's row serialises two experts labelling the same unit for the first
+        # time (no Adjudication row exists yet to lock): the second then updates the first's
+        # label, with a revision, instead of failing on the unique constraint.
+        type(criterion).objects.select_for_update().filter(pk=criterion.pk).first()
         current = (Adjudication.objects.select_for_update()
                    .filter(criterion=criterion, output=output, output_b=output_b).first())
         if current is not None and current.value == canonical and current.note == note:

@@ -17,6 +17,7 @@ from evalstudy.permissions import EDITOR, has_role, study_for
 
 from . import rater_actions, recalibration
 from .monitoring import study_monitor
+from .plan_monitor import plan_monitor
 from .services import progress_export
 
 POLL_SECONDS = 5
@@ -51,7 +52,7 @@ def monitor_page(request: HttpRequest, slug: str) -> HttpResponse:
     study = _visible_study(request, slug)
     return render(request, "annotation/monitor.html",
                   {"monitor": study_monitor(study), "poll_seconds": POLL_SECONDS,
-                   "sections": _sections(request, study),
+                   "sections": _sections(request, study), "plan": plan_monitor(study),
                    "can_act": has_role(request.user, study, EDITOR)})
 
 

@@ -16,6 +16,7 @@ from evalstudy.api import blindness as blindness_api
 from evalstudy.api import content as content_api
 from evalstudy.api import media as media_api
 from evalstudy.api import people as people_api
+from evalstudy.api import plans as plans_api
 from evalstudy.api import studies as studies_api
 from metrics import api as metrics_api
 from prolific import api as prolific_api
@@ -60,6 +61,9 @@ urlpatterns = [
     path(STUDY + "criteria/", studies_api.CriterionList.as_view(), name="api-study-criteria"),
     path(STUDY + "blindness/", blindness_api.StudyBlindness.as_view(),
          name="api-study-blindness"),
+    path(STUDY + "plan/", plans_api.StudyPlanView.as_view(), name="api-study-plan"),
+    path(STUDY + "plan/checks/", plans_api.StudyPlanChecks.as_view(),
+         name="api-study-plan-checks"),
     path(STUDY + "design.csv", content_api.DesignCsv.as_view(), name="api-study-design"),
     path(STUDY + "collaborators/", people_api.CollaboratorList.as_view(),
          name="api-study-collaborators"),

@@ -14,6 +14,7 @@ themselves are computed by the analysis (`analysis.stopping`, a higher layer) an
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -27,8 +28,11 @@ from . import criteria as rules
 from .audit import SYSTEM, audit_record
 from .design import TargetCell, order_seat, seat_seed
 from .design.adaptive import all_pairs, allocate_seat
+from .design.builders import DesignError
 from .models import Assignment, AssignmentSlot, AuditEvent, Output, Study
 from .plan_models import StoppingCheck, StudyPlan
+
+log = logging.getLogger(__name__)
 
 # A seat's comparisons when the study sets no items_per_rater.
 DEFAULT_SEAT_SIZE = 20
@@ -108,16 +112,47 @@ def study_plan_save(*, study: Study, fields: dict[str, Any], actor: Any = None,
     return plan
 
 
+@transaction.atomic
+def study_plan_replace(*, study: Study, fields: dict[str, Any], actor: Any = None,
+                       source: str = SYSTEM) -> StudyPlan:
+    """Set every field of `study`'s plan at once (those `fields` leaves out take their
+    defaults), as the API's PUT does: refused (ValidationError, nothing stored) unless the
+    study is adaptive and the plan is one it could open with (`plan_problems`); refused with
+    PlanRegistered once registered. Audited through `study_plan_save`."""
+    if study.design != Study.Design.ADAPTIVE:
+        raise ValidationError(f"Study {study.slug!r} has the {study.design} design; a stopping "
+                              "plan is read only by the adaptive design.")
+    complete = {name: StudyPlan._meta.get_field(name).get_default()
+                for name in StudyPlan.PLAN_FIELDS}
+    complete.update(fields)
+    plan = study_plan_save(study=study, fields=complete, actor=actor, source=source)
+    problems = plan_problems(study)
+    if problems:
+        raise ValidationError(problems)  # the atomic block undoes the save and its audit
+    return plan
+
+
 def plan_register(*, study: Study, actor: Any = None, source: str = SYSTEM,
                   now: dt.datetime | None = None) -> StudyPlan:
     """Register the plan of `study` as it opens (the caller holds the study's lock and has
     validated it). Registering twice keeps the first time."""
     plan = StudyPlan.objects.select_for_update().get(study=study)
     if plan.registered_at is None:
+        # The blanks resolved as they read now, so that a criterion reordered or a system
+        # added later cannot change which criterion and contrasts the rule reads.
+        changes: dict[str, Any] = {}
+        if plan.criterion_id is None:
+            criterion = plan_criterion(plan)
+            plan.criterion = criterion
+            changes["criterion"] = [None, criterion.pk if criterion else None]
+        if not plan.contrasts:
+            plan.contrasts = [list(pair) for pair in plan_contrasts(plan)]
+            changes["contrasts"] = [[], plan.contrasts]
         plan.registered_at = now or timezone.now()
-        plan.save(update_fields=["registered_at"])
+        plan.save(update_fields=["registered_at", "criterion", "contrasts"])
+        changes["registered_at"] = [None, plan.registered_at.isoformat()]
         audit_record(actor=actor, source=source, action=AuditEvent.Action.UPDATE, target=plan,
-                     changes={"registered_at": [None, plan.registered_at.isoformat()]})
+                     changes=changes)
     return plan
 
 
@@ -147,8 +182,15 @@ def adaptive_seat_create(*, study: Study, now: dt.datetime) -> Assignment | None
     systems = list(study.systems.order_by("name").values_list("name", flat=True))
     size = min(study.items_per_rater or DEFAULT_SEAT_SIZE, len(items), left)
     strengths = {str(k): float(v) for k, v in (plan.allocation.get("strengths") or {}).items()}
-    cells = allocate_seat(items=items, systems=systems, strengths=strengths,
-                          contrasts=plan_contrasts(plan), assigned=assigned, size=size)
+    try:
+        cells = allocate_seat(items=items, systems=systems, strengths=strengths,
+                              contrasts=plan_contrasts(plan), assigned=assigned, size=size)
+    except DesignError:
+        # The study's systems no longer match its registered plan (changed outside the
+        # admin, which refuses it): no seat rather than a server error for every rater; the
+        # log says why collection stopped.
+        log.error("adaptive study %s: no seat built", study.slug, exc_info=True)
+        return None
     if not cells:
         return None
     top = study.assignments.aggregate(top=Max("seat_index"))["top"]

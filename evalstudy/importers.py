@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import ProtectedError
 
+from .adaptive import study_plan_save
 from .audit import SYSTEM, actor_user, audit_export, audit_record
 from .media import media_prepared
 from .media_fetch import MediaSource
@@ -29,8 +31,9 @@ from .models import (
     Study,
     System,
 )
+from .plan_models import StudyPlan
 from .spec.errors import SpecError, SpecInvalid
-from .spec.fields import STUDY_FIELDS
+from .spec.fields import PAIRWISE_DESIGNS, STUDY_FIELDS
 from .spec.files import check_items_against_systems
 from .spec.limits import (
     DEFAULT_LIMITS,
@@ -39,6 +42,7 @@ from .spec.limits import (
     SpecLimits,
     control_problem,
 )
+from .spec.plan import PlanSpec, plan_to_document
 from .spec.study import ControlSpec, CriterionSpec, ItemSpec, StudySpec, SystemSpec
 
 BATCH_SIZE = 2000
@@ -103,7 +107,20 @@ def study_to_spec(study: Study) -> StudySpec:
         ],
         calibration=[_control_spec(c) for c in study.calibration_items.order_by("order", "id")],
         attention_checks=[_control_spec(c) for c in study.attention_checks.order_by("order", "id")],
+        plan=_plan_spec(study),
     )
+
+
+def _plan_spec(study: Study) -> PlanSpec | None:
+    plan = StudyPlan.objects.filter(study=study).select_related("criterion").first()
+    if plan is None:
+        return None
+    return PlanSpec(
+        criterion=plan.criterion.key if plan.criterion_id is not None else None,
+        contrasts=[[str(a), str(b)] for a, b in plan.contrasts or []],
+        target_ci_width=plan.target_ci_width, stop_on_decision=plan.stop_on_decision,
+        alpha=plan.alpha, spending=plan.spending, check_every=plan.check_every,
+        max_looks=plan.max_looks, max_judgments=plan.max_judgments)
 
 
 def _control_spec(control: CalibrationItem | AttentionCheck) -> ControlSpec:
@@ -116,7 +133,7 @@ def _control_spec(control: CalibrationItem | AttentionCheck) -> ControlSpec:
 
 def spec_to_document(spec: StudySpec) -> dict[str, Any]:
     """A StudySpec as the YAML/JSON document `parse_study_spec` reads (round-trip)."""
-    pairwise = spec.settings.get("design") == "pairwise"
+    pairwise = spec.settings.get("design") in PAIRWISE_DESIGNS
 
     def criterion(c: CriterionSpec) -> dict[str, Any]:
         doc: dict[str, Any] = {"key": c.key, "kind": c.kind, "prompt": c.prompt}
@@ -169,6 +186,7 @@ def spec_to_document(spec: StudySpec) -> dict[str, Any]:
         ],
         "calibration": [control(c, True) for c in spec.calibration],
         "attention_checks": [control(c, False) for c in spec.attention_checks],
+        **({"plan": plan_to_document(spec.plan)} if spec.plan is not None else {}),
     }
 
 
@@ -238,8 +256,11 @@ def study_import_spec(*, spec: StudySpec, file_name: str, owner: Any = None, act
         study = Study.objects.select_for_update().filter(slug=slug).first()
         if study is not None:
             _check_may_update(study, actor, file_name)
-            if _same_content(study_to_spec(study), spec):
+            current = study_to_spec(study)
+            if _same_content(current, spec):
                 return record(study, "unchanged")
+            if current.plan != spec.plan:
+                _check_plan_may_change(study, spec, file_name)
             if _started(study):
                 raise SpecInvalid([SpecError(
                     file_name, None, "study.slug",
@@ -257,7 +278,7 @@ def study_import_spec(*, spec: StudySpec, file_name: str, owner: Any = None, act
         # their slots protect the outputs that the new content may remove.
         study.assignments.filter(source=Assignment.Source.DESIGN, rater__isnull=True).delete()
         try:
-            _sync(study, spec)
+            _sync(study, spec, actor=actor, source=source, file_name=file_name)
             media.write(study)
         except ProtectedError as error:
             raise SpecInvalid([SpecError(
@@ -279,7 +300,43 @@ def _same_content(a: StudySpec, b: StudySpec) -> bool:
     return canonical(a) == canonical(b)
 
 
-def _sync(study: Study, spec: StudySpec) -> None:
+def _check_plan_may_change(study: Study, spec: StudySpec, file_name: str) -> None:
+    """SpecInvalid when the study's plan was registered (the study opened with it): a
+    pre-registered stopping rule never changes, whatever else the file says."""
+    registered = StudyPlan.objects.filter(study=study, registered_at__isnull=False).first()
+    if registered is not None:
+        raise SpecInvalid([SpecError(
+            file_name, spec.plan.line if spec.plan is not None else None, "plan",
+            f"the plan of study {study.slug!r} was registered at "
+            f"{registered.registered_at:%Y-%m-%d %H:%M} UTC when it opened; a registered plan "
+            "cannot change (export the study and keep its plan block, or import the new plan "
+            "under a new slug)")])
+
+
+def _sync_plan(study: Study, plan: PlanSpec | None, criteria: dict[str, Criterion], *,
+               actor: Any, source: str, file_name: str) -> None:
+    """Create, change or remove the study's plan as the file says, through the audited
+    service (which refuses a registered plan)."""
+    if _plan_spec(study) == plan:
+        return
+    if plan is None:
+        existing = StudyPlan.objects.filter(study=study, registered_at__isnull=True).first()
+        if existing is not None:
+            audit_record(actor=actor, source=source, action=AuditEvent.Action.DELETE,
+                         target=existing, changes={})
+            existing.delete()
+        return
+    fields = {name: getattr(plan, name) for name in StudyPlan.PLAN_FIELDS}
+    fields["criterion"] = criteria[plan.criterion] if plan.criterion is not None else None
+    try:
+        study_plan_save(study=study, fields=fields, actor=actor, source=source)
+    except ValidationError as error:
+        raise SpecInvalid([SpecError(file_name, plan.line, "plan", message)
+                           for message in error.messages]) from None
+
+
+def _sync(study: Study, spec: StudySpec, *, actor: Any = None, source: str = SYSTEM,
+          file_name: str = "") -> None:
     systems = {s.name: s for s in study.systems.all()}
     for s in spec.systems:
         system = systems.get(s.name) or System(study=study, name=s.name)
@@ -303,6 +360,9 @@ def _sync(study: Study, spec: StudySpec) -> None:
         if c.show_if_criterion:
             criteria[c.key].show_if_criterion = criteria[c.show_if_criterion]
             criteria[c.key].save(update_fields=["show_if_criterion"])
+    # Before criteria go: the plan protects the criterion it reads.
+    _sync_plan(study, spec.plan, criteria, actor=actor, source=source,
+               file_name=file_name or study.slug)
     study.criteria.exclude(key__in=[c.key for c in spec.criteria]).delete()
 
     _write_items(study, spec.items, systems, delete_missing=True)

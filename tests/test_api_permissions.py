@@ -174,6 +174,20 @@ def _adjudication_of(w: World, role: str, which: str) -> dict:
     return {"criterion": "usable", "output": output.pk, "value": "yes"}
 
 
+def adaptive_with_plans(world: World) -> None:
+    """Both studies in the adaptive design, each with a draft plan and one look made."""
+    from evalstudy.adaptive import study_plan_save
+    from evalstudy.plan_models import StoppingCheck
+
+    for study in (world.a, world.b):
+        Study.objects.filter(pk=study.pk).update(design=Study.Design.ADAPTIVE)
+        study.refresh_from_db()
+        plan = study_plan_save(study=study, fields={"stop_on_decision": True})
+        StoppingCheck.objects.create(plan=plan, look=1, judgments=100,
+                                     information_fraction=0.02, alpha_spent=0.0, boundary=8.0,
+                                     nominal_alpha=1e-15)
+
+
 def with_media(world: World) -> None:
     """Item item-000 of both studies has a media file (its row: no file is read)."""
     from evalstudy.models import Item, ItemMedia
@@ -209,6 +223,12 @@ CASES: dict[tuple[str, str], Case] = {
     ("api-study-progress", "GET"): Case("viewer", 200),
     ("api-study-systems", "GET"): Case("viewer", 200),
     ("api-study-blindness", "GET"): Case("viewer", 200),
+    # The adaptive plan: viewers read it and its looks, editors set it (a draft, unregistered).
+    ("api-study-plan", "GET"): Case("viewer", 200, prepare=adaptive_with_plans),
+    ("api-study-plan", "PUT"): Case("editor", 200, prepare=adaptive_with_plans,
+                                    body=lambda w, r, x: {"target_ci_width": 1.0,
+                                                          "max_looks": 5}),
+    ("api-study-plan-checks", "GET"): Case("viewer", 200, prepare=adaptive_with_plans),
     ("api-study-systems", "POST"): Case("editor", 201, body=lambda w, r, x: {"name": "sys-new"}),
     ("api-study-items", "GET"): Case("viewer", 200),
     ("api-study-items", "POST"): Case("editor", 201, body=lambda w, r, x: [

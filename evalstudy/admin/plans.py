@@ -46,6 +46,17 @@ class StudyPlanForm(StudyRowForm):
         model = StudyPlan
         fields = StudyPlan.PLAN_FIELDS
 
+    def clean(self):
+        """The stopping target in words, on its field (the model's constraint alone would show
+        Django's "Constraint ... is violated")."""
+        data = super().clean()
+        editable = "target_ci_width" in self.fields  # read-only once registered
+        if editable and data.get("target_ci_width") is None \
+                and not data.get("stop_on_decision") and not self.errors:
+            self.add_error("target_ci_width", "A plan needs a stopping target: a CI width, or "
+                                              "'stop on decision', or both.")
+        return data
+
 
 class StudyPlanInline(StudyRowChoices, admin.StackedInline):
     model = StudyPlan

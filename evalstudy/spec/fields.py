@@ -18,7 +18,10 @@ from .errors import SpecError
 from .limits import MAX_FIELD_CHARS
 from .load import _Map, _Seq
 
-DESIGNS = ("latin_square", "crossed", "pairwise", "ranking", "best_worst")
+DESIGNS = ("latin_square", "crossed", "pairwise", "ranking", "best_worst", "adaptive")
+# Designs whose seats show two outputs side by side (adaptive: pairwise seats built as raters
+# arrive, evalstudy.adaptive).
+PAIRWISE_DESIGNS = ("pairwise", "adaptive")
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
 
 

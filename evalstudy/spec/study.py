@@ -15,6 +15,7 @@ from .fields import (
     CONTROL_FIELDS,
     CRITERION_FIELDS,
     ITEM_FIELDS,
+    PAIRWISE_DESIGNS,
     STUDY_FIELDS,
     SYSTEM_FIELDS,
     _Reader,
@@ -27,6 +28,7 @@ from .limits import (
     study_setting_problems,
 )
 from .load import load_document
+from .plan import PlanSpec, parse_plan
 
 KEY_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -94,6 +96,8 @@ class StudySpec:
     items: list[ItemSpec]
     calibration: list[ControlSpec] = field(default_factory=list)
     attention_checks: list[ControlSpec] = field(default_factory=list)
+    # The adaptive design's pre-registered stopping rule (None: the file has no plan block).
+    plan: PlanSpec | None = None
 
 
 def show_if_problems(criteria: Sequence[tuple[str, str | None]]) -> dict[int, str]:
@@ -164,7 +168,8 @@ def parse_study_spec(text: str, source: str, limits: SpecLimits = DEFAULT_LIMITS
                 f"({LIMIT_SETTINGS[attribute]}){advice}"))
     if too_long.errors:  # validating every entry of an oversized section would be wasted
         raise SpecInvalid(too_long.errors)
-    allowed = {"study", "systems", "criteria", "items", "calibration", "attention_checks"}
+    allowed = {"study", "systems", "criteria", "items", "calibration", "attention_checks",
+               "plan"}
     for key in top:
         if key not in allowed:
             reader.error(reader.line_of(top, key), str(key),
@@ -247,15 +252,18 @@ def parse_study_spec(text: str, source: str, limits: SpecLimits = DEFAULT_LIMITS
         _unique(reader, [(c.key, p, line) for c, p, line in parsed], f"{section} id")
         controls[section] = [c for c, _, _ in parsed]
 
+    plan = parse_plan(reader, top, design=design, systems=system_names,
+                      criterion_kinds={c.key: c.kind for c, _, _ in criteria})
+
     if not settings_map:
         pass
-    elif design == "pairwise" and len(systems) < 2:
-        reader.error(reader.line_of(top, "systems"), "systems", "pairwise needs 2 or more systems")
+    elif design in PAIRWISE_DESIGNS and len(systems) < 2:
+        reader.error(reader.line_of(top, "systems"), "systems", f"{design} needs 2 or more systems")
     spans = [(path, line) for criterion, path, line in criteria if criterion.kind == rules.SPAN]
     for path, line in spans[1:]:
         reader.error(line, path, "a study takes one span criterion (raters mark each error "
                                  "once, with its category and severity)")
-    if design == "pairwise":
+    if design in PAIRWISE_DESIGNS:
         for criterion, path, line in criteria:
             if criterion.kind == rules.SPAN:
                 reader.error(line, path, "span criteria mark errors in one output: they need "
@@ -266,6 +274,7 @@ def parse_study_spec(text: str, source: str, limits: SpecLimits = DEFAULT_LIMITS
         settings=settings, systems=[s for s, _, _ in systems],
         criteria=[c for c, _, _ in criteria], items=[i for i, _, _ in items],
         calibration=controls["calibration"], attention_checks=controls["attention_checks"],
+        plan=plan,
     )
 
 
@@ -315,7 +324,7 @@ def _control_from_mapping(
     values = reader.fields(mapping, path, CONTROL_FIELDS)
     if values.keys() != CONTROL_FIELDS.keys():  # a field is missing or invalid (reported)
         return None
-    if design == "pairwise":
+    if design in PAIRWISE_DESIGNS:
         if values["output_a"] is None or values["output_b"] is None:
             reader.error(line, path, "a pairwise study needs output_a and output_b")
         text, text_b = values["output_a"] or "", values["output_b"] or ""

@@ -86,3 +86,15 @@ def test_a_system_renamed_behind_the_admins_back_stops_seats_without_a_server_er
     study.systems.filter(name=study.plan.contrasts[0][0]).update(name="renamed")
     with pytest.raises(StudyFull):
         assignment_claim(study=study, rater=invite(study))
+
+
+def test_a_plan_without_a_stopping_target_is_refused_in_words():
+    study = _adaptive()
+    client, url = _admin(study)
+    data = change_form_data(client.get(url))
+    width_key = next(k for k in data if k.startswith("plan-") and k.endswith("target_ci_width"))
+    response = client.post(url, {**data, width_key: ""})
+    assert response.status_code == 200
+    assert "A plan needs a stopping target" in response.content.decode()
+    study.plan.refresh_from_db()
+    assert study.plan.target_ci_width == 1.0

@@ -200,7 +200,7 @@ def test_an_unquoted_date_in_metadata_stays_the_text_it_was_written_as():
         pytest.param(
             "attention_checks:\n", "colours: [red]\nattention_checks:\n", "colours:", "colours",
             "unknown section; expected one of attention_checks, calibration, criteria, items,"
-            " study, systems", id="unknown-section",
+            " plan, study, systems", id="unknown-section",
         ),
         pytest.param(
             "  title: Tiny study\n", "  title: Tiny study\n  colour: red\n", "colour: red",

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from annotation.models import Judgment
 from evalstudy.audit import SYSTEM, actor_user, audit_record
-from evalstudy.criteria import SEVERITY, SLIDER
+from evalstudy.criteria import SEVERITY, SLIDER, pair_oriented
 from evalstudy.models import AssignmentSlot, AuditEvent, Criterion, Enrollment, Output, Study
 
 from .models import Adjudication, AdjudicationRevision
@@ -32,7 +32,6 @@ from .stats.disagreement import (
     Answer,
     Flag,
     Thresholds,
-    pairwise_oriented,
     unit_flags,
 )
 
@@ -106,7 +105,7 @@ class QueueEntry:
 def _unit_of(kind: str, output: int, output_b: Any, value: str) -> tuple[tuple[int, int | None],
                                                                          str]:
     if kind == "pairwise":
-        return pairwise_oriented(int(output), None if output_b is None else int(output_b),
+        return pair_oriented(int(output), None if output_b is None else int(output_b),
                                  value)
     return (int(output), None), value
 
@@ -324,7 +323,7 @@ def adjudication_record(*, study: Study, criterion: Criterion, output: Output,
     if errors:
         raise ValidationError(errors)
     if output_b is not None and output.pk > output_b.pk:
-        (_first, _second), canonical = pairwise_oriented(output.pk, output_b.pk, canonical)
+        (_first, _second), canonical = pair_oriented(output.pk, output_b.pk, canonical)
         output, output_b = output_b, output
     now = timezone.now()
     with transaction.atomic():

@@ -18,11 +18,11 @@ import json
 from typing import Any
 
 from evalstudy.audit import SYSTEM, audit_export
+from evalstudy.criteria import pair_oriented
 from evalstudy.models import Output, Study
 from kit.csvsafe import SafeDictWriter
 
 from .selectors import JudgmentFilter, judgments_tidy
-from .stats.disagreement import pairwise_oriented
 from .stats.truth import soft_labels
 
 SOFT_LABEL_FORMATS = ("csv", "jsonl")
@@ -50,7 +50,7 @@ def soft_label_rows(study: Study) -> list[dict[str, Any]]:
                                                   part["rater_id"], part["value"], strict=True):
             if criterion.kind == "pairwise":
                 second = None if output_b is None or output_b != output_b else int(output_b)
-                unit, value = pairwise_oriented(int(output), second, str(value))
+                unit, value = pair_oriented(int(output), second, str(value))
             else:
                 unit = (int(output), None)
             triples.append((unit, int(rater), str(value)))

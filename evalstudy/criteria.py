@@ -24,7 +24,8 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -526,3 +527,25 @@ def attention_repeats(*, checks_per_seat: int, n_attention: int) -> str | None:
             f"{n_attention} attention check(s), so a rater sees the same check more than once: "
             f"add at least {checks_per_seat - n_attention} more, or raise "
             "attention_check_every.")
+
+
+_PAIR_FLIP = {"A": "B", "B": "A"}
+
+
+def pair_oriented(output: int, output_b: int | None, value: str
+                  ) -> tuple[tuple[int, int | None], str]:
+    """(unit, value) with a pair of outputs keyed by output id, lower first, and an answer
+    given with the pair the other way round turned around ("A" <-> "B"; a tie, both good and
+    both bad stay as they are), so that raters who saw the pair either way round, and a judge,
+    are counted on one unit (the adjudication queue, the judge prompt versions)."""
+    if output_b is None or output <= output_b:
+        return (output, output_b), value
+    return (output_b, output), _PAIR_FLIP.get(value, value)
+
+
+def strict_majority(values: Iterable[str]) -> str | None:
+    """The answer given more often than any other (None for an empty list or a tie on top)."""
+    ranked = Counter(values).most_common()
+    if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):
+        return None
+    return ranked[0][0]

@@ -35,7 +35,8 @@ from django.db import transaction
 
 from annotation.models import Judgment
 from evalstudy.audit import SYSTEM, actor_user, audit_record
-from evalstudy.criteria import BINARY_KINDS, binary_label
+from evalstudy.criteria import BINARY_KINDS, binary_label, strict_majority
+from evalstudy.criteria import pair_oriented as oriented
 from evalstudy.models import AssignmentSlot, AuditEvent, Criterion, Output, Rater, Study
 
 from .models import JudgePromptVersion, ProxyRun
@@ -155,31 +156,19 @@ def _reading(kind: str, value: str) -> str | None:
     return str(value)
 
 
-_FLIP = {"A": "B", "B": "A"}
-
-
-def _strict_majority(values: Sequence[str]) -> str | None:
-    counts = Counter(values).most_common()
-    if not counts or (len(counts) > 1 and counts[0][1] == counts[1][1]):
-        return None
-    return counts[0][0]
 
 
 def human_answers(study: Study, criterion: Criterion) -> dict[Unit, list[str]]:
     """Per unit, the canonical answers of the human raters (target slots only). A pair shown
-    the other way round (B, A) counts for (A, B) with its answer flipped."""
+    the other way round counts for the same unit with its answer turned around (`oriented`)."""
     rows = (Judgment.objects
             .filter(slot__assignment__study=study, criterion=criterion,
                     slot__kind=AssignmentSlot.Kind.TARGET, rater__kind__in=Rater.HUMAN_KINDS)
             .values_list("slot__output_id", "slot__output_b_id", "value"))
     answers: dict[Unit, list[str]] = defaultdict(list)
     for output, output_b, value in rows:
-        answers[(output, output_b)].append(str(value))
-    if criterion.kind == Criterion.Kind.PAIRWISE:
-        for (output, output_b), values in list(answers.items()):
-            if output_b is not None and (output_b, output) in answers and output > output_b:
-                answers[(output_b, output)].extend(_FLIP.get(v, v) for v in values)
-                del answers[(output, output_b)]
+        unit, answer = oriented(output, output_b, str(value))
+        answers[unit].append(answer)
     return dict(answers)
 
 
@@ -187,17 +176,21 @@ def human_majority(kind: str, values: Sequence[str]) -> dict[str, Any]:
     """The human majority of one unit: on the compared reading (`reading`) and on the
     canonical value (`value`), each None on a tie; `n` raters."""
     readings = [r for r in (_reading(kind, v) for v in values) if r is not None]
-    return {"reading": _strict_majority(readings), "value": _strict_majority(list(values)),
+    return {"reading": strict_majority(readings), "value": strict_majority(list(values)),
             "n": len(values),
             "agreeing": Counter(readings).most_common(1)[0][1] if readings else 0}
 
 
 def judge_answers(run: ProxyRun, criterion: Criterion) -> dict[Unit, tuple[str, float | None]]:
     """The run's answers to `criterion`: unit -> (canonical value, score)."""
-    return {(output, output_b): (str(value), score) for output, output_b, value, score in
-            Judgment.objects.filter(rater=run.rater, criterion=criterion,
-                                    slot__assignment__study=run.study)
-            .values_list("slot__output_id", "slot__output_b_id", "value", "numeric_value")}
+    # Keyed as the humans' answers are (`oriented`). The score only ranks corrections by its
+    # distance from 0.5, which turning a pair around leaves as it is.
+    return {unit: (answer, score) for unit, answer, score in (
+        (*oriented(output, output_b, str(value)), score)
+        for output, output_b, value, score in
+        Judgment.objects.filter(rater=run.rater, criterion=criterion,
+                                slot__assignment__study=run.study)
+        .values_list("slot__output_id", "slot__output_b_id", "value", "numeric_value"))}
 
 
 def _example_answer(method: str, kind: str, majority: dict[str, Any]) -> str | None:
@@ -362,10 +355,10 @@ def judge_prompt_version_create(
         examples_guard(study, split, [{"output": o} for o in outputs])
         majorities = human_answers(study, criterion)
         for output in outputs:
-            # A pairwise criterion's unit is a pair: the first one (in id order) whose first
-            # output it is.
+            # A pairwise criterion's unit is a pair (lower output id first, `oriented`): the
+            # first one (in id order) that holds the output.
             unit = ((output, None) if criterion.kind != Criterion.Kind.PAIRWISE else
-                    next((u for u in sorted(majorities, key=str) if u[0] == output), None))
+                    next((u for u in sorted(majorities, key=str) if output in u), None))
             unit = unit if unit in majorities else None
             majority = (human_majority(criterion.kind, majorities[unit])
                         if unit is not None else None)

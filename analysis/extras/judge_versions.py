@@ -5,7 +5,9 @@
   outside the development split and outside every item any example of any of its versions
   came from. All versions of a judge are compared on these same outputs, so a later version's
   gain is not a change of test set, and no version is scored on a case it (or a successor)
-  was shown.
+  was shown. Of these, each version is scored on the units every run version (and backend)
+  of the judge answered: a partial or failed run of one version drops units from all of
+  them (counted per judge), and if none is common no figure is given.
 - Figures per version (and per rater, where a version was run with several backends):
   n units, accuracy vs the strict human majority with a Wilson CI, Cohen's kappa with its
   analytic CI (`analysis.stats.judge_agreement`), read from the analysis' judgment table, so
@@ -28,17 +30,27 @@ def prepare(study: Any, judgments: pd.DataFrame, options: dict[str, Any]) -> pd.
     return judgments
 
 
-def _unit(output: Any, output_b: Any) -> tuple[int, int | None]:
-    missing = output_b is None or output_b != output_b  # None or NaN
-    return int(output), None if missing else int(output_b)
-
-
 def _units(rows: pd.DataFrame) -> dict[tuple[int, int | None], list[Any]]:
+    """Answers per unit, a pair read as `proxies.judge_versions` reads it (`oriented`: lower
+    output id first, an answer given the other way round turned around), so the human
+    majority counts every rater of a pair whichever way round each saw it."""
+    from proxies.judge_versions import oriented
+
     found: dict[tuple[int, int | None], list[Any]] = defaultdict(list)
     for output, output_b, value in zip(rows["output"], rows["output_b"], rows["value"],
                                        strict=True):
-        found[_unit(output, output_b)].append(value)
+        missing = output_b is None or output_b != output_b  # None or NaN
+        unit, answer = oriented(int(output), None if missing else int(output_b), str(value))
+        found[unit].append(answer)
     return found
+
+
+def _common_units(answered: dict[Any, set[Any]]) -> set[Any] | None:
+    """The units every judge of one family that answered any unit answered (None: no judge
+    answered one). A run that answered none (failed at once, or not started) has no figures
+    to compare and is named as such instead of emptying everyone's set."""
+    sets = [units for units in answered.values() if units]
+    return set.intersection(*sets) if sets else None
 
 
 def _family(study: Any, versions: list[Any]) -> dict[str, Any]:
@@ -95,6 +107,19 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
             "excluded_items": sorted(item_names.get(pk, str(pk))
                                      for pk in family["excluded_items"]),
             "versions": []}
+        # Every version (and every backend it was run with) is scored on the same units: the
+        # held-out units with human judgments that all of them answered, so a partial or
+        # failed run of one version cannot change the test set under the comparison.
+        answers: dict[tuple[int, int], dict[Any, Any]] = {}
+        for version in members:
+            for rater_id in sorted(raters.get(version.pk, {})):
+                mine = (kept[kept["rater_id"] == rater_id] if has_rater_id and len(kept)
+                        else kept.iloc[0:0])
+                answers[(version.pk, rater_id)] = {
+                    "rows": mine, "judge": {unit: values[-1] for unit, values
+                                            in _units(mine).items() if unit in humans}}
+        common = _common_units({k: set(a["judge"]) for k, a in answers.items()})
+        entry["n_common_units"] = None if common is None else len(common)
         for version in members:
             examples = version.examples or []
             row: dict[str, Any] = {
@@ -107,12 +132,13 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
                 "n_excluded_outputs": family["per_version"][version.pk],
                 "raters": []}
             for rater_id, runs in sorted(raters.get(version.pk, {}).items()):
-                mine = (kept[kept["rater_id"] == rater_id] if has_rater_id and len(kept)
-                        else kept.iloc[0:0])
-                judge = {unit: values[-1] for unit, values in _units(mine).items()}
+                mine, answered = (answers[(version.pk, rater_id)][k] for k in ("rows", "judge"))
+                judge = {unit: value for unit, value in answered.items()
+                         if common is not None and unit in common}
                 figures = agreement_with_majority(entry["kind"], judge, humans)
                 name = str(mine["rater"].iloc[0]) if len(mine) else f"rater {rater_id}"
-                row["raters"].append({"rater": name, "runs": runs, **figures})
+                row["raters"].append({"rater": name, "runs": runs, "n_answered": len(answered),
+                                      "n_not_common": len(answered) - len(judge), **figures})
             entry["versions"].append(row)
         out.append(entry)
     from kit.jsonable import to_jsonable
@@ -130,6 +156,30 @@ def _interval(figure: dict[str, Any] | None, percent: bool) -> str:
     return f"{value} [{fmt(figure['ci_low'])}, {fmt(figure['ci_high'])}]"
 
 
+def _common_sentence(entry: dict[str, Any]) -> str:
+    """Which units every version is scored on, and what the comparison left out for it."""
+    common = entry.get("n_common_units")
+    judges = [r for v in entry["versions"] for r in v["raters"]]
+    silent = ", ".join(f"v{v['number']} ({r['rater']})" for v in entry["versions"]
+                       for r in v["raters"] if not r["n_answered"])
+    none_yet = (f" Runs that answered no held-out unit with human judgments, so not compared: "
+                f"{silent}." if silent else "")
+    if common is None:
+        return ("No version's run has answered a held-out unit with human judgments yet."
+                if judges else "No version has been run yet.")
+    if not common:
+        return ("Not compared: no held-out unit with human judgments was answered by every "
+                "version's run, so no two versions can be scored on the same units; no "
+                "figure is given." + none_yet)
+    dropped = ", ".join(
+        f"v{v['number']} ({r['rater']}): {r['n_not_common']}"
+        for v in entry["versions"] for r in v["raters"] if r["n_not_common"])
+    return (f"All versions are compared on the same {common} held-out units with human "
+            "judgments: those every version's run answered. "
+            + (f"Units a run answered but another did not, left out of its figures: "
+               f"{dropped}." if dropped else "No unit was left out for that.") + none_yet)
+
+
 def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
     criteria = data.get("criteria") or []
     if not criteria:
@@ -142,6 +192,7 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
             f"({entry['n_units_with_humans']} units with human judgments); left out as the "
             f"development split or the items of examples: items "
             f"{', '.join(entry['excluded_items']) or 'none'}.",
+            _common_sentence(entry),
             "Accuracy: the share of held-out units where the judge gives the strict human "
             "majority's answer (ties among the humans left out), Wilson 95% CI; Cohen's kappa "
             "of the judge vs that majority, analytic 95% CI."

@@ -1,8 +1,8 @@
 """Which units go to an expert: the rules of the adjudication queue, on plain data.
 
 A unit is what one answer is about: an output, or for pairwise criteria a pair of outputs
-(oriented by `pairwise_oriented`, so that "A" always names the same output whichever way round
-a rater was shown the pair). For one criterion, a unit is queued when
+(oriented by `evalstudy.criteria.pair_oriented`, so that "A" always names the same output
+whichever way round a rater was shown the pair). For one criterion, a unit is queued when
 
 - the raters disagree ("raters"):
   - nominal kinds (binary, categorical, pairwise): the share of the human judgments that give
@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
-from evalstudy.criteria import binary_label
+from evalstudy.criteria import binary_label, strict_majority
 
 NOMINAL = ("binary", "categorical", "pairwise")
 ORDINAL = ("likert", "severity", "slider")
@@ -39,7 +39,6 @@ RATERS = "raters"
 PROXY = "proxy"
 REASONS = (RATERS, PROXY)
 REASON_LABELS = {RATERS: "the raters disagree", PROXY: "a proxy disagrees with the raters"}
-_FLIP = {"A": "B", "B": "A"}
 
 Unit = tuple[int, int | None]
 
@@ -80,23 +79,6 @@ class Flag:
     n_human: int = 0
     counts: dict[str, int] = field(default_factory=dict)  # human answers, most common first
     majority: str | None = None  # the humans' strict majority (None: none)
-
-
-def pairwise_oriented(output: int, output_b: int | None, value: str) -> tuple[Unit, str]:
-    """(unit, value) with the pair ordered by output id, lower first, and an answer given with
-    the pair the other way round turned around ("A" <-> "B"; "tie" and other answers, such as
-    "both good", stay as they are)."""
-    if output_b is None or output <= output_b:
-        return (output, output_b), value
-    return (output_b, output), _FLIP.get(value, value)
-
-
-def strict_majority(values: Iterable[str]) -> str | None:
-    """The answer given more often than any other (None for an empty list or a tie on top)."""
-    ranked = Counter(values).most_common()
-    if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):
-        return None
-    return ranked[0][0]
 
 
 def decision(kind: str, value: str) -> str | None:

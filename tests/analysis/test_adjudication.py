@@ -11,9 +11,10 @@ from django.urls import reverse
 
 from analysis.adjudication import adjudication_queue, adjudication_record, adjudication_unit
 from analysis.models import Adjudication, AdjudicationRevision
-from analysis.stats.disagreement import Answer, Thresholds, pairwise_oriented, unit_flags
+from analysis.stats.disagreement import Answer, Thresholds, unit_flags
 from annotation.models import Judgment, JudgmentRevision
 from evalstudy.audit import API, WEB
+from evalstudy.criteria import pair_oriented
 from evalstudy.models import AuditEvent, StudyCollaborator
 from tests.analysis.adjudication_data import disagreement_study, output_of
 from tests.factories import UserFactory, token_client
@@ -92,9 +93,9 @@ def test_proxy_rule_compares_decisions_not_raw_answers():
 
 
 def test_pairs_are_read_one_way_round():
-    assert pairwise_oriented(7, 3, "A") == ((3, 7), "B")
-    assert pairwise_oriented(3, 7, "A") == ((3, 7), "A")
-    assert pairwise_oriented(7, 3, "tie") == ((3, 7), "tie")
+    assert pair_oriented(7, 3, "A") == ((3, 7), "B")
+    assert pair_oriented(3, 7, "A") == ((3, 7), "A")
+    assert pair_oriented(7, 3, "tie") == ((3, 7), "tie")
 
 
 # --- the queue of a study ----------------------------------------------------------------------

@@ -108,3 +108,91 @@ def test_an_analysis_run_renders_the_section_in_its_report(judge):
     assert [v["number"] for v in versions] == [1, 2]
     assert "Judge prompt versions" in run.report_html
     assert "Agreement with the human majority on held-out outputs" in run.report_html
+
+
+def _answer(study, rater, criterion, pair, value):
+    from django.utils import timezone
+
+    from annotation.models import Judgment
+    from evalstudy.models import Assignment, AssignmentSlot
+
+    now = timezone.now()
+    seat, _ = Assignment.objects.get_or_create(
+        study=study, rater=rater,
+        defaults={"source": Assignment.Source.IMPORTED, "state": Assignment.State.DONE})
+    slot = AssignmentSlot.objects.create(
+        assignment=seat, position=seat.slots.count(), output_id=pair[0], output_b_id=pair[1],
+        completed_at=now, kind=AssignmentSlot.Kind.TARGET)
+    Judgment.objects.create(slot=slot, criterion=criterion, rater=rater, value=value,
+                            submitted_at=now)
+
+
+def test_a_pair_shown_either_way_round_is_one_unit_for_humans_and_judge():
+    from evalstudy.models import Rater
+    from proxies.judge_versions import human_answers
+    from proxies.models import JudgePromptVersion, ProxyRun
+    from tests.factories import make_study
+
+    study = make_study(n_items=3, n_systems=2, design="pairwise")
+    preference = study.criteria.get(key="preference")
+    items = list(study.items.order_by("pk"))
+    (x, y), (p, q) = (sorted(Output.objects.filter(item=i).values_list("id", flat=True))
+                      for i in items[1:])
+    humans = [Rater.objects.create(kind=Rater.Kind.SLP, external_id=f"h{k}", study=study)
+              for k in range(3)]
+    # Pair (x, y): one rater saw it as (x, y) and preferred B; two saw (y, x) and preferred B,
+    # i.e. x: the majority, read one way, is A (2 of 3).
+    _answer(study, humans[0], preference, (x, y), "B")
+    _answer(study, humans[1], preference, (y, x), "B")
+    _answer(study, humans[2], preference, (y, x), "B")
+    # Pair (p, q): every rater saw it only as (q, p); a tie keeps its meaning.
+    _answer(study, humans[0], preference, (q, p), "A")
+    _answer(study, humans[1], preference, (q, p), "A")
+    _answer(study, humans[2], preference, (q, p), "tie")
+    assert human_answers(study, preference) == {(x, y): ["B", "A", "A"],
+                                                (p, q): ["B", "B", "tie"]}
+    version = JudgePromptVersion.objects.create(
+        study=study, criterion=preference, method="drpe", number=1,
+        split={"dev_items": [items[0].pk], "seed": 0})
+    judge = Rater.objects.create(kind=Rater.Kind.LLM, external_id="drpe-v1", study=study)
+    run = ProxyRun.objects.create(study=study, rater=judge, method="drpe",
+                                  criteria=["preference"], prompt_version=version)
+    _answer(study, judge, preference, (x, y), "A")  # agrees with the 2-of-3 majority
+    _answer(study, judge, preference, (p, q), "B")  # shown the other way round: agrees too
+    data = part.compute(study, judgments_tidy(study), {}, {})
+    [entry] = data["criteria"]
+    assert entry["n_units_with_humans"] == 2
+    [rater] = entry["versions"][0]["raters"]
+    # Read as stored, (x, y) had one human (B: the judge "wrong") and (p, q) none.
+    assert rater["runs"] == [run.pk] and rater["n"] == 2 and rater["matches"] == 2
+
+
+def test_every_version_is_scored_on_the_units_all_versions_answered(judge):
+    from annotation.models import Judgment
+
+    study, (v1, run1), (v2, run2) = versioned_study(judge)
+    held_out = sorted(held_out_outputs(v2))
+    full = len(held_out)
+    # Version 2's run stopped early: it answered 4 held-out outputs fewer.
+    Judgment.objects.filter(rater=run2.rater, slot__output_id__in=held_out[:4]).delete()
+    data = part.compute(study, judgments_tidy(study), {}, {})
+    [entry] = data["criteria"]
+    assert entry["n_common_units"] == full - 4
+    [r1], [r2] = (v["raters"] for v in entry["versions"])
+    assert r1["n"] == r2["n"] == full - 4
+    assert (r1["n_answered"], r1["n_not_common"]) == (full, 4)
+    assert (r2["n_answered"], r2["n_not_common"]) == (full - 4, 0)
+    [block] = part.section(data, {})["blocks"]
+    sentence = block["paragraphs"][2]
+    assert f"same {full - 4} held-out units" in sentence and "v1 (" in sentence
+    assert ": 4." in sentence
+
+    # Version 1's run answered only those 4: nothing in common, so no figure at all.
+    Judgment.objects.filter(rater=run1.rater, slot__output_id__in=held_out[4:]).delete()
+    data = part.compute(study, judgments_tidy(study), {}, {})
+    [entry] = data["criteria"]
+    assert entry["n_common_units"] == 0
+    assert all(r["n"] == 0 and r["accuracy"] is None
+               for v in entry["versions"] for r in v["raters"])
+    [block] = part.section(data, {})["blocks"]
+    assert block["paragraphs"][2].startswith("Not compared: no held-out unit")

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.extras.integrity import system_means
+from analysis.report.format import num, table_dict
 from evalstudy.criteria import binary_label
 
 OPTION = "exclude_identity_leaks"
@@ -176,21 +177,13 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
 
 
 # --- the report ------------------------------------------------------------------------------
-def _fmt(value: Any, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
-def _table(title: str, columns: list[tuple[str, str]], rows: list[list[Any]]) -> dict:
-    return {"title": title, "head": columns, "notes": [], "warnings": [],
-            "body": [[(cell, cls) for cell, (_name, cls) in zip(row, columns, strict=True)]
-                     for row in rows]}
 
 
 def _difference(entry: dict[str, Any] | None) -> str:
     if not entry:
         return "–"
     if "difference" not in entry:
-        return f"{_fmt(entry['mean'])} (reference)"
+        return f"{num(entry['mean'])} (reference)"
     ci = entry.get("ci")
     return f"{entry['difference']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
 
@@ -229,7 +222,7 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
         paragraphs.append("Most frequent hits: " + "; ".join(
             f"{t['term']} ({t['kind']}) in {t['outputs']} output(s) of {t['system']}"
             for t in data["terms"][:10]) + ".")
-    tables = [_table("Outputs flagged per system", [
+    tables = [table_dict("Outputs flagged per system", [
         ("System", ""), ("Outputs", "num"), ("Flagged", "num"), ("Share", "num")],
         [[row["system"], row["outputs"], row["flagged_outputs"],
           "–" if row["share"] is None else f"{row['share']:.1%}"] for row in audit["systems"]])]
@@ -238,8 +231,8 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
         for entry in criterion.get("systems", []):
             split_rows.append([
                 criterion["criterion"], criterion["scale"], entry["system"],
-                _fmt(entry["flagged"]["value"]), entry["flagged"]["n"],
-                _fmt(entry["unflagged"]["value"]), entry["unflagged"]["n"]])
+                num(entry["flagged"]["value"]), entry["flagged"]["n"],
+                num(entry["unflagged"]["value"]), entry["unflagged"]["n"]])
         without = {e["system"]: e for e in criterion.get("unflagged_only", [])}
         for entry in criterion.get("all", []):
             comparison_rows.append([criterion["criterion"], entry["system"],
@@ -249,15 +242,15 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
                               _share(pair["all"]), _share(pair["unflagged_only"]),
                               pair["flagged_pairs"]])
     if split_rows:
-        tables.append(_table("Judgments of flagged and unflagged outputs", [
+        tables.append(table_dict("Judgments of flagged and unflagged outputs", [
             ("Criterion", ""), ("Scale", ""), ("System", ""), ("Flagged", "num"),
             ("n", "num"), ("Unflagged", "num"), ("n", "num")], split_rows))
     if comparison_rows:
-        tables.append(_table("System comparison with and without flagged outputs", [
+        tables.append(table_dict("System comparison with and without flagged outputs", [
             ("Criterion", ""), ("System", ""), ("All judgments", "num"),
             ("Without flagged outputs", "num")], comparison_rows))
     if pair_rows:
-        table = _table("Pairwise preference with and without pairs showing a flagged output", [
+        table = table_dict("Pairwise preference with and without pairs showing a flagged output", [
             ("Criterion", ""), ("Pair", ""), ("All pairs", "num"),
             ("Without flagged", "num"), ("Judgments of flagged pairs", "num")], pair_rows)
         table["notes"].append("Share of decided answers (ties apart) preferring the first "

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analysis.report.format import num, table_dict
 from evalstudy.criteria import binary_label
 
 OPTION_COVARIATES = "integrity_covariates"
@@ -239,14 +240,6 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
 
 
 # --- the report ------------------------------------------------------------------------------
-def _fmt(value: Any, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
-def _table(title: str, columns: list[tuple[str, str]], rows: list[list[Any]]) -> dict:
-    return {"title": title, "head": columns, "notes": [], "warnings": [],
-            "body": [[(cell, cls) for cell, (_name, cls) in zip(row, columns, strict=True)]
-                     for row in rows]}
 
 
 def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
@@ -269,11 +262,11 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
         for entry in criterion["all"]:
             other = without.get(entry["system"], {})
             rows.append([
-                criterion["criterion"], entry["system"], _fmt(entry["mean"]), _ci(entry),
-                _fmt(other.get("mean")), _ci(other),
+                criterion["criterion"], entry["system"], num(entry["mean"]), _ci(entry),
+                num(other.get("mean")), _ci(other),
                 f"{criterion['raters_dropped']} of {criterion['raters']}",
                 f"{criterion['judgments_dropped']} of {criterion['judgments']}"])
-    tables = [_table("With and without the flagged raters", [
+    tables = [table_dict("With and without the flagged raters", [
         ("Criterion", ""), ("System", ""), ("All raters", "num"),
         ("Difference [95% CI]", "num"), ("Without flagged", "num"),
         ("Difference [95% CI]", "num"), ("Raters dropped", "num"),
@@ -283,19 +276,19 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
         paragraphs.append(
             "Rater-level flag as a covariate (rater.flagged: 1 for a flagged rater): " + "; ".join(
                 f"{t['criterion']} ({t['model']}, {t['formula']}): {t['term']} = "
-                f"{_fmt(t['estimate'])}" for t in terms)
+                f"{num(t['estimate'])}" for t in terms)
             if terms else "Rater-level flag as a covariate: no model took it (no rater "
                           "flagged among a criterion's raters, or a user formula applied).")
     split = data.get("recalibration_split")
     if split is not None:
-        split_rows = [[c["criterion"], s["system"], _fmt(s["before"]), s["n_before"],
-                       _fmt(s["after"]), s["n_after"]] for c in split for s in c["systems"]]
+        split_rows = [[c["criterion"], s["system"], num(s["before"]), s["n_before"],
+                       num(s["after"]), s["n_after"]] for c in split for s in c["systems"]]
         paragraphs.append(
             "Before and after recalibration: the judgments of the raters who had a "
             "recalibration round, before their first round and from its start on."
             if split_rows else "No rater had a recalibration round.")
         if split_rows:
-            tables.append(_table("Before and after recalibration", [
+            tables.append(table_dict("Before and after recalibration", [
                 ("Criterion", ""), ("System", ""), ("Before", "num"), ("n", "num"),
                 ("After", "num"), ("n", "num")], split_rows))
     return {"title": "Integrity signals",

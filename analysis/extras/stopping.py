@@ -11,11 +11,12 @@ the plan's confidence, whichever look the study stopped at.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pandas as pd
 from scipy.stats import norm
+
+from analysis.report.format import num, table_dict
 
 OPTIONS: dict[str, Any] = {}
 
@@ -97,18 +98,6 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
     return data
 
 
-def _fmt(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    return f"{value:.{digits}f}"
-
-
-def _table(title: str, columns: list[tuple[str, str]], rows: list[list[Any]],
-           notes: list[str] | None = None) -> dict[str, Any]:
-    return {"title": title, "head": columns, "notes": notes or [], "warnings": [],
-            "body": [[(cell, cls) for cell, (_name, cls) in zip(row, columns, strict=True)]
-                     for row in rows]}
-
 
 def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
     plan = data["plan"]
@@ -144,23 +133,23 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
         paragraphs.append("No look has been made yet.")
         return {"title": "Stopping rule (adaptive collection)",
                 "blocks": [{"title": "", "paragraphs": paragraphs, "tables": []}]}
-    look_rows = [[c["look"], c["judgments"], _fmt(c["fraction"]), _fmt(c["alpha_spent"], 5),
-                  _fmt(c["boundary"]), _fmt(c["nominal_alpha"], 5),
+    look_rows = [[c["look"], c["judgments"], num(c["fraction"]), num(c["alpha_spent"], 5),
+                  num(c["boundary"]), num(c["nominal_alpha"], 5),
                   f"met: {c['reason']}" if c["met"] else "not met", c["checked_at"][:19]]
                  for c in checks]
-    final_rows = [[f"{e['contrast'][0]} − {e['contrast'][1]}", _fmt(e["estimate"]),
-                   _fmt(e["se"]),
-                   f"[{_fmt(e['rci'][0])}, {_fmt(e['rci'][1])}]" if e.get("rci") else "–",
-                   _fmt(e["repeated_p"], 4),
-                   f"[{_fmt(e['naive_ci'][0])}, {_fmt(e['naive_ci'][1])}]"
-                   if e.get("naive_ci") else "–", _fmt(e["naive_p"], 4)]
+    final_rows = [[f"{e['contrast'][0]} − {e['contrast'][1]}", num(e["estimate"]),
+                   num(e["se"]),
+                   f"[{num(e['rci'][0])}, {num(e['rci'][1])}]" if e.get("rci") else "–",
+                   num(e["repeated_p"], 4),
+                   f"[{num(e['naive_ci'][0])}, {num(e['naive_ci'][1])}]"
+                   if e.get("naive_ci") else "–", num(e["naive_p"], 4)]
                   for e in data["final"]]
     tables = [
-        _table("Every look made", [
+        table_dict("Every look made", [
             ("Look", "num"), ("Judgments", "num"), ("Information fraction", "num"),
             ("Alpha spent (per contrast)", "num"), ("Boundary |z|", "num"),
             ("Nominal alpha", "num"), ("Rule", ""), ("Checked (UTC)", "")], look_rows),
-        _table(f"Contrasts at the last look (look {checks[-1]['look']})", [
+        table_dict(f"Contrasts at the last look (look {checks[-1]['look']})", [
             ("Contrast", ""), ("Estimate (log-odds)", "num"), ("SE", "num"),
             ("Repeated CI", "num"), ("Repeated p (family)", "num"),
             ("Uncorrected 95% CI", "num"), ("Uncorrected p", "num")], final_rows)]

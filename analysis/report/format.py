@@ -122,3 +122,14 @@ def _warnings_of(value: Any) -> list[str]:
     if isinstance(value, dict):
         return [str(w) for w in value.get("warnings") or []]
     return []
+
+
+def table_dict(title: str, columns: list[tuple[str, str]], rows: list[list[Any]],
+               notes: list[str] | None = None, warnings: list[str] | None = None
+               ) -> dict[str, Any]:
+    """A table in `templates/analysis/_report_block.html`'s shape, as the report sections of
+    `analysis.extras` build them: `columns` are (name, css class; "num" aligns right)."""
+    return {"title": title, "head": columns, "notes": list(notes or []),
+            "warnings": list(warnings or []),
+            "body": [[(cell, cls) for cell, (_name, cls) in zip(row, columns, strict=True)]
+                     for row in rows]}

@@ -222,10 +222,21 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
         paragraphs.append("Most frequent hits: " + "; ".join(
             f"{t['term']} ({t['kind']}) in {t['outputs']} output(s) of {t['system']}"
             for t in data["terms"][:10]) + ".")
-    tables = [table_dict("Outputs flagged per system", [
+    per_system = table_dict("Outputs flagged per system", [
         ("System", ""), ("Outputs", "num"), ("Flagged", "num"), ("Share", "num")],
         [[row["system"], row["outputs"], row["flagged_outputs"],
-          "–" if row["share"] is None else f"{row['share']:.1%}"] for row in audit["systems"]])]
+          "–" if row["share"] is None else f"{row['share']:.1%}"] for row in audit["systems"]])
+    if not audit["flagged_outputs"]:
+        # Nothing to split: flagged columns of dashes and a comparison repeated unchanged
+        # would read as if something had been checked against something.
+        return {"title": "Blindness audit", "blocks": [{
+            "title": "", "tables": [per_system], "plots": [], "warnings": [],
+            "paragraphs": [
+                f"The blindness audit (re-run on the outputs at analysis time) flags none of "
+                f"the {audit['outputs']} outputs: no system name or alias, identity term, "
+                "built-in model or vendor name, or phrase typical of one system was found, so "
+                "no judgment is read apart."]}]}
+    tables = [per_system]
     split_rows, comparison_rows, pair_rows = [], [], []
     for criterion in data["criteria"]:
         for entry in criterion.get("systems", []):

@@ -117,6 +117,18 @@ def test_the_section_explains_and_tabulates():
     assert ["quality", "mean", "Zephyrix", "5.000", 9, "2.000", 9] in split
 
 
+def test_a_study_with_nothing_flagged_gets_one_sentence_not_tables_of_dashes():
+    study = leaky_study()
+    Output.objects.filter(item__study=study).update(text="a plain transcript")
+    data = blindness.compute(study, judgments_tidy(study), {}, {})
+    block = blindness.section(data, {})["blocks"][0]
+    assert block["paragraphs"] == [
+        "The blindness audit (re-run on the outputs at analysis time) flags none of the 12 "
+        "outputs: no system name or alias, identity term, built-in model or vendor name, or "
+        "phrase typical of one system was found, so no judgment is read apart."]
+    assert [table["title"] for table in block["tables"]] == ["Outputs flagged per system"]
+
+
 def test_the_option_drops_judgments_of_flagged_outputs_and_pairs():
     study = leaky_study()
     table = judgments_tidy(study)

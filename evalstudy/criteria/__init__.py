@@ -1,0 +1,80 @@
+"""Criteria: what each kind of question accepts and means, as plain data (no Django).
+
+- `kinds/`: one module per answer kind (likert, binary, severity, pairwise, ranking,
+  best-worst, slider, categorical, span, free text, ...), each an `AnswerKind` that says
+  everything about its kind; `kind_of(name)` finds it. Nothing outside `kinds/` names a kind.
+- `rule`: a criterion's settings as a `CriterionRule`, the checks of a criterion's
+  configuration (`check_rule`, `criterion_problems`: the one rule of the admin, the API, study
+  files and opening a study) and the helpers every kind shares.
+
+The names below are the package's public face; import them from `evalstudy.criteria`.
+"""
+
+from __future__ import annotations
+
+from .kinds import (
+    KINDS,
+    LETTERS,
+    ONE,
+    PAIR,
+    SETTINGS,
+    TUPLE,
+    AnswerKind,
+    ChoiceView,
+    all_kinds,
+    gettext_noop,
+    kind_choices,
+    kind_of,
+    kinds_using,
+    kinds_where,
+)
+from .kinds.best_worst import best_worst_of
+from .kinds.likert import MAX_POINTS as LIKERT_MAX_POINTS
+from .kinds.likert import MIN_POINTS as LIKERT_MIN_POINTS
+from .kinds.pairwise import (
+    BOTH_BAD,
+    BOTH_GOOD,
+    NO_PREFERENCE,
+    TIE,
+    pair_oriented,
+    pairwise_choices,
+)
+from .kinds.ranking import ranking_of
+from .kinds.severity import DEFAULT_LABELS as SEVERITY_DEFAULT_LABELS
+from .kinds.slider import slider_range
+from .kinds.span import MQM_DEFAULT_WEIGHTS, span_weights, text_sha256
+from .kinds.text import MAX_LENGTH as TEXT_MAX_LENGTH
+from .rule import (
+    RULE_FIELDS,
+    CriterionRule,
+    ShownText,
+    attention_repeats,
+    binary_label,
+    check_rule,
+    criterion_problems,
+    expected_met,
+    rule_of,
+    strict_majority,
+)
+
+#: The kinds whose answers read as a binary decision ("meaning preserved" or not), for
+#: database filters (`kind__in=`); elsewhere ask the kind (`kind_of(name).binary_reading`).
+BINARY_KINDS = kinds_where(lambda kind: kind.binary_reading)
+
+# --- transitional (issue 28): deleted once every consumer asks the kind ----------------------
+LIKERT, BINARY, SEVERITY, PAIRWISE, CATEGORICAL, TEXT, SLIDER, SPAN, RANKING, BEST_WORST = (
+    "likert", "binary", "severity", "pairwise", "categorical", "text", "slider", "span",
+    "ranking", "best_worst")
+TUPLE_KINDS = kinds_where(lambda kind: kind.shows == TUPLE)
+SLOT_BOUND_KINDS = kinds_where(lambda kind: kind.slot_bound)
+
+__all__ = [
+    "BINARY_KINDS", "BOTH_BAD", "BOTH_GOOD", "KINDS", "LETTERS", "LIKERT_MAX_POINTS",
+    "LIKERT_MIN_POINTS", "MQM_DEFAULT_WEIGHTS", "NO_PREFERENCE", "ONE", "PAIR",
+    "RULE_FIELDS", "SETTINGS", "SEVERITY_DEFAULT_LABELS", "TEXT_MAX_LENGTH", "TIE", "TUPLE",
+    "AnswerKind", "ChoiceView", "CriterionRule", "ShownText", "all_kinds",
+    "attention_repeats", "best_worst_of", "binary_label", "check_rule", "criterion_problems",
+    "expected_met", "gettext_noop", "kind_choices", "kind_of", "kinds_using", "kinds_where",
+    "pair_oriented", "pairwise_choices", "ranking_of", "rule_of", "slider_range",
+    "span_weights", "strict_majority", "text_sha256",
+]

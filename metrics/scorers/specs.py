@@ -17,11 +17,11 @@ How the values were decided, for the ones that are not plain "a score":
   accuracies and similarities (wip, word_acc, bleu, chrf, rouge, bertscore, cosine) are
   higher-better.
 - Counts (`count=True`) grow with the length of the reference, so across items they say more
-  about lengths than about quality: the analysis compares only rates and scores with people
-  over outputs of different items. Between two outputs of the same reference (a pairwise
-  unit, a learned pairwise proxy's feature) a count does compare, so an error count is
-  lower-better and a hit count higher-better (hits + substitutions + deletions is the
-  reference's length, fixed for a reference: one more hit is one error fewer).
+  about lengths than about quality: the analysis' validity tables compare only rates and
+  scores with people. Between two outputs of the same reference (a learned pairwise proxy's
+  feature) a count does compare, so it still has a direction: an error count is lower-better
+  and a hit count higher-better (hits + substitutions + deletions is the reference's length,
+  fixed for a reference: one more hit is one error fewer).
 - Counts of the reference itself (`ref_words`, `ref_chars`, `ref_phonemes`, and H_eval's
   `n_keywords` / `n_nonkeywords`, whose keyword split depends on the reference alone) are the
   same for every system's output of an item: they have no direction (None) and nothing

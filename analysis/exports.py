@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from annotation.models import JudgmentRevision
 from evalstudy.audit import SYSTEM, audit_export
@@ -18,8 +16,10 @@ from kit.csvsafe import SafeDictWriter, plain_cell
 
 from .models import AnalysisRun
 from .selectors import JudgmentFilter, _rater_labels, judgments_tidy
-from .stats import spans
 from .stats.flatten import COLUMNS, statistics_rows
+
+if TYPE_CHECKING:  # pandas loads with the tables (1-2 s), not with every page
+    import pandas as pd
 
 REPORT_FORMATS = ("html", "pdf", "json", "stats_csv")
 JUDGMENT_FORMATS = ("csv", "jsonl", "parquet")
@@ -102,6 +102,8 @@ def judgments_browse_export(*, study: Study, judgments: Any, filters: dict[str, 
 def _browse_frame(study: Study, judgments: Any) -> pd.DataFrame:
     """BROWSE_COLUMNS of `judgments`, in a fixed number of queries (rows, revisions, raters,
     and the outputs of tuple slots when there are any)."""
+    import pandas as pd
+
     rows = list(judgments.order_by("submitted_at", "id").values_list(
         "id", "rater_id", "rater__kind", "slot__assignment_id", "slot_id", "slot__kind",
         "slot__position", "slot__output__item__external_id", "slot__calibration_item__key",
@@ -147,6 +149,10 @@ def spans_export(*, study: Study, filters: JudgmentFilter, fmt: str, file: str =
     Audited as "export" (what: spans)."""
     if fmt not in JUDGMENT_FORMATS:
         raise ValueError(f"span format {fmt!r}: one of {', '.join(JUDGMENT_FORMATS)}")
+    import pandas as pd
+
+    from .stats import spans  # its agreement statistics import scipy: loaded when exporting
+
     judgments = judgments_tidy(study, filters)
     judgments = judgments[judgments["criterion_kind"] == "span"]
     parts = []

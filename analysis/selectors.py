@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from annotation.models import Judgment, ListeningLog
 from evalstudy.models import AssignmentSlot, Enrollment, ItemMedia, Output, Rater, Study
+
+if TYPE_CHECKING:  # pandas loads with the tables (1-2 s), not with every page
+    import pandas as pd
 
 JUDGMENT_COLUMNS = (
     "judgment", "rater", "rater_kind", "is_human", "seat", "slot", "slot_kind", "output",
@@ -68,6 +69,8 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
     `output`/`output_b` are output ids. The analysis keys raters and units on these integers
     (factorising a million integers is several times faster than a million names, and two
     raters sharing a display name stay apart)."""
+    import pandas as pd
+
     filters = filters or JudgmentFilter()
     kinds = [AssignmentSlot.Kind.TARGET]
     if filters.include_calibration:
@@ -233,6 +236,8 @@ def _rater_labels(names: dict[int, str]) -> dict[int, str]:
 def metric_scores(study: Study) -> pd.DataFrame:
     """One row per output with item, system and every stored metric value (newest config per
     metric), for comparing metrics with human judgments."""
+    import pandas as pd
+
     from metrics.models import MetricResult
     from metrics.selectors import latest_configs
 
@@ -403,6 +408,8 @@ def _learned_exclusions(learned: Any, study: Study, outputs: dict[int, str],
 def vote_counts(study: Study) -> pd.DataFrame:
     """Aggregated judgments (`annotation.models.VoteCount`): one row per unit and answer with
     the number of people who gave it. No rater column: they are counts, not raters."""
+    import pandas as pd
+
     from annotation.models import VoteCount
 
     records = list(VoteCount.objects.filter(study=study).values_list(

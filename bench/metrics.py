@@ -339,7 +339,7 @@ class Suite:
 
         return [
             registry.build(name, {"model_path": self.model_path}
-                           if registry.SCORERS[name].needs_encoder else {})
+                           if registry.spec(name).needs_encoder else {})
             for name in names
         ]
 

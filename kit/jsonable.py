@@ -4,11 +4,11 @@ stored in JSONFields and served by the API, which take neither dataclasses nor n
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 
 def to_jsonable(value: Any) -> Any:
@@ -19,7 +19,10 @@ def to_jsonable(value: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
         return [to_jsonable(v) for v in value]
-    if isinstance(value, pd.DataFrame):
+    # A DataFrame exists only once pandas is loaded: looked up, not imported (importing it
+    # would cost every process that stores a result 1-2 s, pandas or not).
+    pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(value, pd.DataFrame):
         return to_jsonable(value.to_dict(orient="records"))
     if isinstance(value, np.generic):
         value = value.item()

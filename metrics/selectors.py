@@ -11,20 +11,19 @@ from evalstudy.models import Study
 from kit.csvsafe import SafeDictWriter
 
 from .models import MetricConfig, MetricResult
+from .scorers import registry
 
-# How each metric reads, in the order the pages show them (WER first: the headline of an ASR
-# study). Restated from the scorer classes' `direction` so that a page does not import the
-# model-backed scorers (and torch); tests/metrics/test_metrics_page.py checks they agree.
-METRIC_DIRECTIONS: dict[str, str] = {
-    "wer": "lower", "cer": "lower", "per": "lower", "bleu": "higher", "chrf": "higher",
-    "rouge": "higher", "bertscore": "higher", "semantic_distance": "lower",
-    "embedding_cosine": "higher", "heval": "lower",
-}
+
+def metric_direction(name: str) -> str:
+    """"lower" or "higher" (which way metric `name`'s headline is better), or "" for a metric
+    no scorer has (a result stored under a name since removed: shown without an arrow)."""
+    found = registry.SPECS.get(name)
+    return found.direction if found is not None else ""
 
 
 def metrics_in_display_order(names: Iterable[str]) -> list[str]:
-    """WER, CER, PER, then the others as in METRIC_DIRECTIONS; unknown names last, by name."""
-    order = {name: i for i, name in enumerate(METRIC_DIRECTIONS)}
+    """WER, CER, PER, then the others in the registry's order; unknown names last, by name."""
+    order = {name: i for i, name in enumerate(registry.SPECS)}
     return sorted(set(names), key=lambda name: (order.get(name, len(order)), name))
 
 
@@ -71,9 +70,10 @@ def system_summaries(study: Study, configs: dict[str, MetricConfig],
         scored = [s for s in rows.values() if s.means.get(metric) is not None]
         if len(scored) < 2:
             continue
-        if metric not in METRIC_DIRECTIONS:
+        direction = metric_direction(metric)
+        if not direction:
             continue  # a metric of unknown direction gets no "best"
-        pick = min if METRIC_DIRECTIONS[metric] == "lower" else max
+        pick = min if direction == "lower" else max
         best = pick(s.means[metric] for s in scored)
         for s in scored:
             if s.means[metric] == best:

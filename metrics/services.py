@@ -24,18 +24,11 @@ from evalstudy.audit import SYSTEM, actor_user, audit_export, audit_record
 from evalstudy.models import AuditEvent, Output, Study
 
 from .models import MetricConfig, MetricResult, MetricRun
+from .scorers import registry
 from .scorers.base import Pair, Scorer, ScorerUnavailable
 from .scorers.encoder import encoder_resolve
+from .scorers.registry import DEFAULT_METRICS
 from .selectors import metrics_write_csv
-
-DEFAULT_METRICS = ("wer", "cer", "bleu", "chrf", "rouge", "semantic_distance",
-                   "embedding_cosine", "bertscore", "heval")
-
-
-def _registry():
-    from .scorers import registry
-
-    return registry
 
 
 def _resolved(path: str | os.PathLike[str]) -> Path:
@@ -99,12 +92,12 @@ def build_scorer(name: str, params: dict[str, Any], *, study: Study, model_path:
     BERTScore's idf weights come from the study's references: the sentences are passed to the
     scorer, and only their digest enters the parameters (and so the config identity).
     """
-    registry = _registry()
-    cls = registry.SCORERS.get(name)
-    if cls is None:
-        if name in registry.UNAVAILABLE:
-            raise ValidationError(f"metric {name!r} is unavailable: {registry.UNAVAILABLE[name]}")
-        raise ValidationError(f"unknown metric {name!r}; known: {', '.join(registry.SCORERS)}")
+    if name not in registry.SPECS:
+        raise ValidationError(f"unknown metric {name!r}; known: {', '.join(registry.SPECS)}")
+    reason = registry.unavailable_reason(name)
+    if reason is not None:
+        raise ValidationError(f"metric {name!r} is unavailable: {reason}")
+    cls = registry.scorer_class(name)
     params = dict(params)
     if cls.needs_encoder:
         model_dir_check(model_path)
@@ -157,11 +150,10 @@ def _with_study_language(params: dict[str, dict[str, Any]], metrics: Sequence[st
 
     Filled in when the run starts and stored with the run, so every batch builds the same
     scorer even if the study's language changes meanwhile."""
-    registry = _registry()
     filled = dict(params)
     for name in metrics:
-        cls = registry.SCORERS.get(name)
-        param = getattr(cls, "study_language_param", None)
+        found = registry.SPECS.get(name)
+        param = found.study_language_param if found is not None else None
         given = filled.get(name, {})
         if param and isinstance(given, dict) and param not in given:
             filled[name] = {**given, param: study.language}
@@ -232,12 +224,11 @@ def metric_run_plan(run: MetricRun) -> list[tuple[str, list[int], list[str]]]:
 
     Model-backed metrics of one batch go together so they share one encoder pass.
     """
-    registry = _registry()
     missing = _missing(run)
     plan = []
     for kind in ("cpu", "gpu"):
         names = [name for name in run.metrics
-                 if registry.SCORERS[name].needs_encoder == (kind == "gpu")]
+                 if registry.spec(name).needs_encoder == (kind == "gpu")]
         todo = sorted({output for name in names for output in missing.get(name, ())})
         size = settings.EVALSTUDY_METRIC_BATCH_SIZE
         for start in range(0, len(todo), size):

@@ -16,13 +16,14 @@ from evalstudy.audit import WEB
 from evalstudy.permissions import EDITOR, VIEWER, study_for
 
 from .models import MetricRun
+from .scorers.registry import DEFAULT_METRICS
 from .selectors import (
-    METRIC_DIRECTIONS,
     latest_configs,
+    metric_direction,
     output_results_page,
     system_summaries,
 )
-from .services import DEFAULT_METRICS, metric_run_start, metrics_export
+from .services import metric_run_start, metrics_export
 
 
 def _study(request: HttpRequest, slug: str, minimum: str = VIEWER):
@@ -38,7 +39,7 @@ def metrics_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "metrics/metrics.html", {
         **_runs_context(study),
         "page": page, "rows": rows, "available": DEFAULT_METRICS,
-        "shown": [(name, METRIC_DIRECTIONS.get(name, "")) for name in shown],
+        "shown": [(name, metric_direction(name)) for name in shown],
         "summaries": system_summaries(study, latest_configs(study), shown),
     })
 

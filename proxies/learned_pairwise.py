@@ -68,15 +68,15 @@ def features_check(study: Study, features: Sequence[str] | None,
     """The features training will read (named ones, else the default ones the study
     stores); ValidationError naming every named feature nothing stores, the metric to
     compute and the command that computes it."""
-    from .learned.pairwise import DEFAULT_FEATURES, FEATURE_METRICS
+    from .learned.pairwise import DEFAULT_FEATURES, feature_metric
 
     values = stored_values(study) if values is None else values
     stored = {name for row in values.values() for name in row}
     wanted = list(features) if features else list(DEFAULT_FEATURES)
     missing = [name for name in wanted if name not in stored]
     if features and missing or not features and len(missing) == len(wanted):
-        metrics = sorted({FEATURE_METRICS.get(name, name) for name in missing})
-        named = ", ".join(f"{name} (metric {FEATURE_METRICS.get(name, name)})"
+        metrics = sorted({feature_metric(name) for name in missing})
+        named = ", ".join(f"{name} (metric {feature_metric(name)})"
                           for name in missing)
         raise ValidationError(
             f"params: features: the pairwise proxy reads the study's stored metric results "

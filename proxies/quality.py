@@ -18,16 +18,19 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-import pandas as pd
-from scipy import stats
 
 from kit.estimate import Estimate
+
+# pandas and scipy.stats are imported by the functions that use them (1-3 s each), not with
+# this module: the proxies' API and pages import it at start and compute with it rarely.
 
 
 def scores_and_labels(
     scores: Sequence[float], labels: Sequence, higher_is_positive: bool
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Oriented float scores and boolean labels with incomplete pairs dropped."""
+    import pandas as pd
+
     s = pd.to_numeric(pd.Series(list(scores), dtype=object), errors="raise").astype(float)
     y = pd.Series(list(labels), dtype=object)
     if len(s) != len(y):
@@ -65,6 +68,8 @@ def delong_components(pos: np.ndarray, neg: np.ndarray) -> tuple[float, np.ndarr
     v10[i]: share of negatives scored below positive i (ties count 1/2);
     v01[j]: share of positives scored above negative j (ties count 1/2).
     """
+    from scipy import stats
+
     m, n = pos.size, neg.size
     rank_all = stats.rankdata(np.concatenate([pos, neg]))
     rank_pos = stats.rankdata(pos)
@@ -86,6 +91,8 @@ def delong_variance(scores: np.ndarray, labels: np.ndarray) -> tuple[float, floa
 
 
 def _rank_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    from scipy import stats
+
     m = int(labels.sum())
     n = labels.size - m
     ranks = stats.rankdata(scores)
@@ -130,6 +137,8 @@ def auc_with_ci(
             low = high = None
             label += " (undefined: fewer than 2 cases in a class)"
         else:
+            from scipy import stats
+
             _, variance = delong_variance(s, y)
             half = float(stats.norm.ppf(1 - tail) * np.sqrt(variance))
             low, high = max(0.0, point - half), min(1.0, point + half)
@@ -228,6 +237,8 @@ def latte_score(predictions: Sequence, *, threshold: float | None = None) -> flo
     an example counts as preserved when P(yes) >= threshold. Missing predictions are left out
     of both counts; NaN when none remain.
     """
+    import pandas as pd
+
     values = pd.to_numeric(pd.Series(list(predictions), dtype=object), errors="raise")
     values = values.dropna().astype(float)
     if values.empty:

@@ -16,8 +16,16 @@ PDF_APT_PACKAGES="libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core"
 say() { printf '\033[1m[install]\033[0m %s\n' "$*"; }
 
 # --- R (ordinal::clmm and lme4::glmer fit the models, in an Rscript worker process) ---------
-if ! command -v Rscript >/dev/null 2>&1 \
-   || ! Rscript -e 'library(ordinal); library(lme4); library(jsonlite); library(blme); library(brglm2)' >/dev/null 2>&1; then
+# Loading the packages to see that they are there takes R seconds (tens on a busy machine), on
+# every `make run`: once they have loaded, a stamp says so and later runs only look for Rscript.
+R_STAMP=".venv/.installed.r-packages"
+r_ready() {
+  command -v Rscript >/dev/null 2>&1 || return 1
+  [ -f "$R_STAMP" ] && return 0
+  Rscript -e 'library(ordinal); library(lme4); library(jsonlite); library(blme); library(brglm2)' >/dev/null 2>&1 || return 1
+  if [ -d .venv ]; then touch "$R_STAMP"; fi
+}
+if ! r_ready; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     say "installing R and its model packages with apt-get (about 90 s, once)"
     export DEBIAN_FRONTEND=noninteractive

@@ -13,8 +13,10 @@ PY=.venv/bin/python
 
 echo "[run] database: ${DATABASE_URL:-embedded SQLite (var/evalstudy.sqlite3)}"
 echo "[run] broker:   ${CELERY_BROKER_URL:-embedded filesystem broker (var/broker)}"
-$PY manage.py migrate --noinput -v 0
-$PY manage.py demo_setup
+# One Django start for both setup steps, which runs the system checks once: the web server
+# below skips them (the same code, checked a moment ago), so a restart with nothing to migrate
+# pays two starts before the server answers (this one and the server's), not four.
+$PY manage.py demo_setup --migrate
 
 pids=()
 stop() {
@@ -28,7 +30,7 @@ trap stop INT TERM EXIT
 .venv/bin/celery -A config worker --beat -Q default,cpu,gpu,llm --concurrency 2 \
   --loglevel INFO --schedule var/celerybeat-schedule &
 pids+=($!)
-$PY manage.py runserver "$HOST:$PORT" --noreload &
+$PY manage.py runserver "$HOST:$PORT" --noreload --skip-checks &
 pids+=($!)
 echo "[run] open $SITE_URL/ (Ctrl-C stops the web server and the worker)"
 # Stop everything as soon as either process dies.

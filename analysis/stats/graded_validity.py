@@ -68,9 +68,8 @@ def ceiling(humans: pd.DataFrame, key: str = "rater") -> dict[str, Any]:
 
 
 def graded_validity(rows: pd.DataFrame, votes: pd.DataFrame | None,
-                    metrics: pd.DataFrame | None, criterion: Mapping[str, Any],
-                    lower_is_better: set[str] | frozenset[str], headline: tuple[str, ...],
-                    count_values: frozenset[str]) -> dict[str, Any]:
+                    metrics: pd.DataFrame | None, criterion: Mapping[str, Any]
+                    ) -> dict[str, Any]:
     kind, key = criterion["kind"], criterion["key"]
     humans = rows[rows["is_human"]]
     human = mean_scores(humans, votes)
@@ -83,12 +82,9 @@ def graded_validity(rows: pd.DataFrame, votes: pd.DataFrame | None,
     directions: dict[str, bool] = {}
     if metrics is not None and not metrics.empty:
         indexed = metrics.set_index("output")
-        numeric = [c for c in indexed.columns if c not in ("item", "system")
-                   and c not in count_values and pd.api.types.is_numeric_dtype(indexed[c])]
-        for column in [c for c in headline if c in numeric] + sorted(
-                c for c in numeric if c not in headline):
+        for column, higher in validity.metric_directions(indexed).items():
             scores[column] = indexed[column].reindex(scores.index)
-            directions[column] = column not in lower_is_better
+            directions[column] = higher
     for rater, answers in rows[~rows["is_human"]].groupby("rater"):
         score = pd.to_numeric(answers.set_index("output")["value"], errors="coerce")
         scores[f"rater:{rater}"] = score.groupby(level=0).mean().reindex(scores.index)

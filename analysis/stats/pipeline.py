@@ -28,6 +28,7 @@ import pandas as pd
 
 from evalstudy.criteria import NO_PREFERENCE, binary_label, pairwise_choices
 from kit.jsonable import to_jsonable
+from metrics.scorers import registry
 from proxies.quality import auc_with_ci
 
 from . import agreement, descriptives, kinds, models, validity
@@ -47,11 +48,6 @@ from .votes import (
 ORDINAL_KINDS = ("likert", "severity")
 Weighting = Literal["linear", "quadratic"] | None
 NOMINAL_KINDS = ("binary", "categorical", "pairwise")
-# Metric values where lower means better (more likely meaning preserved).
-LOWER_IS_BETTER = {"wer", "cer", "mer", "wil", "sd", "heval", "nker", "sub_rate", "del_rate",
-                   "ins_rate", "substitutions", "deletions", "insertions", "per"}
-HEADLINE_SCORES = ("wer", "cer", "bleu", "chrf", "rouge1_f", "rougeL_f", "bertscore_f", "sd",
-                   "cosine", "heval")
 # Called with a step's label; an analysis run's callback also takes `advance` (power).
 Progress = Callable[..., None]
 
@@ -585,10 +581,11 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
     orientation: dict[str, bool] = {}
     if metrics is not None and not metrics.empty:
         indexed = metrics.set_index("output")
-        for column in HEADLINE_SCORES:
+        # Each metric's main values (its scorer's declaration, `metrics.scorers.registry`).
+        for column in registry.headline_values():
             if column in indexed.columns:
                 scores[column] = indexed[column].reindex(scores.index)
-                orientation[column] = column not in LOWER_IS_BETTER
+                orientation[column] = registry.higher_is_better(column)
     labelled = majority["majority"].notna()
     evaluated_on = {name: _evaluated_on(scores[name], labelled, frozenset(), None)
                     for name in orientation}
@@ -964,8 +961,7 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
             _section(found, "result", warnings, partial(
                 pairwise_entry if criterion["kind"] == "pairwise" else graded_entry,
                 judgments[judgments["criterion"] == criterion["key"]],
-                votes[votes["criterion"] == criterion["key"]], metrics, criterion,
-                LOWER_IS_BETTER, HEADLINE_SCORES))
+                votes[votes["criterion"] == criterion["key"]], metrics, criterion))
             result["validity"].append(found["result"])
         if criterion["kind"] in ("binary", "severity"):
             progress(f"proxies vs humans on {criterion['key']}")

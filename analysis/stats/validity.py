@@ -28,6 +28,7 @@ import pandas as pd
 from scipy import stats
 
 from kit.estimate import Estimate
+from metrics.scorers import registry
 from proxies.quality import auc_with_ci, delong_components, latte_score, scores_and_labels
 
 # Decisions compare percentages with thresholds; 100 - 100 * 0.2 is 79.99999999999999 in
@@ -38,6 +39,25 @@ DECISION_TOLERANCE = 1e-9
 # --------------------------------------------------------------------------------------------
 # Input handling
 # --------------------------------------------------------------------------------------------
+
+def metric_directions(metrics: pd.DataFrame) -> dict[str, bool]:
+    """The stored metric values among `metrics`' numeric columns that are compared with people
+    over outputs, headline scores first (in the registry's order), then by name; each with
+    True where a higher value is better. Every value's direction is its scorer's declaration
+    (`metrics.scorers.registry`): counts are left out (they grow with the reference's length),
+    and so are values without a direction; a column no scorer declares raises
+    `registry.UnknownValue` rather than being read as higher-better."""
+    numeric = {str(c) for c in metrics.columns if c not in ("output", "item", "system")
+               and pd.api.types.is_numeric_dtype(metrics[c])}
+    headline = registry.headline_values()
+    ordered = [c for c in headline if c in numeric] + sorted(numeric - set(headline))
+    directions = {}
+    for column in ordered:
+        declared = registry.value(column)
+        if not declared.count and declared.direction is not None:
+            directions[column] = declared.direction == "higher"
+    return directions
+
 
 
 def _pairs(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray, int]:

@@ -29,16 +29,9 @@ from annotation.preferences import merge_units, units_from_choices, units_from_v
 from . import agreement, models
 from .agreement.base import Level
 from .pairwise_validity import LOO_RULES, RULES, as_table, pairwise_validity, picks_of_answers
+from .validity import metric_directions
 
 Section = Callable[[dict, str, list[str], Callable[[], Any]], None]
-# Stored values that are counts within a score (an error rate's edits and lengths, H_eval's
-# keywords), not scores of an output: a difference of them says little on its own.
-COUNT_VALUES = frozenset({"substitutions", "deletions", "insertions", "hits", "nker",
-                          "n_keywords", "n_nonkeywords", "wrong_keywords", "wrong_nonkeywords",
-                          "ref_len", "hyp_len", "ref_words", "hyp_words",
-                          *(f"{unit}_{part}" for unit in ("char", "phon") for part in
-                            ("hits", "substitutions", "deletions", "insertions")),
-                          "ref_chars", "hyp_chars", "ref_phonemes", "hyp_phonemes"})
 ORDINAL_KINDS = ("likert", "severity")
 
 
@@ -113,12 +106,12 @@ def expand(votes: pd.DataFrame) -> pd.DataFrame:
 
 
 def pairwise_entry(rows: pd.DataFrame, votes: pd.DataFrame | None,
-                   metrics: pd.DataFrame | None, criterion: Mapping[str, Any],
-                   lower_is_better: set[str] | frozenset[str],
-                   headline: tuple[str, ...]) -> dict[str, Any]:
+                   metrics: pd.DataFrame | None, criterion: Mapping[str, Any]
+                   ) -> dict[str, Any]:
     """The validity entry of a pairwise criterion: every metric (scores per output, their
-    direction by `lower_is_better`) and every proxy rater against the human majority of
-    each pair, with the one-person ceiling (`pairwise_validity`)."""
+    direction as their scorers declare it: `validity.metric_directions`) and every proxy rater
+    against the human majority of each pair, with the one-person ceiling
+    (`pairwise_validity`)."""
     humans = rows[rows["is_human"]]
     parts = []
     if not humans.empty:
@@ -133,12 +126,8 @@ def pairwise_entry(rows: pd.DataFrame, votes: pd.DataFrame | None,
     directions: dict[str, bool] = {}
     if metrics is not None and not metrics.empty:
         scores = metrics.set_index("output")
-        numeric = [c for c in scores.columns if c not in ("item", "system")
-                   and pd.api.types.is_numeric_dtype(scores[c])]
-        ordered = [c for c in headline if c in numeric] + sorted(
-            c for c in numeric if c not in headline)
-        directions = {c: c not in lower_is_better for c in ordered
-                      if c not in COUNT_VALUES and scores[c].notna().any()}
+        directions = {c: higher for c, higher in metric_directions(scores).items()
+                      if scores[c].notna().any()}
     picks = {f"rater:{name}": picks_of_answers(units, answers)
              for name, answers in rows[~rows["is_human"]].groupby("rater")}
     result = pairwise_validity(units, scores, directions, picks)
@@ -154,13 +143,11 @@ def pairwise_entry(rows: pd.DataFrame, votes: pd.DataFrame | None,
 
 
 def graded_entry(rows: pd.DataFrame, votes: pd.DataFrame | None, metrics: pd.DataFrame | None,
-                 criterion: Mapping[str, Any], lower_is_better: set[str] | frozenset[str],
-                 headline: tuple[str, ...]) -> dict[str, Any]:
+                 criterion: Mapping[str, Any]) -> dict[str, Any]:
     """The validity entry of a Likert or slider criterion (`graded_validity`)."""
     from .graded_validity import graded_validity
 
-    return graded_validity(rows, votes, metrics, criterion, lower_is_better, headline,
-                           COUNT_VALUES)
+    return graded_validity(rows, votes, metrics, criterion)
 
 
 def with_counted_votes(judgments: pd.DataFrame, votes: pd.DataFrame, key: str) -> pd.DataFrame:

@@ -33,6 +33,10 @@ thread each is the robust setting there. Unset, the process's own setting is use
 Device: "cuda" when available at run time (model in fp16 there), else "cpu" (fp32). Cached
 tensors always live on the CPU in float32.
 
+Imports: torch is imported by the functions that compute with it (an `Encoder`, the device
+check), never when this module is: resolving, naming and fingerprinting a model directory is
+what the web process does (a metric run's signature), and it must not pay for torch.
+
 Memory: the per-text cache is an LRU bounded by count (`cache_size`, default 10,000 texts);
 `encode` returns the records themselves, so eviction never affects a running computation. Score
 very large jobs in chunks of a few thousand pairs.
@@ -41,6 +45,7 @@ very large jobs in chunks of a few thousand pairs.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import os
 import sys
 import threading
@@ -49,11 +54,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from .heap import heap_settle
+
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_CACHE_SIZE = 10_000
@@ -150,6 +156,8 @@ def configured_threads() -> int | None:
 def resolve_device(device: str | None = None) -> str:
     if device:
         return device
+    import torch
+
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -179,17 +187,16 @@ def display_name(path: str | os.PathLike[str]) -> str:
 def model_signature(model_path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """What results depend on besides the device: model name and file hash, library versions.
 
-    Loads nothing (reads config.json and file sizes). `Encoder.signature()` adds the device and
+    Loads nothing (reads config.json and file sizes) and imports neither library (their
+    installed versions are read from their metadata). `Encoder.signature()` adds the device and
     dtype (`Encoder.runtime()`): fp16 on a GPU moves scores by about 1e-3.
     """
-    import transformers
-
     path = Path(encoder_resolve(model_path=model_path)).resolve()
     return {
         "model": display_name(path),
         "model_sha": model_fingerprint(path),
-        "transformers": transformers.__version__,
-        "torch": torch.__version__.split("+")[0],
+        "transformers": importlib.metadata.version("transformers"),
+        "torch": importlib.metadata.version("torch").split("+")[0],
     }
 
 
@@ -230,6 +237,8 @@ class Encoder:
         """`num_threads`: at most this many torch threads for the encoder's and the scorers'
         tensor work (None: `configured_threads()`, and when that is unset too, torch's own
         setting); see the module doc."""
+        import torch
+
         if num_threads is not None and int(num_threads) < 1:
             raise ValueError(f"num_threads must be at least 1, got {num_threads!r}")
         self.num_threads = int(num_threads) if num_threads is not None else configured_threads()
@@ -257,6 +266,8 @@ class Encoder:
 
         Never raises the process's `torch.get_num_threads()`; restores it afterwards. Holds the
         encoder's lock, since the thread count is process-wide state."""
+        import torch
+
         with self._lock:
             before = torch.get_num_threads()
             bound = before if self.num_threads is None else min(self.num_threads, before)
@@ -425,6 +436,8 @@ class Encoder:
 
         Sorting by token length keeps padding (wasted work) small. The model is asked for the
         intermediate hidden states only when a layer other than the last is kept."""
+        import torch
+
         tokens = self.tokenize(texts)
         n_special = self.n_special
         order = sorted(range(len(texts)), key=lambda i: len(tokens[i][0]))

@@ -73,6 +73,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from metrics.scorers import specs
 from metrics.scorers.base import Pair, Score
 from metrics.scorers.encoder import Encoder
 from metrics.scorers.normalise import Normaliser, coerce_normaliser
@@ -135,13 +136,8 @@ def heval_values(
 
 
 class HevalScorer(EncoderScorer):
-    name = "heval"
+    spec = specs.HEVAL
     version = "1"
-    direction = "lower"
-    outputs = (
-        "heval", "sd", "nker", "n_keywords", "n_nonkeywords", "wrong_keywords",
-        "wrong_nonkeywords",
-    )
 
     def __init__(
         self,

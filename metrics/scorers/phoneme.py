@@ -63,6 +63,7 @@ from typing import Any
 
 import jiwer
 
+from metrics.scorers import specs
 from metrics.scorers.base import Pair, Score, ScorerUnavailable
 from metrics.scorers.heap import fewer_collections
 from metrics.scorers.memo import BatchMemo
@@ -330,19 +331,9 @@ class PhonemeErrorScorer(_TextScorer):
     espeak-ng failing on a batch gives every pair of it Score.error.
     """
 
-    name = "per"
+    spec = specs.PER
     version = "1"
-    direction = "lower"
-    study_language_param = "language"
     libraries = ("jiwer",)
-    outputs = (
-        "per",
-        "phon_hits",
-        "phon_substitutions",
-        "phon_deletions",
-        "phon_insertions",
-        "ref_phonemes",
-    )
 
     def __init__(
         self,

@@ -1,11 +1,16 @@
-"""Metric names -> scorer classes, and `build(name, params)` to make a configured scorer.
+"""Metric names -> their declarations and scorers, and `build(name, params)` to make one.
 
-`SCORERS` holds every scorer that can be built in this process. The text scorers (`text.py`) are
-always there. The model-backed scorers live in `semantic.py` and `heval.py`; if one of them
-cannot be imported (the module is missing, incomplete, or its libraries are), its name goes to
-`UNAVAILABLE` with the reason instead, and `build()` says so rather than calling it unknown.
-The phoneme error rate (`per`, `phoneme.py`) runs the espeak-ng program: without it, "per" is
-likewise in `UNAVAILABLE` (checked once, when this module is imported).
+One registry, filled one way: every `ScorerSpec` of `metrics.scorers.specs.SPECS`. Reading the
+declarations (`spec`, `value`, `direction`, `headline_values`, `count_values`,
+`metric_direction`, `metric_storing`, `DEFAULT_METRICS`) imports no scorer module, so a page,
+a command or the analysis asks them without loading torch, jiwer or nltk. A scorer's class is
+imported when it is used (`scorer_class`, `build`, `available`): if its module cannot be
+imported (missing, incomplete, or its libraries are) or a program it needs is missing (espeak-ng
+for `per`), the metric is unavailable with the reason, and `build()` says so rather than
+calling it unknown. What was found is remembered for the process (`forget` clears it).
+
+A value name no scorer declares is refused (`UnknownValue`): a reader never guesses that a
+value it does not know is higher-better.
 """
 
 from __future__ import annotations
@@ -13,98 +18,202 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
-from metrics.scorers.base import Scorer, ScorerUnavailable
-from metrics.scorers.phoneme import PhonemeErrorScorer, espeak_unavailable_reason
-from metrics.scorers.text import TEXT_SCORERS
+from metrics.scorers.base import Direction, MetricValue, Scorer, ScorerSpec, ScorerUnavailable
+from metrics.scorers.specs import SPECS as _DECLARED
 
 logger = logging.getLogger(__name__)
 
-# Metrics computed for a study when it names none, in display order.
-DEFAULT_METRICS: tuple[str, ...] = (
-    "wer",
-    "cer",
-    "bleu",
-    "chrf",
-    "rouge",
-    "bertscore",
-    "semantic_distance",
-    "embedding_cosine",
-    "heval",
-)
 
-# Where the model-backed scorers live: written separately from this file, and heavy (torch).
-# Each class is looked up in these modules in order (H_eval lives in its own module, which
-# imports semantic.py, so semantic.py cannot re-export it without an import cycle).
-_MODEL_MODULES: tuple[str, ...] = ("metrics.scorers.semantic", "metrics.scorers.heval")
-# Metric name -> class name.
-_MODEL_CLASSES: dict[str, str] = {
-    "bertscore": "BertScoreScorer",
-    "semantic_distance": "SemanticDistanceScorer",
-    "embedding_cosine": "EmbeddingCosineScorer",
-    "heval": "HevalScorer",
-}
-
-# Metric name -> why it cannot be built here.
-UNAVAILABLE: dict[str, str] = {}
+class UnknownMetric(ValueError):
+    """A metric name no scorer has."""
 
 
-def _model_scorers() -> list[type[Scorer]]:
-    """The model-backed scorer classes that import, recording the others in UNAVAILABLE.
-
-    The imports are guarded because those modules are written separately and may be absent or
-    incomplete (or their model libraries missing): the text metrics must stay usable regardless.
-    """
-    modules: list[Any] = []
-    problems: list[str] = []
-    for module_name in _MODEL_MODULES:
-        try:
-            modules.append(importlib.import_module(module_name))
-        except ImportError as exc:
-            if isinstance(exc, ModuleNotFoundError) and exc.name == module_name:
-                problems.append(f"{module_name} does not exist yet")
-            else:
-                # The module exists but fails to import (e.g. a missing dependency): worth a
-                # warning, since metrics silently disappearing would be hard to notice.
-                problems.append(f"{module_name} failed to import: {exc}")
-                logger.warning("model-backed metrics may be unavailable: %s", problems[-1])
-    classes: list[type[Scorer]] = []
-    for metric, class_name in _MODEL_CLASSES.items():
-        cls = next((getattr(m, class_name) for m in modules if hasattr(m, class_name)), None)
-        if cls is None:
-            reason = f"no class {class_name} in {' or '.join(_MODEL_MODULES)}"
-            UNAVAILABLE[metric] = "; ".join([reason, *problems])
-        else:
-            classes.append(cls)
-    return classes
+class UnknownValue(ValueError):
+    """A stored value's name that no scorer declares."""
 
 
-def _program_scorers() -> list[type[Scorer]]:
-    """The scorers that run an outside program, if the program is here; the others go to
-    UNAVAILABLE with the reason."""
-    reason = espeak_unavailable_reason()
-    if reason is not None:
-        UNAVAILABLE[PhonemeErrorScorer.name] = reason
-        return []
-    return [PhonemeErrorScorer]
-
-
-def _index(classes: list[type[Scorer]]) -> dict[str, type[Scorer]]:
-    index: dict[str, type[Scorer]] = {}
-    for cls in classes:
-        if cls.name in index:
-            raise RuntimeError(
-                f"two scorers are named {cls.name!r}: {index[cls.name].__name__}, {cls.__name__}"
-            )
-        index[cls.name] = cls
+def _index(specs: Iterable[ScorerSpec]) -> dict[str, ScorerSpec]:
+    """Metric name -> spec, refusing two scorers of one name."""
+    index: dict[str, ScorerSpec] = {}
+    for spec in specs:
+        if spec.name in index:
+            raise RuntimeError(f"two scorers are named {spec.name!r}: {index[spec.name].target}, "
+                               f"{spec.target}")
+        index[spec.name] = spec
     return index
 
 
-SCORERS: dict[str, type[Scorer]] = _index(
-    [*TEXT_SCORERS, *_program_scorers(), *_model_scorers()]
-)
+def _values(specs: Iterable[ScorerSpec]) -> dict[str, tuple[MetricValue, str]]:
+    """Value name -> (its declaration, the first metric storing it), refusing a value that two
+    scorers declare differently (one name, one meaning)."""
+    values: dict[str, tuple[MetricValue, str]] = {}
+    for spec in specs:
+        for value in spec.values:
+            known = values.get(value.name)
+            if known is None:
+                values[value.name] = (value, spec.name)
+            elif known[0] != value:
+                raise RuntimeError(f"value {value.name!r} is declared differently by {known[1]} "
+                                   f"({known[0]}) and {spec.name} ({value})")
+    return values
+
+
+# Every scorer, in display order (WER first), and every value any of them stores.
+SPECS: Mapping[str, ScorerSpec] = MappingProxyType(_index(_DECLARED))
+_VALUES: dict[str, tuple[MetricValue, str]] = _values(SPECS.values())
+# Metrics computed for a study when it names none, in display order.
+DEFAULT_METRICS: tuple[str, ...] = tuple(name for name, s in SPECS.items() if s.default)
+
+
+def spec(name: str) -> ScorerSpec:
+    """The declaration of metric `name`; UnknownMetric when no scorer has that name."""
+    found = SPECS.get(name)
+    if found is None:
+        raise UnknownMetric(f"unknown metric '{name}'; known: {', '.join(sorted(SPECS))}")
+    return found
+
+
+def value(name: str) -> MetricValue:
+    """The declaration of the stored value `name` (e.g. "wer", "substitutions", "sd")."""
+    found = _VALUES.get(name)
+    if found is None:
+        raise UnknownValue(
+            f"no metric stores a value named {name!r}, so its direction is unknown; declare it "
+            f"on its scorer's spec (metrics/scorers/specs.py); known: {', '.join(sorted(_VALUES))}")
+    return found[0]
+
+
+def direction(name: str) -> Direction | None:
+    """Which way stored value `name` is better (None: neither); UnknownValue if undeclared."""
+    return value(name).direction
+
+
+def higher_is_better(name: str) -> bool:
+    """True when a higher `name` is better; ValueError for a value without a direction (a
+    reader asking this would otherwise read "no direction" as one of the two)."""
+    found = value(name)
+    if found.direction is None:
+        raise ValueError(f"value {name!r} has no direction (it is a count of the reference)")
+    return found.direction == "higher"
+
+
+def values() -> tuple[MetricValue, ...]:
+    """Every value any scorer stores, each once, in display order."""
+    return tuple(found for found, _ in _VALUES.values())
+
+
+def headline_values() -> tuple[str, ...]:
+    """The headline scores (each metric's main values), in display order."""
+    return tuple(v.name for v in values() if v.headline)
+
+
+def count_values() -> frozenset[str]:
+    """The values that are raw counts (see `MetricValue.count`)."""
+    return frozenset(v.name for v in values() if v.count)
+
+
+def metric_storing(name: str) -> str:
+    """The metric that stores value `name` (the first, for a value two store: "sd" is
+    semantic_distance's); UnknownValue if none does."""
+    value(name)
+    return _VALUES[name][1]
+
+
+def metric_direction(metric: str) -> Direction:
+    """The direction of metric `metric`'s headline value."""
+    return spec(metric).direction
+
+
+# --- the scorer classes, imported when used -----------------------------------------------------
+
+_lock = threading.Lock()
+_classes: dict[str, type[Scorer]] = {}
+# Metric name -> why it cannot be built here.
+_reasons: dict[str, str] = {}
+
+
+def _load(target: str) -> Any:
+    """The object named "module:attribute" (an ImportError or AttributeError propagates)."""
+    module_name, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def _import_problem(module_name: str, exc: ImportError) -> str:
+    if isinstance(exc, ModuleNotFoundError) and exc.name == module_name:
+        return f"{module_name} does not exist"
+    # The module exists but fails to import (e.g. a missing dependency): worth a warning,
+    # since metrics silently disappearing would be hard to notice.
+    problem = f"{module_name} failed to import: {exc}"
+    logger.warning("metrics may be unavailable: %s", problem)
+    return problem
+
+
+def _resolve(found: ScorerSpec) -> None:
+    """Import `found`'s class (and run its requirement check) once, recording the class or
+    the reason it is unavailable."""
+    module_name, _, class_name = found.target.partition(":")
+    try:
+        cls = _load(found.target)
+    except ImportError as exc:
+        _reasons[found.name] = f"{class_name} cannot be loaded: {_import_problem(module_name, exc)}"
+        return
+    except AttributeError:
+        _reasons[found.name] = f"no class {class_name} in {module_name}"
+        return
+    if cls.__dict__.get("spec") is not found:
+        raise RuntimeError(f"{found.target} does not declare spec {found.name!r} (its class must "
+                           f"say `spec = specs.{found.name.upper()}`)")
+    if found.requires is not None:
+        reason = _load(found.requires)()
+        if reason is not None:
+            _reasons[found.name] = reason
+            return
+    _classes[found.name] = cls
+
+
+def _resolved(name: str) -> None:
+    found = spec(name)
+    with _lock:
+        if name not in _classes and name not in _reasons:
+            _resolve(found)
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why metric `name` cannot be built here (a sentence), or None when it can; imports its
+    scorer's module."""
+    _resolved(name)
+    return _reasons.get(name)
+
+
+def scorer_class(name: str) -> type[Scorer]:
+    """The scorer class of metric `name`, imported now. ValueError: "unknown metric 'x'; known:
+    ..." or "metric 'x' is unavailable: <why>"."""
+    reason = unavailable_reason(name)
+    if reason is not None:
+        raise ValueError(f"metric '{name}' is unavailable: {reason}")
+    return _classes[name]
+
+
+def available() -> dict[str, type[Scorer]]:
+    """Every scorer that can be built here, by name (imports every scorer module)."""
+    return {name: _classes[name] for name in SPECS if unavailable_reason(name) is None}
+
+
+def unavailable() -> dict[str, str]:
+    """Metric name -> why it cannot be built here (imports every scorer module)."""
+    return {name: reason for name in SPECS if (reason := unavailable_reason(name)) is not None}
+
+
+def forget() -> None:
+    """Forget which scorers were found (the next use imports and checks again)."""
+    with _lock:
+        _classes.clear()
+        _reasons.clear()
 
 
 def _check_params(name: str, cls: type[Scorer], params: Mapping[str, Any]) -> None:
@@ -134,11 +243,7 @@ def build(name: str, params: Mapping[str, Any] | None = None) -> Scorer:
     missing), for parameters the scorer does not take, and for invalid parameter values (the
     scorers validate them in their constructors).
     """
-    cls = SCORERS.get(name)
-    if cls is None:
-        if name in UNAVAILABLE:
-            raise ValueError(f"metric '{name}' is unavailable: {UNAVAILABLE[name]}")
-        raise ValueError(f"unknown metric '{name}'; known: {', '.join(sorted(SCORERS))}")
+    cls = scorer_class(name)
     if params is None:
         params = {}
     if not isinstance(params, Mapping):

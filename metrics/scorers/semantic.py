@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pad_sequence
 
+from metrics.scorers import specs
 from metrics.scorers.base import Pair, Score, Scorer
 from metrics.scorers.encoder import Encoded, Encoder, get_encoder
 
@@ -45,9 +46,7 @@ def truncation_details(*records: Encoded) -> dict[str, Any]:
 
 class EncoderScorer(Scorer):
     """Base for scorers reading the shared encoder; `model_path` (a local directory) picks the
-    model, None the embedded default (all-MiniLM-L6-v2)."""
-
-    needs_encoder = True
+    model, None the embedded default (all-MiniLM-L6-v2). Their specs say `needs_encoder`."""
 
     def encoder_for(self, encoder: Encoder | None) -> Encoder:
         return encoder if encoder is not None else get_encoder(self.params.get("model_path"))
@@ -117,10 +116,8 @@ class BertScoreScorer(EncoderScorer):
     files), `bert_score_batch_size` (validation only), `model_path`.
     """
 
-    name = "bertscore"
+    spec = specs.BERTSCORE
     version = "1"
-    direction = "higher"
-    outputs = ("bertscore_f", "bertscore_p", "bertscore_r")
 
     def __init__(
         self,
@@ -392,10 +389,8 @@ class _MeanCosineScorer(EncoderScorer):
 class SemanticDistanceScorer(_MeanCosineScorer):
     """SD = 1 - cos(e_ref, e_hyp) of mean-pooled sentence embeddings (HEVAL eq. 1)."""
 
-    name = "semantic_distance"
+    spec = specs.SEMANTIC_DISTANCE
     version = "1"
-    direction = "lower"
-    outputs = ("sd",)
 
     def _value(self, cosine: float) -> dict[str, float]:
         return {"sd": 1.0 - cosine}
@@ -404,10 +399,8 @@ class SemanticDistanceScorer(_MeanCosineScorer):
 class EmbeddingCosineScorer(_MeanCosineScorer):
     """cos(e_ref, e_hyp): LATTE's sentence-embedding similarity baseline."""
 
-    name = "embedding_cosine"
+    spec = specs.EMBEDDING_COSINE
     version = "1"
-    direction = "higher"
-    outputs = ("cosine",)
 
     def _value(self, cosine: float) -> dict[str, float]:
         return {"cosine": cosine}

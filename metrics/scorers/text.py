@@ -32,6 +32,7 @@ from nltk.stem import porter
 from rouge_score import rouge_scorer, tokenize, tokenizers
 from sacrebleu.metrics import BLEU, CHRF
 
+from metrics.scorers import specs
 from metrics.scorers.base import Pair, Score, Scorer
 from metrics.scorers.heap import fewer_collections
 from metrics.scorers.memo import memoised
@@ -110,7 +111,6 @@ class _NormalisedErrorRate(_TextScorer):
     """Shared constructor/signature for the jiwer scorers, which always normalise."""
 
     libraries = ("jiwer",)
-    direction = "lower"
 
     def __init__(self, *, normaliser: Normaliser | Mapping[str, Any] | None = None):
         """`normaliser`: a Normaliser, its `to_dict()`, or None for `Normaliser()`."""
@@ -139,23 +139,8 @@ class WordErrorScorer(_NormalisedErrorRate):
     - empty hypothesis, non-empty reference: every reference word is a deletion, wer 1.0.
     """
 
-    name = "wer"
+    spec = specs.WER
     version = "1"
-    outputs = (
-        "wer",
-        "mer",
-        "wil",
-        "wip",
-        "hits",
-        "substitutions",
-        "deletions",
-        "insertions",
-        "sub_rate",
-        "del_rate",
-        "ins_rate",
-        "word_acc",
-        "ref_words",
-    )
 
     def _score_pair(self, reference: str, hypothesis: str) -> Score:
         ref = self.normaliser(reference)
@@ -222,16 +207,8 @@ class CharErrorScorer(_NormalisedErrorRate):
     hypothesis -> all deletions, cer 1.0.
     """
 
-    name = "cer"
+    spec = specs.CER
     version = "1"
-    outputs = (
-        "cer",
-        "char_hits",
-        "char_substitutions",
-        "char_deletions",
-        "char_insertions",
-        "ref_chars",
-    )
 
     def _score_pair(self, reference: str, hypothesis: str) -> Score:
         ref = self.normaliser(reference)
@@ -329,7 +306,6 @@ class _SacrebleuScorer(_TextScorer):
     """
 
     libraries = ("sacrebleu",)
-    direction = "higher"
     _perfect: ClassVar[float] = 100.0
     normaliser: Normaliser | None
     _scorer: BLEU | CHRF  # built once in __init__, reused for every pair
@@ -381,9 +357,8 @@ class BleuScorer(_SacrebleuScorer):
     "bp", "sys_len", "ref_len".
     """
 
-    name = "bleu"
+    spec = specs.BLEU
     version = "1"
-    outputs = ("bleu",)
 
     def __init__(
         self, *, normalise: bool | Normaliser | Mapping[str, Any] = False, tokenize: str = "13a"
@@ -420,9 +395,8 @@ class ChrfScorer(_SacrebleuScorer):
     both empty -> 100; only one empty -> 0 (sacrebleu's value).
     """
 
-    name = "chrf"
+    spec = specs.CHRF
     version = "1"
-    outputs = ("chrf",)
 
     def __init__(
         self, *, word_order: int = 0, normalise: bool | Normaliser | Mapping[str, Any] = False
@@ -497,20 +471,8 @@ class RougeScorer(_TextScorer):
     every value 0.0 (rouge-score's value).
     """
 
-    name = "rouge"
+    spec = specs.ROUGE
     version = "1"
-    direction = "higher"
-    outputs = (
-        "rouge1_f",
-        "rouge2_f",
-        "rougeL_f",
-        "rouge1_p",
-        "rouge1_r",
-        "rouge2_p",
-        "rouge2_r",
-        "rougeL_p",
-        "rougeL_r",
-    )
 
     def __init__(
         self, *, use_stemmer: bool = True, normalise: bool | Normaliser | Mapping[str, Any] = False
@@ -602,11 +564,3 @@ class _MemoStemmer:
     def stem(self, word: str) -> str:
         return _porter_stem(word)
 
-
-TEXT_SCORERS: tuple[type[Scorer], ...] = (
-    WordErrorScorer,
-    CharErrorScorer,
-    BleuScorer,
-    ChrfScorer,
-    RougeScorer,
-)

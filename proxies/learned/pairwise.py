@@ -45,24 +45,16 @@ from typing import Any, ClassVar
 import numpy as np
 
 from annotation.preferences import majority as human_majority
+from metrics.scorers import registry
 from proxies.learned.base import Proxy, TrainingReport, library_versions, read_model_file
 from proxies.learned.data import Example
 
 MODEL_FILE = "pairwise.json"
 OUT_OF_FOLD_FILE = "out_of_fold.json"
 
-# Feature (a stored value's name) -> the metric that stores it (what to compute when missing).
-FEATURE_METRICS: dict[str, str] = {
-    "wer": "wer", "sub_rate": "wer", "del_rate": "wer", "ins_rate": "wer", "mer": "wer",
-    "wil": "wer", "cer": "cer", "per": "per", "bertscore_f": "bertscore",
-    "sd": "semantic_distance", "heval": "heval", "cosine": "embedding_cosine",
-    "bleu": "bleu", "chrf": "chrf", "rouge1_f": "rouge", "rougeL_f": "rouge",
-}
 # The features used when none are named: those of these the study has computed.
 DEFAULT_FEATURES = ("wer", "sub_rate", "del_rate", "ins_rate", "cer", "per", "bertscore_f",
                     "sd", "heval")
-LOWER_IS_BETTER = frozenset({"wer", "sub_rate", "del_rate", "ins_rate", "mer", "wil", "cer",
-                             "per", "sd", "heval"})
 STRATA = (("unanimous", 1.0), ("agreement >= 70%", 0.7), ("all", 0.0))
 RULES = ("ties_wrong", "ties_excluded")
 N_BOOT = 2000
@@ -136,9 +128,19 @@ def missing_features(pairs: Sequence[PairExample], names: Iterable[str]) -> list
     return missing
 
 
+def feature_metric(name: str) -> str:
+    """The metric that stores feature `name` (what to compute when it is missing), as its
+    scorer declares it; a name no metric stores is named as given (the message then says that
+    metric is unknown when it is computed)."""
+    try:
+        return registry.metric_storing(name)
+    except registry.UnknownValue:
+        return name
+
+
 def missing_message(missing: Sequence[str]) -> str:
-    metrics = sorted({FEATURE_METRICS.get(name, name) for name in missing})
-    named = ", ".join(f"{name} (metric {FEATURE_METRICS.get(name, name)})" for name in missing)
+    metrics = sorted({feature_metric(name) for name in missing})
+    named = ", ".join(f"{name} (metric {feature_metric(name)})" for name in missing)
     return (f"no stored metric results for feature(s) {named}: compute "
             f"{', '.join(metrics)} on the study first (compute_metrics --metrics "
             f"{' '.join(metrics)}); the pairwise proxy reads stored results and computes "
@@ -434,13 +436,17 @@ def _folds(groups: np.ndarray, n_folds: int, seed: int) -> np.ndarray:
 def _feature_baselines(pairs: Sequence[PairExample], names: Sequence[str], a: np.ndarray,
                        b: np.ndarray, tie: np.ndarray, groups: np.ndarray,
                        n_boot: int) -> dict[str, Any]:
-    """Each feature alone on the same units (the better value preferred; equal: a tie)."""
+    """Each feature alone on the same units (the better value preferred, by the direction its
+    scorer declares; equal: a tie). A value without a direction (a count of the reference,
+    equal within a pair) has no baseline; a name no scorer declares raises
+    `registry.UnknownValue`."""
     out = {}
     x = differences(pairs, names)
     for j, name in enumerate(names):
-        if name not in LOWER_IS_BETTER and name not in FEATURE_METRICS:
-            continue  # direction unknown
-        sign = -1.0 if name in LOWER_IS_BETTER else 1.0
+        direction = registry.direction(name)
+        if direction is None:
+            continue
+        sign = -1.0 if direction == "lower" else 1.0
         picks = np.where(np.isfinite(x[:, j]), np.sign(x[:, j]) * sign, np.nan)
         found = preference_accuracy(picks, a, b, tie, groups, n_boot=n_boot)
         out[name] = {rule: found[rule]["all"] for rule in RULES}
@@ -557,7 +563,7 @@ def train_pairwise(pairs: Sequence[PairExample], *, params: Mapping[str, Any] | 
                                                  for f in report_cv["per_fold"]]})
     if left_out:
         report_cv["features_left_out"] = {
-            name: f"no stored value (metric {FEATURE_METRICS.get(name, name)} not computed)"
+            name: f"no stored value (metric {feature_metric(name)} not computed)"
             for name in left_out}
     report_cv["features"] = list(proxy.names)
     report_cv["coefficients"] = proxy.coefficients()

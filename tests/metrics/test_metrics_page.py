@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from metrics.scorers import registry
 from metrics.selectors import (
-    METRIC_DIRECTIONS,
     latest_configs,
+    metric_direction,
     metrics_in_display_order,
     system_summaries,
 )
@@ -23,12 +23,15 @@ from tests.metrics.test_metric_runs import asr_study  # noqa: F401  (fixture)
 
 
 def test_the_pages_directions_are_the_scorers_own():
-    for name, cls in registry.SCORERS.items():
-        assert METRIC_DIRECTIONS.get(name) == cls.direction, name
+    for name, cls in registry.available().items():
+        assert metric_direction(name) == cls.direction, name
     # The default metrics show in their own order (optional ones such as per sit among them).
-    shown = [name for name in METRIC_DIRECTIONS if name in registry.DEFAULT_METRICS]
+    order = metrics_in_display_order(registry.SPECS)
+    shown = [name for name in order if name in registry.DEFAULT_METRICS]
     assert shown == list(registry.DEFAULT_METRICS)
-    assert set(registry.SCORERS) | set(registry.UNAVAILABLE) <= set(METRIC_DIRECTIONS)
+    assert set(registry.available()) | set(registry.unavailable()) <= set(order)
+    assert all(metric_direction(name) for name in order)
+    assert metric_direction("zzz") == ""  # a name since removed: no arrow, no "best"
 
 
 def test_wer_comes_first_and_unknown_metrics_last():

@@ -87,7 +87,6 @@ def compute(study, *metrics):
 
 def test_training_stores_out_of_fold_answers_the_analysis_scores_on_every_pair(capsys):
     from analysis.selectors import judgments_tidy, metric_scores, proxy_raters, vote_counts
-    from analysis.stats.pipeline import HEADLINE_SCORES, LOWER_IS_BETTER
     from analysis.stats.votes import pairwise_entry
 
     study = preference_study("pref")
@@ -125,8 +124,7 @@ def test_training_stores_out_of_fold_answers_the_analysis_scores_on_every_pair(c
     info = proxy_raters(study)[str(run.rater)]
     assert not info.get("exclude_scores")
     entry = pairwise_entry(judgments_tidy(study), vote_counts(study)[lambda v: v[
-        "criterion"] == "preference"], metric_scores(study), {"key": "preference"},
-        LOWER_IS_BETTER, HEADLINE_SCORES)
+        "criterion"] == "preference"], metric_scores(study), {"key": "preference"})
     rows = {row["proxy"]: row for row in entry["tables"]["ties_wrong"]}
     mine = rows[f"rater:{run.rater}"]
     assert mine["all"]["n"] == 48

@@ -44,8 +44,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--base-url", default=settings.SITE_URL)
+        parser.add_argument("--migrate", action="store_true",
+                            help="apply the migrations first, in the same process (make run: "
+                                 "one Django start instead of two)")
 
-    def handle(self, *args, base_url, **options):
+    def handle(self, *args, base_url, migrate=False, **options):
+        if migrate:
+            from django.core.management import call_command
+
+            call_command("migrate", interactive=False, verbosity=0)
         base_url = base_url.rstrip("/")
         links: list[tuple[str, str]] = []
         with transaction.atomic():

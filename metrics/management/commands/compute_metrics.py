@@ -6,8 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 from evalstudy.audit import COMMAND
 from evalstudy.management.base import get_study, judge_batches_here, wait_for_run
 from metrics.models import MetricRun
+from metrics.scorers.registry import DEFAULT_METRICS
 from metrics.services import (
-    DEFAULT_METRICS,
     metric_batch_score,
     metric_run_dispatch,
     metric_run_refresh,

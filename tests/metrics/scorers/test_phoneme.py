@@ -88,13 +88,15 @@ def test_missing_espeak_makes_the_metric_unavailable(monkeypatch):
     with pytest.raises(ScorerUnavailable, match="espeak-ng program is not installed"):
         PhonemeErrorScorer(language="fr")
     assert "apt-get install espeak-ng" in phoneme.espeak_unavailable_reason()
-    monkeypatch.setattr(registry, "UNAVAILABLE", {})
-    assert registry._program_scorers() == []
-    assert "espeak-ng" in registry.UNAVAILABLE["per"]
-    monkeypatch.setattr(registry, "SCORERS", {k: v for k, v in registry.SCORERS.items()
-                                              if k != "per"})
-    with pytest.raises(ValueError, match="metric 'per' is unavailable: the espeak-ng program"):
-        registry.build("per", {"language": "fr"})
+    registry.forget()  # found again without espeak-ng, and again after the test
+    try:
+        assert "per" not in registry.available()
+        assert "espeak-ng" in registry.unavailable()["per"]
+        with pytest.raises(ValueError,
+                           match="metric 'per' is unavailable: the espeak-ng program"):
+            registry.build("per", {"language": "fr"})
+    finally:
+        registry.forget()
 
 
 def test_a_program_that_is_not_espeak_is_unavailable(monkeypatch, tmp_path):
@@ -110,7 +112,7 @@ def test_a_program_that_is_not_espeak_is_unavailable(monkeypatch, tmp_path):
 
 @needs_espeak
 def test_registered_like_wer_and_cer():
-    assert registry.SCORERS["per"] is PhonemeErrorScorer
+    assert registry.scorer_class("per") is PhonemeErrorScorer
     scorer = registry.build("per", {"language": "fr", "normaliser": "raw"})
     assert scorer.direction == "lower" and scorer.outputs[0] == "per"
     assert scorer.normaliser == Normaliser.preset("raw")

@@ -12,11 +12,10 @@ from hypothesis import strategies as st
 from sacrebleu import corpus_bleu
 from sacrebleu.metrics import CHRF
 
-from metrics.scorers import registry
+from metrics.scorers import registry, specs
 from metrics.scorers.base import Pair, Score, Scorer
 from metrics.scorers.normalise import Normaliser
 from metrics.scorers.text import (
-    TEXT_SCORERS,
     BleuScorer,
     CharErrorScorer,
     ChrfScorer,
@@ -25,6 +24,8 @@ from metrics.scorers.text import (
     corpus_cer,
     corpus_wer,
 )
+
+TEXT_SCORERS = (WordErrorScorer, CharErrorScorer, BleuScorer, ChrfScorer, RougeScorer)
 
 
 def one(scorer: Scorer, reference: str, hypothesis: str) -> Score:
@@ -451,15 +452,16 @@ def test_error_rate_signature_names_jiwer_and_the_normaliser(cls):
 
 def test_registry_holds_the_text_scorers():
     for cls in TEXT_SCORERS:
-        assert registry.SCORERS[cls.name] is cls
-    for name, cls in registry.SCORERS.items():
+        assert registry.scorer_class(cls.name) is cls
+    for name, cls in registry.available().items():
         assert cls.name == name
 
 
 def test_default_metrics_are_all_known():
     assert registry.DEFAULT_METRICS[:5] == ("wer", "cer", "bleu", "chrf", "rouge")
+    available, unavailable = registry.available(), registry.unavailable()
     for name in registry.DEFAULT_METRICS:
-        assert name in registry.SCORERS or name in registry.UNAVAILABLE
+        assert name in available or name in unavailable
 
 
 def test_build():
@@ -490,34 +492,41 @@ def test_build_rejects_unknown_parameters_and_bad_values():
 def test_registry_finds_the_model_scorers_that_exist():
     # Whatever state semantic.py / heval.py are in, every model metric is either buildable or
     # has a reason.
+    available, unavailable = registry.available(), registry.unavailable()
     for name in ("bertscore", "semantic_distance", "embedding_cosine", "heval"):
-        assert (name in registry.SCORERS) != (name in registry.UNAVAILABLE)
+        assert (name in available) != (name in unavailable)
 
 
-def test_missing_model_modules_make_their_metrics_unavailable(monkeypatch):
+MODEL_METRICS = {"bertscore", "semantic_distance", "embedding_cosine", "heval"}
+
+
+@pytest.fixture
+def forgetful_registry():
+    """The registry finds its scorers again in the test, and again after it."""
+    registry.forget()
+    yield registry
+    registry.forget()
+
+
+def test_missing_model_modules_make_their_metrics_unavailable(monkeypatch, forgetful_registry):
+    real_import = registry.importlib.import_module
+
     def fail(name):
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        if name in ("metrics.scorers.semantic", "metrics.scorers.heval"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name)
 
-    monkeypatch.setattr(registry, "UNAVAILABLE", {})
     monkeypatch.setattr(registry.importlib, "import_module", fail)
-    assert registry._model_scorers() == []
-    assert set(registry.UNAVAILABLE) == {
-        "bertscore",
-        "semantic_distance",
-        "embedding_cosine",
-        "heval",
-    }
-    monkeypatch.setattr(registry, "SCORERS", {"wer": WordErrorScorer})
+    assert MODEL_METRICS.isdisjoint(registry.available())
+    assert set(registry.unavailable()) & MODEL_METRICS == MODEL_METRICS
     with pytest.raises(ValueError, match="metric 'bertscore' is unavailable"):
         registry.build("bertscore")
 
 
-def test_partial_model_modules(monkeypatch):
+def test_partial_model_modules(monkeypatch, forgetful_registry):
     class FakeBertScore(Scorer):
-        name = "bertscore"
+        spec = specs.BERTSCORE
         version = "0"
-        direction = "higher"
-        outputs = ("bertscore_f",)
 
         def score(self, pairs, *, encoder=None):
             return [Score() for _ in pairs]
@@ -525,26 +534,27 @@ def test_partial_model_modules(monkeypatch):
     class FakeModule:
         BertScoreScorer = FakeBertScore
 
-    monkeypatch.setattr(registry, "UNAVAILABLE", {})
+    real_import = registry.importlib.import_module
 
     def import_module(name):
         if name == "metrics.scorers.semantic":
             return FakeModule
-        raise ImportError("No module named 'torch'")
+        if name == "metrics.scorers.heval":
+            raise ImportError("No module named 'torch'")
+        return real_import(name)
 
     monkeypatch.setattr(registry.importlib, "import_module", import_module)
-    assert registry._model_scorers() == [FakeBertScore]
-    assert "HevalScorer" in registry.UNAVAILABLE["heval"]
+    assert registry.scorer_class("bertscore") is FakeBertScore
+    assert MODEL_METRICS & set(registry.available()) == {"bertscore"}
+    unavailable = registry.unavailable()
+    assert "HevalScorer" in unavailable["heval"]
     assert (
         "metrics.scorers.heval failed to import: No module named 'torch'"
-        in (registry.UNAVAILABLE["heval"])
+        in (unavailable["heval"])
     )
-    assert "bertscore" not in registry.UNAVAILABLE
+    assert "bertscore" not in unavailable
 
 
 def test_duplicate_names_are_refused():
-    class Twin(WordErrorScorer):
-        pass
-
     with pytest.raises(RuntimeError, match="two scorers"):
-        registry._index([WordErrorScorer, Twin])
+        registry._index([specs.WER, specs.WER])

@@ -208,3 +208,24 @@ def test_artifact_round_trip_keeps_the_model_and_the_out_of_fold_predictions(
     table = loaded.proxy.out_of_fold_table()
     first = loaded.proxy.out_of_fold[0]
     assert table[(first["output_b"], first["output"])] == pytest.approx(1 - first["p_a"])
+
+
+def test_an_error_count_and_nker_alone_prefer_the_output_with_fewer_errors():
+    """Each feature alone reads the direction its scorer declares. Before, this module's own
+    lower-is-better list lacked `substitutions` (and `nker`, `deletions`, `insertions`), so
+    those features got no baseline at all ("direction unknown")."""
+    rng = np.random.default_rng(3)
+    pairs = []
+    for reference in range(40):
+        values = [{"substitutions": float(errors), "nker": errors / 10}
+                  for errors in rng.choice(10, size=2, replace=False)]
+        fewer_a = values[0]["substitutions"] < values[1]["substitutions"]
+        pairs.append(PairExample(output=2 * reference, output_b=2 * reference + 1,
+                                 group=f"ref {reference}", features_a=values[0],
+                                 features_b=values[1], a=5 if fewer_a else 0,
+                                 b=0 if fewer_a else 5, tie=0))
+    trained = train_pairwise(pairs, params={"features": ["substitutions", "nker"]}, seed=0,
+                             n_boot=0)
+    alone = trained.metrics["features_alone"]
+    for name in ("substitutions", "nker"):
+        assert alone[name]["ties_excluded"]["accuracy"] == 1.0, name

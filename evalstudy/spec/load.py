@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -53,6 +54,10 @@ class _CheckedComposer(yaml.composer.Composer):
     """
 
     limits: SpecLimits
+    # The parser's event methods, which this composer reads as a mixin of the loader below
+    # (PyYAML's stubs declare them on the Parser, not on the Composer).
+    check_event: Callable[..., bool]
+    peek_event: Callable[[], Any]
 
     def _start_counting(self, limits: SpecLimits) -> None:
         self.limits = limits
@@ -78,7 +83,7 @@ class _CheckedComposer(yaml.composer.Composer):
                 f"nested deeper than {self.limits.max_depth} levels of lists and mappings "
                 "(EVALSTUDY_SPEC_MAX_DEPTH; aliases count as what they repeat)"), mark)
 
-    def compose_node(self, parent: Any, index: Any) -> yaml.Node:
+    def compose_node(self, parent: Any, index: Any) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             if event.anchor in self.open_anchors:
@@ -102,6 +107,8 @@ class _CheckedComposer(yaml.composer.Composer):
             self.depth += 1
             self._reach(self.depth, event.start_mark)
         node = super().compose_node(parent, index)
+        if node is None:
+            return None
         # Only the line of a mark is ever read: nodes of one line share one start mark, and
         # the end mark is dropped (a tenth of the memory of a large spec).
         node.start_mark = self.line_marks.setdefault(node.start_mark.line, node.start_mark)
@@ -178,9 +185,14 @@ def _construct_seq(loader: _LineConstructor, node: yaml.SequenceNode) -> _Seq:
     return sequence
 
 
-_LineConstructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_map)
-_LineConstructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_seq)
-_LineConstructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG, _construct_str)
+# types-PyYAML types a constructor's loader as the loader class it is added to; these take the
+# subclass they are added to, which the stubs' type variable cannot express.
+_LineConstructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _construct_map)  # type: ignore[type-var]
+_LineConstructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+                                 _construct_seq)  # type: ignore[type-var]
+_LineConstructor.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG,
+                                 _construct_str)  # type: ignore[type-var]
 
 
 class _PyLoader(_CheckedComposer, yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser,

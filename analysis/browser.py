@@ -67,8 +67,8 @@ class BrowseForm(forms.Form):
         self.fields["to"] = forms.CharField(required=False, max_length=20, label="To")
         self.fields["rater"].choices = [("", "any")] + [
             (pk, label) for pk, label in rater_choices(study)]
-        self.fields["system"].choices = [("", "any")] + list(
-            study.systems.order_by("name").values_list("id", "name"))
+        self.fields["system"].choices = [
+            ("", "any"), *study.systems.order_by("name").values_list("id", "name")]
         self.fields["criterion"].choices = [("", "any")] + [
             (key, key) for key in study.criteria.order_by("order", "id")
             .values_list("key", flat=True)]

@@ -37,6 +37,7 @@ Rules and why:
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
@@ -99,7 +100,7 @@ def straightlining(values: Sequence[str], *, points: int,
     value, count = Counter(values).most_common(1)[0]
     share = count / len(values)
     longest = run = 1
-    for before, now in zip(values, values[1:], strict=False):
+    for before, now in itertools.pairwise(values):
         run = run + 1 if now == before else 1
         longest = max(longest, run)
     flagged = (points >= STRAIGHT_MIN_POINTS and len(values) >= STRAIGHT_MIN_ANSWERS

@@ -32,8 +32,9 @@ max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", 200)
 # The proxy in front (nginx, traefik, a load balancer) whose X-Forwarded-* headers are trusted.
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 # Heartbeat files in memory: a container's disk can be slow enough to get workers killed.
-worker_tmp_dir = os.environ.get("GUNICORN_WORKER_TMP_DIR", "/dev/shm" if os.path.isdir(
-    "/dev/shm") else None)
+# /dev/shm: gunicorn's advice for its heartbeat files (a tmpfs), not a place for data.
+worker_tmp_dir = os.environ.get("GUNICORN_WORKER_TMP_DIR", "/dev/shm" if os.path.isdir(  # noqa: S108
+    "/dev/shm") else None)  # noqa: S108
 accesslog = os.environ.get("GUNICORN_ACCESS_LOG", "-")
 errorlog = os.environ.get("GUNICORN_ERROR_LOG", "-")
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")

@@ -263,7 +263,7 @@ def media_prepared(items: list[ItemSpec], *, file_name: str, slug: str, whole: b
     requests: list[MediaRequest] = []
     keep: set[tuple[str, str | None]] = set()
     for index, item in enumerate(items):
-        wanted = [(None, item.media)] + sorted(item.output_media.items())
+        wanted = [(None, item.media), *sorted(item.output_media.items())]
         for system, ref in wanted:
             if not ref:
                 continue

@@ -339,7 +339,7 @@ def rater_data_erase(rater: Rater, *, actor: Any = None, source: str = SYSTEM,
                   else pseudonym)
     if user_id is not None:
         AuditEvent.objects.filter(actor_id=user_id).update(actor_repr=f"{pseudonym}-user")
-    changes = {"erased": list(PERSONAL_RATER_FIELDS) + ["platform_session_id", "access_token"],
+    changes = {"erased": [*PERSONAL_RATER_FIELDS, "platform_session_id", "access_token"],
                "user_account": "anonymised and deactivated" if user_id else "none",
                "sessions_ended": sessions, "repeated": already}
     took_part = _studies_of(rater)

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 @functools.cache
 def _select_sql(table: str, quote: Callable[[str], str]) -> str:
-    return (f"SELECT session_data, expire_date FROM {quote(table)} "
+    return (f"SELECT session_data, expire_date FROM {quote(table)} "  # noqa: S608 - a quoted identifier
             "WHERE session_key = %s AND expire_date > %s")
 
 

@@ -74,7 +74,7 @@ def features_check(study: Study, features: Sequence[str] | None,
     stored = {name for row in values.values() for name in row}
     wanted = list(features) if features else list(DEFAULT_FEATURES)
     missing = [name for name in wanted if name not in stored]
-    if features and missing or not features and len(missing) == len(wanted):
+    if (features and missing) or (not features and len(missing) == len(wanted)):
         metrics = sorted({feature_metric(name) for name in missing})
         named = ", ".join(f"{name} (metric {feature_metric(name)})"
                           for name in missing)

@@ -175,7 +175,7 @@ def _handler(fake: FakeProlific):
     return Handler
 
 
-class running_fake:
+class running_fake:  # noqa: N801 - used as a function: with running_fake(...)
     """Context manager: a FakeProlific served on 127.0.0.1 (a free port) in a thread."""
 
     def __init__(self, fake: FakeProlific | None = None) -> None:

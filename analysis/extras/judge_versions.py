@@ -209,12 +209,12 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
                       (version["n_examples"], "num"),
                       (", ".join(version["example_items"]) or "—", "")]
             if not version["raters"]:
-                body.append(common + [("not run yet", ""), ("—", "num"), ("—", "num"),
-                                      ("—", "num")])
+                body.append([*common, ("not run yet", ""), ("—", "num"), ("—", "num"),
+                             ("—", "num")])
             for rater in version["raters"]:
-                body.append(common + [(rater["rater"], ""), (rater["n"], "num"),
-                                      (_interval(rater["accuracy"], True), "num"),
-                                      (_interval(rater["kappa"], False), "num")])
+                body.append([*common, (rater["rater"], ""), (rater["n"], "num"),
+                             (_interval(rater["accuracy"], True), "num"),
+                             (_interval(rater["kappa"], False), "num")])
         blocks.append({
             "title": f"{entry['criterion']}: {entry['method']} judge prompt versions",
             "paragraphs": paragraphs,

@@ -92,16 +92,16 @@ def _slice_tables(v: dict) -> list[tuple[Table, str | None]]:
             smaller = min(first.get("n_pos") or 0, first.get("n_neg") or 0)
             if smaller < MIN_SLICE_CLASS:
                 reason = "one class" if smaller == 0 else f"too few for an AUC ({smaller})"
-                table.rows.append(counts + [reason, "", "", ""])
+                table.rows.append([*counts, reason, "", "", ""])
                 continue
             for index, (name, rows) in enumerate(proxies):
                 row = next((r for r in rows if str(r.get("slice")) == label), None)
                 cells = counts if index == 0 else ["", "", ""]
                 if row is None or row.get("auc") is None:
-                    table.rows.append(cells + [proxy_label(name), DASH, DASH, DASH])
+                    table.rows.append([*cells, proxy_label(name), DASH, DASH, DASH])
                 else:
-                    table.rows.append(cells + [
-                        proxy_label(name), num(row["auc"]),
+                    table.rows.append([
+                        *cells, proxy_label(name), num(row["auc"]),
                         interval(row.get("ci_low"), row.get("ci_high")),
                         pval(row.get("p_adjusted"))])
         table.notes.append(

@@ -23,6 +23,7 @@ integration against published boundaries. Everything here is two-sided and symme
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -109,7 +110,7 @@ def _check_fractions(fractions: Sequence[float]) -> list[float]:
         raise ValueError("at least one look is needed")
     if any(not 0 < t <= 1 for t in out):
         raise ValueError(f"information fractions must be in (0, 1], got {out}")
-    if any(b <= a for a, b in zip(out, out[1:], strict=False)):
+    if any(b <= a for a, b in itertools.pairwise(out)):
         raise ValueError(f"information fractions must increase from look to look, got {out}")
     return out
 

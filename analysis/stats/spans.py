@@ -54,14 +54,14 @@ def span_rows(judgments: pd.DataFrame, weights: Mapping[str, float]) -> pd.DataF
     keys = [c for c in ("judgment", "rater", "rater_kind", "item", "system", "output")
             if c in judgments.columns]
     rows = []
-    for record in judgments[keys + ["value"]].itertuples(index=False, name=None):
+    for record in judgments[[*keys, "value"]].itertuples(index=False, name=None):
         base = dict(zip(keys, record[:-1], strict=True))
         for span in _spans(record[-1]):
             rows.append({**base, "side": span.get("side", "output"), "start": span["start"],
                          "end": span["end"], "category": span["category"],
                          "severity": span["severity"],
                          "weight": float(weights.get(span["severity"], 0.0))})
-    columns = keys + ["side", "start", "end", "category", "severity", "weight"]
+    columns = [*keys, "side", "start", "end", "category", "severity", "weight"]
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -240,7 +240,7 @@ class EnrollmentAdmin(StudyScopedAdmin):
     list_select_related = ("rater", "study")
     # The crowd platform's session id is what resumes a participation (with the participant
     # id): a secret for the study's owner, as entry links are.
-    SECRET = "platform_session_id"
+    SECRET = "platform_session_id"  # noqa: S105 - a field name, not a password
 
     def get_list_display(self, request):
         shown = super().get_list_display(request)

@@ -198,7 +198,7 @@ def _whole_json(text: str, kinds: type | tuple[type, ...]) -> Any:
     """The box's text as one JSON object or list of the field's type, as the JSON text box
     took it before (scripts and old bookmarks post that), else None."""
     text = text.strip()
-    if text[:1] not in ("{", "[") or "\n" in text and not text.endswith(("}", "]")):
+    if text[:1] not in ("{", "[") or ("\n" in text and not text.endswith(("}", "]"))):
         return None
     try:
         value = json.loads(text)

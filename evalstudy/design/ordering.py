@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
+import itertools
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -56,7 +57,7 @@ def _spread_items(cells: list[TargetCell]) -> list[TargetCell]:
     arrangement without repeats exists (one item holds more than half the cells), the most
     frequent other item is taken instead, which gives the fewest possible repeats.
     """
-    if all(a.item != b.item for a, b in zip(cells, cells[1:], strict=False)):
+    if all(a.item != b.item for a, b in itertools.pairwise(cells)):
         return list(cells)  # nothing to repair (always the case when every item is distinct)
     remaining = list(cells)
     counts = Counter(cell.item for cell in remaining)

@@ -142,7 +142,7 @@ def number_to_words(n: int) -> str:
     thousands, rest = divmod(n, 1000)
     words: list[str] = []
     if thousands:
-        words += _below_thousand(thousands) + ["thousand"]
+        words += [*_below_thousand(thousands), "thousand"]
     words += _below_thousand(rest)
     return " ".join(words)
 

@@ -149,7 +149,7 @@ def test_a_users_formula_may_name_the_flag_only_with_the_option(study):
     from django.core.exceptions import ValidationError
 
     formulas = {"usable": "y ~ system + rater.flagged + (1|rater)"}
-    with pytest.raises(ValidationError, match="rater.flagged"):
+    with pytest.raises(ValidationError, match=r"rater.flagged"):
         analysis_run_start(study=study, options={"formulas": formulas}, enqueue=False)
     run = _run(study, {"engine": "statsmodels", "integrity_covariates": True,
                        "formulas": formulas})

@@ -84,7 +84,7 @@ def test_section_shows_agreement_per_version_on_held_out_outputs(judge):
 
 
 def test_validity_scores_a_versioned_judge_on_held_out_outputs_only(judge):
-    study, (v1, _), (v2, run2) = versioned_study(judge)
+    study, (_v1, _), (v2, run2) = versioned_study(judge)
     judgments = judgments_tidy(study)
     options = {"proxy_raters": proxy_raters(study)}
     out = proxy_validity(judgments, {"kind": "binary", "key": "usable"}, None, options, [])
@@ -170,7 +170,7 @@ def test_a_pair_shown_either_way_round_is_one_unit_for_humans_and_judge():
 def test_every_version_is_scored_on_the_units_all_versions_answered(judge):
     from annotation.models import Judgment
 
-    study, (v1, run1), (v2, run2) = versioned_study(judge)
+    study, (_v1, run1), (v2, run2) = versioned_study(judge)
     held_out = sorted(held_out_outputs(v2))
     full = len(held_out)
     # Version 2's run stopped early: it answered 4 held-out outputs fewer.

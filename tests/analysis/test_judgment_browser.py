@@ -152,7 +152,7 @@ def test_a_page_costs_a_bounded_number_of_queries(rated, django_assert_max_num_q
 
 
 def test_downloads_carry_the_filtered_set_in_three_formats(rated):
-    study, owner, ann, bob = rated
+    study, owner, _ann, _bob = rated
     client = _client(owner)
     params = {"criterion": "usable", "kind": "target"}
     expected = _expected(study, lambda j: j.criterion.key == "usable" and j.slot.kind == "target")
@@ -249,7 +249,7 @@ def test_the_exports_block_lists_every_export_on_both_pages(rated):
 
 
 def test_who_may_browse(rated):
-    study, owner, ann, _ = rated
+    study, _owner, ann, _ = rated
     judgment = Judgment.objects.filter(slot__assignment__study=study).first()
     urls = [reverse("analysis:judgments", args=[study.slug]),
             reverse("analysis:judgments_download", args=[study.slug, "csv"]),

@@ -223,7 +223,7 @@ def test_a_degraded_output_checks_slider_raters_with_a_range(db):
             if slot.kind == "attention":
                 slot.refresh_from_db()
                 assert control_slot_passed(slot) is (rater == careful)
-    with pytest.raises(StudyInvalid, match="the range '40..10' is empty"):
+    with pytest.raises(StudyInvalid, match=r"the range '40..10' is empty"):
         draft = make_study(n_items=2, n_systems=2, attention_check_every=1)
         draft.criteria.all().delete()
         CalibrationItem.objects.filter(study=draft).delete()

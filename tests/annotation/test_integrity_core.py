@@ -107,7 +107,7 @@ def test_agreement_with_the_others_majority_leaving_the_rater_out():
 
 
 def test_units_judged_once_are_not_scored():
-    votes = _votes({"a": ["y", "y"]}) + [drift.Vote("b", 0, "y", (0, "b"))]
+    votes = [*_votes({"a": ["y", "y"]}), drift.Vote("b", 0, "y", (0, "b"))]
     assert [s for _o, s in drift.agreement_scores(votes)["a"]] == [1.0]
 
 

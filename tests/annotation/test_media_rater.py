@@ -281,7 +281,7 @@ def test_the_monitor_shows_who_listened(study):
     backdate(slot_id, 10)
     report(client, url, plays="1", intervals="[[0, 1.0]]")
     client.post(f"/s/{study.slug}/slots/{slot_id}/", GOOD, **HX)
-    row = [r for r in study_monitor(study).raters if r.done][0]
+    row = next(r for r in study_monitor(study).raters if r.done)
     assert (row.media_items, row.media_heard_to_end) == (1, 1)
     assert row.median_seconds_listened == pytest.approx(1.0)
     csv_row = next(r for r in progress_rows(study_monitor(study)) if r["media_items"])

@@ -84,7 +84,7 @@ def test_a_study_file_reads_and_writes_allow_both():
     assert spec.criteria[0].allow_both is True
     assert spec.calibration[0].expected == {"preference": "both_good"}
     assert spec_to_document(spec)["criteria"][0]["allow_both"] is True
-    with pytest.raises(SpecInvalid, match="allow_both .* only applies to pairwise"):
+    with pytest.raises(SpecInvalid, match=r"allow_both .* only applies to pairwise"):
         parse_study_spec(SPEC.replace("kind: pairwise", "kind: binary").replace(
             "    allow_tie: true\n", "").replace("expected: {preference: both good}",
                                              "expected: {preference: yes}"), "pair.yaml")

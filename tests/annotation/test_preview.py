@@ -413,7 +413,7 @@ def test_a_step_of_the_walk_reads_its_own_slot_only(db):
     small = make_study(n_items=20, n_systems=3, owner=owner)
     large = make_study(n_items=80, n_systems=3, owner=owner)
     client = _client(owner)
-    small_queries, small_built, small_planned, small_sql = _step(client, small)
+    small_queries, small_built, small_planned, _small_sql = _step(client, small)
     large_queries, large_built, large_planned, large_sql = _step(client, large)
     # The seat's order is planned when the walk starts, not again at each step...
     assert small_planned == large_planned == 0

@@ -61,7 +61,7 @@ def test_a_submission_is_answered_with_the_next_item_in_at_most_six_statements(s
         response = client.post(action, GOOD, **HX)
     assert response.status_code == 200
     html = response.content.decode()
-    next_action, next_id = _form(html)
+    _next_action, next_id = _form(html)
     assert next_id != slot_id and "3 of 5" in html and "<main id=\"main\">" in html
     assert "{#" not in html and "<html" not in html  # the item alone, swapped in place
     assert len(queries) <= MAX_STATEMENTS, [q["sql"][:80] for q in queries]
@@ -202,7 +202,7 @@ def _scenario(slug_suffix: str) -> tuple:
     for step in range(12):
         if "finished every item" in page or "rate-form" not in page:
             break
-        action, slot_id = _form(page)
+        action, _slot_id = _form(page)
         response = client.post(action, answers[step % len(answers)], **HX)
         if step == 3:  # the same answer sent again
             client.post(action, answers[step % len(answers)], **HX)

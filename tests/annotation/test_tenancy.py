@@ -180,7 +180,7 @@ def test_the_dashboard_lists_only_studies_that_admitted_the_rater(labs):
 
 def test_an_open_study_cannot_be_joined_by_its_slug(labs):
     """Before: any rater could claim a seat in any open study by slug (browser and API)."""
-    studies, identities, _ = labs
+    _studies, identities, _ = labs
     uninvited = make_study(slug="lab-c", n_items=2, n_systems=1, status=Study.Status.OPEN)
     for identity in identities.values():
         assert identity.browser.get(f"/s/{uninvited.slug}/").status_code == 404
@@ -194,7 +194,7 @@ def test_owner_b_cannot_act_as_a_participant_of_study_a(labs):
     """Before: raters were one row per (kind, Prolific id) for the whole installation, so the
     owner of B could enrol A's participant through B's crowd URL, read the entry link from
     B's rater list, and use it in A: new answers, revised answers."""
-    studies, identities, owners = labs
+    _studies, identities, owners = labs
     victim = identities["crowd-A"]
     answered = victim.slot
     victim.browser.post(reverse("annotation:submit", args=["lab-a", answered]), ANSWERS)
@@ -225,7 +225,7 @@ def test_owner_b_cannot_act_as_a_participant_of_study_a(labs):
 def test_owner_b_exports_and_erases_only_what_is_in_study_b(labs):
     """Before: B's owner could export the participant's data from A (enrollments, seats,
     judgment counts of study A) and erase it there."""
-    studies, identities, owners = labs
+    _studies, identities, owners = labs
     victim_a, theirs_b = identities["crowd-A"].rater, identities["crowd-B"].rater
     owner_b = token_client(owners["B"])
     exported = owner_b.get(reverse("api-study-rater-personal-data",
@@ -246,7 +246,7 @@ def test_owner_b_exports_and_erases_only_what_is_in_study_b(labs):
 
 
 def test_an_owner_never_erases_an_account_holder_an_admin_does(labs):
-    studies, identities, owners = labs
+    _studies, identities, owners = labs
     account = identities["account-A"].rater
     owner_a = token_client(owners["A"])
     exported = owner_a.get(reverse("api-study-rater-personal-data",

@@ -123,7 +123,7 @@ def test_viewer_cannot_resume_proxy_runs(setup):
 
 @pytest.mark.parametrize("role", ["viewer", "editor"])
 def test_only_the_owner_changes_exports_or_erases_a_rater(setup, role):
-    study, clients = setup
+    _study, clients = setup
     rater = Rater.objects.get(external_id="PID-MINE")
     rater.metadata = {"email": "p@example.org"}
     rater.save()

@@ -119,7 +119,7 @@ def _event_content(event: AuditEvent) -> tuple:
 def test_opening_a_study_reads_the_same_from_the_api_the_admin_and_a_service_call(owner, web):
     owner.is_superuser = True
     owner.save()
-    by_api, by_admin, by_worker = (make_study(owner=owner, slug=slug)
+    _by_api, by_admin, by_worker = (make_study(owner=owner, slug=slug)
                                    for slug in ("by-api", "by-admin", "by-worker"))
     assert token_client(owner).post(reverse("api-study-open", args=["by-api"])).status_code == 200
     web.post(reverse("admin:evalstudy_study_changelist"),
@@ -206,7 +206,7 @@ def test_a_spec_import_never_overwrites_a_study_the_importer_does_not_edit():
     from evalstudy.importers import spec_to_document, study_to_spec
 
     owner, _ = _researcher("owner")
-    attacker, admin = _researcher("attacker")
+    _attacker, admin = _researcher("attacker")
     victim = make_study(owner=owner, slug="victim", title="Owner's study")
     document = spec_to_document(study_to_spec(victim))
     document["study"]["title"] = "PWNED"

@@ -72,7 +72,7 @@ def test_import_study_errors_name_file_line_and_field(tmp_path):
 
 @pytest.mark.django_db
 def test_missing_file_and_unknown_study_are_clear_errors(tmp_path):
-    with pytest.raises(CommandError, match="nope.yaml: cannot read"):
+    with pytest.raises(CommandError, match=r"nope.yaml: cannot read"):
         call_command("import_study", str(tmp_path / "nope.yaml"))
     with pytest.raises(CommandError, match="no study with slug 'ghost'"):
         call_command("export_design", "ghost")

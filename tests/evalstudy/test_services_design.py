@@ -1,5 +1,6 @@
 """Building seats and slots from a study's design, and the rules for opening a study."""
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -75,7 +76,7 @@ def test_attention_checks_are_interleaved_never_first_never_adjacent():
         assert kinds[0] == "calibration"
         assert kinds.count("attention") == 3
         assert kinds[1] == "target"
-        assert all(not (a == b == "attention") for a, b in zip(kinds, kinds[1:], strict=False))
+        assert all(not (a == b == "attention") for a, b in itertools.pairwise(kinds))
 
 
 @pytest.mark.django_db

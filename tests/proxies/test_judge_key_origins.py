@@ -123,7 +123,7 @@ def test_a_key_bound_to_an_origin_goes_there_and_nowhere_else(study, settings, m
                             backend={"base_url": other.base_url, "model": "m",
                                      "api_key_env": "VLLM_KEY"})
         # The operator's own key stays with the operator's endpoint.
-        with pytest.raises(ValidationError, match="api.openai.com:443"):
+        with pytest.raises(ValidationError, match=r"api.openai.com:443"):
             proxy_run_start(study=study, method="latte", criteria=["usable"], enqueue=False,
                             backend={"base_url": vllm.base_url, "model": "m",
                                      "api_key_env": "EVALSTUDY_JUDGE_API_KEY"})

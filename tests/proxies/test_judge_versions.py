@@ -148,7 +148,7 @@ def test_the_guard_refuses_examples_from_the_evaluation_set(judge):
 
 
 def test_examples_reach_the_judge_and_held_out_outputs_stay_out_of_them(judge):
-    study, (v1, _), (v2, _) = versioned_study(judge)
+    _study, (_v1, _), (v2, _) = versioned_study(judge)
     held_out_texts = set(Output.objects.filter(pk__in=held_out_outputs(v2))
                          .values_list("text", flat=True))
     zero_shot = [r for r in judge.requests if r.prompt.count("Transcription:") == 1]
@@ -156,7 +156,7 @@ def test_examples_reach_the_judge_and_held_out_outputs_stay_out_of_them(judge):
     assert len(zero_shot) == 36 and len(few_shot) == 36  # v1's prompts, then v2's
     for request in few_shot:
         body = json.dumps(request.body)
-        prefix, _, judged = request.prompt.rpartition("Ground truth:")
+        prefix, _, _judged = request.prompt.rpartition("Ground truth:")
         assert prefix.count("Transcription:") == 3
         for example in v2.examples:
             assert example["text"] in body

@@ -229,7 +229,7 @@ def test_threshold_choice_refuses_what_it_cannot_do(judge):
     _human_labels(study, {"0": "no", "1": "yes", "2": "no"})  # never monotone in P(yes)
     run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
                                    backend=backend_for(judge), enqueue=False))
-    with pytest.raises(ValidationError, match="no threshold reaches precision 0.99"):
+    with pytest.raises(ValidationError, match=r"no threshold reaches precision 0.99"):
         proxy_threshold_choose(run, criterion_key="usable", target_precision=0.99)
     with pytest.raises(ValidationError, match="not one of this run's criteria"):
         proxy_threshold_choose(run, criterion_key="severity")

@@ -602,7 +602,7 @@ def _icc_reml_fits(rated: pd.DataFrame, excluded: dict[str, int], *, n_boot: int
                   + sd[1] * rng.standard_normal(len(raters))[rater]
                   + sd[2] * rng.standard_normal(y.size))
         try:
-            values, fit_b, _ = components(crossed.sums(y_star), oneway.sums(y_star),
+            values, _fit_b, _ = components(crossed.sums(y_star), oneway.sums(y_star),
                                           th_c, fit_1[0])
         except (ValueError, np.linalg.LinAlgError):
             values, failed = dict.fromkeys(replicates, float("nan")), failed + 1
@@ -619,7 +619,7 @@ def _icc_reml_fits(rated: pd.DataFrame, excluded: dict[str, int], *, n_boot: int
     }
     result: dict[str, Agreement] = {}
     for name, description in ICC_FORMS:
-        low, high, invalid = _percentile(replicates[name], conflev)
+        low, high, _invalid = _percentile(replicates[name], conflev)
         result[name] = _guard_icc(Agreement(
             value=float(point[name]), ci_low=low, ci_high=high, n=len(items),
             method=f"{description}; REML variance components of the crossed random-effects "

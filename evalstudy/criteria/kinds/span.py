@@ -7,6 +7,7 @@ penalty: the sum of the spans' severity weights."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Mapping
@@ -99,7 +100,7 @@ class Span(AnswerKind):
             cleaned.append({"start": start, "end": end, "side": side, "category": category,
                             "severity": severity})
         cleaned.sort(key=lambda s: (SIDES.index(str(s["side"])), s["start"], s["end"]))
-        for before, after in zip(cleaned, cleaned[1:], strict=False):
+        for before, after in itertools.pairwise(cleaned):
             if before["side"] == after["side"] and after["start"] < before["end"]:
                 raise ValueError(f"spans overlap in the {before['side']} at characters "
                                  f"{after['start']}-{before['end']}: mark each error once")

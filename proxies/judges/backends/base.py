@@ -27,7 +27,7 @@ SOURCES = (
 
 # Token markers that tokenizers put in front of a word (GPT-2 BPE, SentencePiece, byte newline)
 # and wrapping punctuation that does not change the answer ("1." or "{yes" still answer 1 / yes).
-_TOKEN_MARKERS = "\u0120\u2581\u010a"
+_TOKEN_MARKERS = "\u0120\u2581\u010a"  # noqa: S105 - tokenizer markers
 _TOKEN_WRAPPING = " \t\r\n\"'`{}[]().,:;*_" + _TOKEN_MARKERS
 
 

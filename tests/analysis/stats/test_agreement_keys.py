@@ -122,5 +122,5 @@ def test_duplicate_check_of_a_sparse_table_follows_the_ratings():
     assert value == pytest.approx(percent_agreement(as_text(frame)).value, abs=1e-15)
     assert peak < 32 * 1024**2
     twice = pd.concat([frame, frame.iloc[[5]]], ignore_index=True)
-    with pytest.raises(ValueError, match="rated unit .* more than once"):
+    with pytest.raises(ValueError, match=r"rated unit .* more than once"):
         percent_agreement(twice)

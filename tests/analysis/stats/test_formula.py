@@ -265,8 +265,8 @@ JUDGMENT_COLUMNS = ["judgment", "rater", "rater_kind", "is_human", "output", "it
 
 
 def test_formula_columns_and_metadata_aliases():
-    columns = JUDGMENT_COLUMNS + ["item.speaker", "item.value", "item.unit", "item.speech-type",
-                                  "system.speaker", "system.temp"]
+    columns = [*JUDGMENT_COLUMNS, "item.speaker", "item.value", "item.unit", "item.speech-type",
+               "system.speaker", "system.temp"]
     assert pipeline.metadata_aliases(columns) == {
         "item.speaker": "speaker", "item.speech-type": "speech-type", "system.temp": "temp"}
     # value is a judgment column, unit one the pipeline adds, speaker already item's
@@ -279,7 +279,7 @@ def test_formula_columns_and_metadata_aliases():
 CRITERIA = [{"key": "fluency", "kind": "likert"}, {"key": "usable", "kind": "binary"},
             {"key": "severity", "kind": "severity"}, {"key": "note", "kind": "text"},
             {"key": "preference", "kind": "pairwise"}]
-TIDY = JUDGMENT_COLUMNS + ["item.speaker", "system.temp"]
+TIDY = [*JUDGMENT_COLUMNS, "item.speaker", "system.temp"]
 
 
 def test_check_formulas_resolves_responses():

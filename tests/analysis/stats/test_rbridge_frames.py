@@ -88,7 +88,7 @@ def test_make_factors_codes_equal_a_per_value_mapping():
         assert data[col].cat.ordered == expected[col].cat.ordered
 
 
-def test_glmm_coefficients_are_summary_merMod_s():
+def test_glmm_coefficients_are_summary_merMod_s():  # noqa: N802 - R's class name
     rng = np.random.default_rng(11)
     n = 600
     rater, item = rng.integers(0, 15, n), rng.integers(0, 40, n)

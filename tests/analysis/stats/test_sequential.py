@@ -1,6 +1,7 @@
 """Group-sequential boundaries and alpha spending, pinned against published values and checked
 against an independent computation (scipy's multivariate normal CDF)."""
 
+import itertools
 import math
 
 import numpy as np
@@ -37,7 +38,7 @@ def test_spending_functions_start_at_zero_end_at_alpha_and_increase():
         values = [sequential.spent_alpha(t, 0.05, kind) for t in np.linspace(0, 1, 21)]
         assert values[0] == 0.0
         assert values[-1] == pytest.approx(0.05, abs=1e-12)
-        assert all(b > a for a, b in zip(values, values[1:], strict=False))
+        assert all(b > a for a, b in itertools.pairwise(values))
     # O'Brien-Fleming type keeps almost everything for the end; Pocock type spends evenly.
     assert sequential.spent_alpha(0.2, 0.05, "obrien_fleming") < 1e-5
     assert sequential.spent_alpha(0.2, 0.05, "pocock") == pytest.approx(

@@ -49,7 +49,7 @@ def majority_vote(answers, seed: int = 0):
 
 
 def test_recovers_known_confusion_matrices_and_prior():
-    truth, answers = simulate(3000)
+    _truth, answers = simulate(3000)
     result = dawid_skene(answers, labels=LABELS)
     assert result.converged
     for rater, rows in CONFUSION.items():

@@ -84,7 +84,7 @@ def test_signature_names_model_versions_and_device(shared):
 
 
 def test_records_hold_ids_hidden_and_mean(shared):
-    a, b, a2, empty, blank = shared.encode(["Hello world!", "Good bye", "Hello world!", "", " \t"])
+    a, _b, a2, empty, blank = shared.encode(["Hello world!", "Good bye", "Hello world!", "", " \t"])
     assert a is a2
     assert a.input_ids[0] == shared.tokenizer.cls_token_id
     assert a.input_ids[-1] == shared.tokenizer.sep_token_id

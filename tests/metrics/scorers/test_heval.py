@@ -117,7 +117,7 @@ def test_nker_counts_substitutions_and_deletions_of_ground_truth_words():
 
 def test_insertions_do_not_count_and_repeated_words_count_per_occurrence():
     gt = words("to be or not to be")
-    assert heval_values(gt, gt + ["really", "now"], {"be"}, sd=0.2)["heval"] == 0.0
+    assert heval_values(gt, [*gt, "really", "now"], {"be"}, sd=0.2)["heval"] == 0.0
     values = heval_values(gt, words("to be or not two bee"), {"be"}, sd=0.2)
     assert values["n_keywords"] == 2 and values["n_nonkeywords"] == 4  # occurrences
     assert values["wrong_keywords"] == 1 and values["wrong_nonkeywords"] == 1

@@ -120,9 +120,9 @@ def test_an_unknown_name_is_refused_loudly_not_read_as_higher_is_better():
         registry.higher_is_better("nope")
     with pytest.raises(ValueError, match="'ref_words' has no direction"):
         registry.higher_is_better("ref_words")
-    with pytest.raises(registry.UnknownMetric, match="^unknown metric 'nope'; known: .*wer"):
+    with pytest.raises(registry.UnknownMetric, match=r"^unknown metric 'nope'; known: .*wer"):
         registry.spec("nope")
-    with pytest.raises(ValueError, match="^unknown metric 'nope'"):
+    with pytest.raises(ValueError, match=r"^unknown metric 'nope'"):
         registry.build("nope")
 
 

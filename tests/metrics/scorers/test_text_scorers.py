@@ -481,7 +481,7 @@ def test_build_unknown_metric():
 
 
 def test_build_rejects_unknown_parameters_and_bad_values():
-    with pytest.raises(ValueError, match="does not take parameter.*colour"):
+    with pytest.raises(ValueError, match=r"does not take parameter.*colour"):
         registry.build("bleu", {"colour": "red"})
     with pytest.raises(ValueError, match="mapping"):
         registry.build("bleu", ["13a"])  # type: ignore[arg-type]

@@ -123,7 +123,7 @@ def test_manual_roles_are_the_papers_six():
 
 # -- votes and their aggregation ------------------------------------------------------------
 
-ROLES = list(STATIC_ROLES) + [Role("Student", "Wants a short overview.", dynamic=True)]
+ROLES = [*STATIC_ROLES, Role("Student", "Wants a short overview.", dynamic=True)]
 REFERENCE = "The FBI offers up to $10,000 for information on the missing Nevada woman."
 CANDIDATE = "A reward is offered."
 

@@ -158,7 +158,8 @@ def test_dynamic_roles_from_the_llm():
 
 def test_deduplicate_roles_with_minilm():
     embed = sentence_embedder(device="cpu")
-    roles = list(STATIC_ROLES) + [
+    roles = [
+        *STATIC_ROLES,
         Role("Critic", "These people check fluent writing, clear sentences and good wording "
                        "in the summary.", dynamic=True),
         Role("Sports Fan", "Follows football closely and wants match statistics.", dynamic=True),
@@ -213,7 +214,7 @@ def _votes_reply(request, choices, confidences=None):
     return answer(request, "".join(t for t, _ in tokens), token_logprobs=tokens)
 
 
-ROLES = list(STATIC_ROLES) + [Role("Student", "Wants a short overview.", dynamic=True)]
+ROLES = [*STATIC_ROLES, Role("Student", "Wants a short overview.", dynamic=True)]
 SHORT = "The FBI offers a reward."
 LONG = "The FBI offers a reward of up to $10,000 for information on the missing woman."
 
@@ -249,7 +250,7 @@ def test_drpe_longer_preferring_judge_is_position_consistent(text_a, text_b, win
 def test_drpe_votes_are_weighted_by_their_confidence():
     """Roles 1-2 prefer the longer text with confidence 0.9; roles 3-4 the shorter with 0.3."""
     def respond(request):
-        a, b, n = _shown(request.prompt)
+        a, b, _n = _shown(request.prompt)
         longer, shorter = ("A", "B") if len(a) > len(b) else ("B", "A")
         return _votes_reply(request, [longer, longer, shorter, shorter], [0.9, 0.9, 0.3, 0.3])
 

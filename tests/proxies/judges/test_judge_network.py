@@ -56,7 +56,7 @@ def test_allowed_networks_admit_their_addresses_only():
     assert all(policy.address_refusal(a) is None for a in allowed)
     assert "loopback" in policy.address_refusal(ipaddress.ip_address("127.0.0.2"))
     assert "private" in policy.address_refusal(ipaddress.ip_address("10.0.6.1"))
-    with pytest.raises(ValueError, match="'10.0.0.0/33' is not an address or a CIDR network"):
+    with pytest.raises(ValueError, match=r"'10.0.0.0/33' is not an address or a CIDR network"):
         NetworkPolicy.build(allowed_networks=["10.0.0.0/33"])
 
 

@@ -5,6 +5,8 @@ Also the pertinence paper's top-1 accuracy per history."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -95,8 +97,8 @@ def test_windows_cover_the_whole_history(tiny_model_dir, stride):
         covered[start:start + width] = True
     assert covered.all()  # every token of the history is read by some window
     assert starts[0] == 0 and starts[-1] == len(history_ids) - width  # ends at the end
-    assert all(b - a <= step for a, b in zip(starts, starts[1:], strict=False))
-    assert all(b - a == step for a, b in zip(starts[:-2], starts[1:-1], strict=False))
+    assert all(b - a <= step for a, b in itertools.pairwise(starts))
+    assert all(b - a == step for a, b in itertools.pairwise(starts[:-1]))
     # A history that fits is one window.
     assert len(proxy.encode_rows(Example(reference="short", output=COMPLETION))) == 1
 
@@ -171,11 +173,11 @@ def test_top1_per_history():
                 ex("h4", 1)]  # one completion: left out
     scores = [0.2, 0.1, 0.9,  # h1: top-scored is the 0.6 one, not the best: 0
               0.5, 0.5]  # h2: tie at the top between the two: half credit
-    result = top1_per_group(scores + [0.3, 0.4, 0.5], examples)
+    result = top1_per_group([*scores, 0.3, 0.4, 0.5], examples)
     assert result["n_groups"] == 2 and result["accuracy"] == pytest.approx(0.25)
     assert result["groups_all_alike"] == 1 and result["groups_single_output"] == 1
     assert result["chance"] == pytest.approx((1 / 3 + 1 / 2) / 2)
     # Without human scores, the labels rank the completions (h1: two best of three).
     plain = [Example(reference=e.reference, output="x", label=e.label, group=e.group)
              for e in examples]
-    assert top1_per_group(scores + [0.3, 0.4, 0.5], plain)["accuracy"] == pytest.approx(0.75)
+    assert top1_per_group([*scores, 0.3, 0.4, 0.5], plain)["accuracy"] == pytest.approx(0.75)

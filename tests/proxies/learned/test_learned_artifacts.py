@@ -106,8 +106,8 @@ def saved(trained_regressions, tmp_path):
 
 def test_missing_manifest(saved):
     (saved / MANIFEST).unlink()
-    with pytest.raises(ArtifactError, match="manifest.json is missing: not a proxy artefact, "
-                                            "or its save did not finish"):
+    with pytest.raises(ArtifactError, match=r"manifest.json is missing: not a proxy artefact, "
+                                            r"or its save did not finish"):
         load_artifact(saved)
     with pytest.raises(ArtifactError, match="no such artefact directory"):
         load_artifact(saved.parent / "v9")
@@ -117,10 +117,10 @@ def test_missing_and_changed_files(saved):
     model = saved / "model.json"
     original = model.read_text()
     model.write_text(original.replace('"intercept": ', '"intercept": 1'))
-    with pytest.raises(ArtifactError, match="model.json: content differs from the manifest"):
+    with pytest.raises(ArtifactError, match=r"model.json: content differs from the manifest"):
         load_artifact(saved)
     model.unlink()
-    with pytest.raises(ArtifactError, match="file model.json listed in the manifest is missing"):
+    with pytest.raises(ArtifactError, match=r"file model.json listed in the manifest is missing"):
         load_artifact(saved)
 
 
@@ -134,7 +134,7 @@ def test_bad_manifests(saved):
     with pytest.raises(ArtifactError, match="made by version '0' of the embedding_lr proxy"):
         load_artifact(saved)
     _rewrite_manifest(saved, proxy_version="1", files={"../../model.json": "0" * 64})
-    with pytest.raises(ArtifactError, match="file '../../model.json' lies outside"):
+    with pytest.raises(ArtifactError, match=r"file '../../model.json' lies outside"):
         load_artifact(saved)
     _rewrite_manifest(saved, files=[])
     with pytest.raises(ArtifactError, match="field 'files' must be a JSON object, not list"):
@@ -175,7 +175,7 @@ def test_encoder_mismatch_is_refused(saved, tmp_path):
     message = str(info.value)
     assert "encoder mismatch" in message and expected in message
     assert model_fingerprint(other) in message
-    with pytest.raises(ArtifactError, match="does not exist or has no config.json"):
+    with pytest.raises(ArtifactError, match=r"does not exist or has no config.json"):
         load_artifact(saved, encoder_path=tmp_path / "nowhere")
 
 
@@ -203,9 +203,9 @@ def test_trained_elsewhere_falls_back_to_the_default_encoder(saved, synthetic_st
     assert loaded.predict_proba(synthetic_study[:3]).shape == (3,)
     manifest["encoder"]["model_sha"] = "0123456789ab"
     (saved / MANIFEST).write_text(json.dumps(manifest))
-    with pytest.raises(ArtifactError, match="fingerprint 0123456789ab, but .* \\(the training "
-                                            "directory /srv/other-host/all-MiniLM-L6-v2 does "
-                                            "not exist here\\)"):
+    with pytest.raises(ArtifactError, match=r"fingerprint 0123456789ab, but .* \(the training "
+                                            r"directory /srv/other-host/all-MiniLM-L6-v2 does "
+                                            r"not exist here\)"):
         load_artifact(saved)
 
 

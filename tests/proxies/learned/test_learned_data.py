@@ -109,13 +109,14 @@ def test_split_property(group_sizes, labels, seed, dev, test):
 
 def test_split_refuses_too_few_groups():
     examples = _examples([5, 5], [0, 1])
-    with pytest.raises(ValueError, match="at least 3 groups .* have 2 for 10 examples"):
+    with pytest.raises(ValueError, match=r"at least 3 groups .* have 2 for 10 examples"):
         split_examples(examples)
 
 
 def test_split_refuses_a_single_class_split():
     # 3 groups, each one class only: some split gets a single class.
-    examples = _examples([2], [1]) + [
+    examples = [
+        *_examples([2], [1]),
         Example("another reference", "x", 0, key="n1"),
         Example("another reference", "y", 0, key="n2"),
         Example("third reference", "z", 1, key="p3"),

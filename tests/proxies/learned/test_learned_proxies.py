@@ -52,7 +52,7 @@ def test_regression_features_and_coefficients(trained_regressions):
     plain = trained_regressions["wer_bertscore"]
     extra = trained_regressions["wer_bertscore+extra"]
     assert plain.feature_names() == ["del_rate", "ins_rate", "sub_rate", "bertscore_f"]
-    assert extra.feature_names() == plain.feature_names() + ["sd", "heval"]
+    assert extra.feature_names() == [*plain.feature_names(), "sd", "heval"]
     assert trained_regressions["embedding_lr"].feature_names() == [
         "cosine", "reference_words", "output_words"]
     # More BERTScore similarity must mean "more likely preserved".
@@ -111,7 +111,7 @@ def test_bad_input_is_refused_clearly(trained_regressions, synthetic_study):
         train_proxy("gpt", synthetic_study)
     with pytest.raises(ValueError, match="learns from pairs of outputs"):
         train_proxy("pairwise_logistic", synthetic_study)
-    with pytest.raises(ValueError, match="unknown parameter.*'wer_bertscore': layers"):
+    with pytest.raises(ValueError, match=r"unknown parameter.*'wer_bertscore': layers"):
         train_proxy("wer_bertscore", synthetic_study, params={"layers": 3})
     with pytest.raises(ValueError, match="unknown extra feature"):
         build_proxy("wer_bertscore", {"extra": ("bleu",)})

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import Counter
 from pathlib import Path
@@ -21,7 +22,22 @@ from pathlib import Path
 import pytest
 
 from evalstudy.criteria import KINDS
-from tests.test_architecture import ROOT, _module_name, imports_of, source_files
+from tests.test_architecture import ROOT, _module_name, source_files
+from tests.test_architecture import imports_of as _imports_of_uncached
+
+# Each check reads every product file; parse each once per session (the tree does not change
+# while the tests run).
+imports_of = functools.cache(_imports_of_uncached)
+
+
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    return tuple(ast.walk(_parsed(path)))
 
 KINDS_PACKAGE = Path("evalstudy/criteria/kinds")
 
@@ -97,7 +113,7 @@ def kind_literal_violations(root: Path, kinds: frozenset[str] = frozenset(KINDS)
     for path in _product_files(root):
         source = path.read_text(encoding="utf-8")
         rel = path.relative_to(root)
-        for node in ast.walk(ast.parse(source)):
+        for node in _nodes(path):
             named: list[str] = []
             why = ""
             if isinstance(node, ast.Compare):
@@ -253,7 +269,7 @@ def _services_and_tasks(component: list[str]) -> bool:
     lazily, the service enqueues its task)."""
     if len(component) != 2:
         return False
-    first, second = component
+    _first, _second = component
     parent = {name.rsplit(".", 1)[0] for name in component}
     leaves = {name.rsplit(".", 1)[-1] for name in component}
     return len(parent) == 1 and leaves == {"services", "tasks"}
@@ -298,22 +314,21 @@ def private_import_violations(root: Path) -> list[str]:
     for path in files:
         module = _module_name(path, root)
         rel = path.relative_to(root)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
         aliases: set[str] = set()
-        for imp in imports_of(path, root):
+        imports = imports_of(path, root)
+        for imp in imports:
             base, _, leaf = imp.target.rpartition(".")
             if _private(leaf) and base in names and base != module:
                 found.append(f"{rel}:{imp.line}: imports {imp.target}")
-        for node in ast.walk(tree):
+        for node in _nodes(path):
             if isinstance(node, ast.Import):
                 aliases |= {a.asname or a.name.split(".")[0] for a in node.names
                             if a.name in names}
             elif isinstance(node, ast.ImportFrom):
-                package = imports_of(path, root)  # resolved targets of this file
-                targets = {imp.target for imp in package if imp.line == node.lineno}
+                targets = {imp.target for imp in imports if imp.line == node.lineno}
                 aliases |= {a.asname or a.name for a in node.names
                             if any(t.endswith("." + a.name) and t in names for t in targets)}
-        for node in ast.walk(tree):
+        for node in _nodes(path):
             if (isinstance(node, ast.Attribute) and _private(node.attr)
                     and isinstance(node.value, ast.Name) and node.value.id in aliases):
                 found.append(f"{rel}:{node.lineno}: uses {node.value.id}.{node.attr}")
@@ -348,3 +363,91 @@ def test_the_debt_list_refuses_a_new_finding_and_a_paid_one(tmp_path):
     assert debt_problems("kind", findings[:1], tmp_path) == [
         "paid, delete from tests/one_place_debt/analysis.txt: kind analysis/b.py: names the "
         "kind(s) slider"]
+
+
+# --- facades -----------------------------------------------------------------------------------
+# A package that stands for one concept is imported through its __init__, which re-exports
+# its public names (`__all__`): what lies in its modules can move without its users knowing.
+FACADES = ("evalstudy.criteria", "evalstudy.criteria.kinds")
+
+
+def _is_module(root: Path, dotted: str) -> bool:
+    """Whether `dotted` is a module or package of the tree (not a name defined in one)."""
+    path = root / dotted.replace(".", "/")
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def facade_violations(root: Path, facades: tuple[str, ...] = FACADES) -> list[str]:
+    found = []
+    for facade in facades:
+        init = root / facade.replace(".", "/") / "__init__.py"
+        if not init.is_file():
+            found.append(f"{facade}: no such package")
+            continue
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        exported = [node for node in tree.body if isinstance(node, ast.Assign)
+                    and any(getattr(t, "id", "") == "__all__" for t in node.targets)]
+        if not exported:
+            found.append(f"{facade}: its __init__ declares no __all__")
+    for path in source_files(root):
+        module = _module_name(path, root)
+        for imp in imports_of(path, root):
+            for facade in facades:
+                inside = module == facade or module.startswith(facade + ".")
+                deeper = imp.target.startswith(facade + ".") and _is_module(root, imp.target)
+                nested = any(imp.target.startswith(other + ".") or imp.target == other
+                             for other in facades if other.startswith(facade + "."))
+                if deeper and not inside and not nested:
+                    found.append(f"{path.relative_to(root)}:{imp.line}: imports {imp.target} "
+                                 f"past the facade {facade}")
+    return sorted(set(found))
+
+
+def test_facades_are_imported_through_their_init_and_export_their_names():
+    import importlib
+
+    assert_no_new_debt("facade", facade_violations(ROOT))
+    for facade in FACADES:
+        package = importlib.import_module(facade)
+        missing = [name for name in package.__all__ if not hasattr(package, name)]
+        assert not missing, f"{facade}.__all__ names what it does not define: {missing}"
+
+
+def test_the_facade_checker_finds_an_import_past_the_init(tmp_path):
+    root = _tree(tmp_path, {
+        "analysis/pipe/__init__.py": "from .steps import run\n__all__ = ['run']\n",
+        "analysis/pipe/steps.py": "def run():\n    pass\n",
+        "analysis/a.py": "from analysis.pipe import run\n",
+        "analysis/b.py": "from analysis.pipe.steps import run\n",
+        "annotation/c.py": "import annotation\n",
+    })
+    assert facade_violations(root, ("analysis.pipe",)) == [
+        "analysis/b.py:1: imports analysis.pipe.steps past the facade analysis.pipe"]
+
+
+# --- the extension guide -------------------------------------------------------------------
+GUIDE = Path("docs/dev/extending.md")
+
+
+def guide_paths(text: str) -> list[str]:
+    """The repository paths the guide names in backticks (a slash, no spaces or commands)."""
+    names = re.findall(r"`([^`\s]+)`", text)
+    return sorted({name.rstrip("/") for name in names
+                   if "/" in name and not name.startswith((".venv", "-", "http"))
+                   and re.fullmatch(r"[\w./-]+", name)})
+
+
+def test_the_extension_guide_names_only_files_that_exist():
+    text = (ROOT / GUIDE).read_text(encoding="utf-8")
+    paths = guide_paths(text)
+    assert "evalstudy/criteria/kinds/base.py" in paths  # the reader works
+    assert [path for path in paths if not (ROOT / path).exists()] == []
+    for section in ("An answer kind", "A metric", "A proxy method", "An analysis section",
+                    "A report block"):
+        assert f"## {section}" in text
+
+
+def test_the_guide_reader_finds_paths_and_skips_commands():
+    text = ("Edit `analysis/extras/stopping.py` and `templates/x.html`, run `make test` and "
+            "`.venv/bin/python manage.py check`; see `tests/`.")
+    assert guide_paths(text) == ["analysis/extras/stopping.py", "templates/x.html", "tests"]

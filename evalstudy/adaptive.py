@@ -29,8 +29,7 @@ from .audit import SYSTEM, audit_record
 from .design import TargetCell, order_seat, seat_seed
 from .design.adaptive import all_pairs, allocate_seat
 from .design.builders import DesignError
-from .models import Assignment, AssignmentSlot, AuditEvent, Output, Study
-from .plan_models import StoppingCheck, StudyPlan
+from .models import Assignment, AssignmentSlot, AuditEvent, Output, StoppingCheck, Study, StudyPlan
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +232,7 @@ def stopping_check_record(*, plan: StudyPlan, fields: dict[str, Any],
         plan.allocation = {"strengths": strengths, "look": check.look}
         plan.save(update_fields=["allocation"])
     if check.met:
-        from .services import study_close
+        from .services.studies import study_close
 
         study_close(study=plan.study, actor=None, source=SYSTEM)
     return check

@@ -1,4 +1,4 @@
-"""The adaptive design's pre-registered plan (`evalstudy.plan_models.StudyPlan`): read it,
+"""The adaptive design's pre-registered plan (`evalstudy.models.StudyPlan`): read it,
 set it while the study is a draft and the plan unregistered, and read the stopping checks
 (looks) made under it."""
 
@@ -15,8 +15,8 @@ from kit.openapi import READ_ERRORS, WRITE_ERRORS
 from .. import criteria as rules
 from ..adaptive import PlanRegistered, study_plan_replace
 from ..audit import API
+from ..models import StoppingCheck, StudyPlan
 from ..permissions import EDITOR, VIEWER
-from ..plan_models import StoppingCheck, StudyPlan
 from ..spec.plan import MAX_WHOLE
 from .base import Conflict, StudyScopedView, require_draft
 

@@ -23,7 +23,7 @@ class SpecLimits:
     """Bounds on what a spec, an item file or a study may hold.
 
     The defaults are those of the settings named in `LIMIT_SETTINGS` (config/settings/base.py);
-    Django code passes the configured values (`evalstudy.importers.spec_limits`). Each refusal
+    Django code passes the configured values (`evalstudy.services.spec_limits`). Each refusal
     names its setting, so whoever hits a bound knows which one to raise.
     """
 

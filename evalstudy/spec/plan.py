@@ -1,5 +1,5 @@
 """The `plan:` block of a study file: the pre-registered stopping rule of an adaptive study
-(`evalstudy.plan_models.StudyPlan`), checked field by field and against the file's systems
+(`evalstudy.models.StudyPlan`), checked field by field and against the file's systems
 and criteria with the rules the admin and `evalstudy.adaptive.plan_problems` apply, so a file
 that parses is a plan the study can open with."""
 

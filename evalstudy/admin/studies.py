@@ -135,6 +135,8 @@ class CriterionInline(StructuredFieldsMixin, StudyRowChoices, admin.StackedInlin
     model = Criterion
     form = CriterionRulesForm
     formset = CriterionInlineFormSet
+    # Each criterion shows only its kind's fields (admin/kind_fields.py).
+    template = "admin/evalstudy/criterion/stacked.html"
     extra = 0
     fk_name = "study"
     fields = (

@@ -507,10 +507,10 @@ def parse_outputs_json(data: Any, source: str, max_rows: int | None = None) -> l
 def parse_outputs_csv(text: str, source: str, max_rows: int | None = None) -> list[OutputRow]:
     """CSV with columns item, system, output (others are refused: this is not an item file),
     at most `max_rows` rows."""
-    from .spec.files import _csv_rows
+    from .spec.files import csv_rows
 
     rows, errors = [], []
-    for line, row in _csv_rows(text, source, OUTPUT_CSV_COLUMNS):
+    for line, row in csv_rows(text, source, OUTPUT_CSV_COLUMNS):
         if max_rows is not None and len(rows) == max_rows:
             raise _too_many_rows(source, line, "more than", max_rows)
         extra = set(row) - set(OUTPUT_CSV_COLUMNS)

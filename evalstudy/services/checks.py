@@ -25,10 +25,23 @@ from ..spec.study import show_if_problems
 from .limits import spec_limits
 
 TUPLE_DESIGNS = (Study.Design.RANKING, Study.Design.BEST_WORST)
-# The kind of criterion each tuple design is for, and the other way round.
-TUPLE_KIND_OF = {Study.Design.RANKING: rules.RANKING, Study.Design.BEST_WORST: rules.BEST_WORST}
+# The kind of criterion each tuple design is for (each kind names its designs), in the kinds'
+# order.
+TUPLE_KIND_OF = {design: kind.name for kind in rules.all_kinds() if kind.shows == rules.TUPLE
+                 for design in kind.designs}
 BEST_WORST_DEFAULT_SIZE = 4
 MAX_LISTED = 10
+
+
+# What a criterion of a kind no module defines counts as here (the kind's own check refuses it).
+_UNKNOWN = rules.AnswerKind()
+
+
+def _kind(criterion: Criterion) -> rules.AnswerKind:
+    try:
+        return rules.kind_of(criterion.kind)
+    except ValueError:
+        return _UNKNOWN
 
 
 def listing(names: list[str]) -> str:
@@ -117,12 +130,12 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
             problems += plan_problems(study)
         if len(systems) < 2:
             problems.append("A pairwise design needs at least 2 systems.")
-        if criteria and not any(c.kind == rules.PAIRWISE for c in criteria):
+        if criteria and not any(study.design in _kind(c).designs for c in criteria):
             problems.append("A pairwise design needs a pairwise (A/B) criterion.")
-        if any(c.kind == rules.SPAN for c in criteria):
-            problems.append("Span criteria mark errors in one output: they need a design "
-                            "that shows one output at a time, not pairwise.")
-    elif any(c.kind == rules.PAIRWISE for c in criteria):
+        for kind in sorted({c.kind for c in criteria if _kind(c).one_output_only}):
+            problems.append(f"{kind.capitalize()} criteria mark errors in one output: they "
+                            "need a design that shows one output at a time, not pairwise.")
+    elif any(Study.Design.PAIRWISE in _kind(c).designs for c in criteria):
         problems.append(
             f"Pairwise criteria need the pairwise design; this study is {study.design}."
         )
@@ -136,9 +149,10 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
             "participant finishes (or is screened out) with no code to give the platform. "
             "Set them, or crowd_no_codes if the platform pays without codes, or crowd_platform "
             "none for personal links only.")
-    if sum(c.kind == rules.SPAN for c in criteria) > 1:
-        problems.append("A study takes one span criterion: raters mark each error once, with "
-                        "its category and severity.")
+    for kind in rules.all_kinds():
+        if kind.one_per_study and sum(c.kind == kind.name for c in criteria) > 1:
+            problems.append(f"A study takes one {kind.name} criterion: raters mark each error "
+                            "once, with its category and severity.")
     missing = (
         Item.objects.filter(study=study)
         .annotate(n_outputs=Count("outputs", filter=Q(outputs__system__study=study)))
@@ -198,9 +212,10 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
                 problems.append(f"{label} {control.key!r}: expected answer for unknown "
                                 f"criterion {key!r}.")
                 continue
-            if by_key[key].kind == rules.SPAN:
-                problems.append(f"{label} {control.key!r}: expected {key}: span criteria "
-                                "take no expected answer (there is no single right marking).")
+            if not _kind(by_key[key]).takes_expected:
+                problems.append(f"{label} {control.key!r}: expected {key}: {by_key[key].kind} "
+                                "criteria take no expected answer (there is no single right "
+                                "marking).")
                 continue
             try:
                 by_key[key].rule.normalise_expected(value)
@@ -273,9 +288,8 @@ def _tuple_design_problems(study: Study, criteria: list[Criterion], n_systems: i
     """What a ranking or best-worst design needs, and where their criteria may be used."""
     problems = []
     wanted = TUPLE_KIND_OF.get(study.design)
-    for kind in (rules.RANKING, rules.BEST_WORST):
+    for design, kind in TUPLE_KIND_OF.items():
         if kind != wanted and any(c.kind == kind for c in criteria):
-            design = "ranking" if kind == rules.RANKING else "best_worst"
             problems.append(f"{kind.replace('_', '-').capitalize()} criteria need the {design} "
                             f"design; this study is {study.design}.")
     if wanted is None:
@@ -286,7 +300,8 @@ def _tuple_design_problems(study: Study, criteria: list[Criterion], n_systems: i
         problems.append(f"A {study.design} design needs a {wanted} criterion.")
     # Every other question would be about one output while the rater sees several (and be
     # stored as output A's): only the design's own question, and free-text comments.
-    per_output = sorted({c.key for c in criteria if c.kind not in (wanted, rules.TEXT)})
+    per_output = sorted({c.key for c in criteria
+                         if c.kind != wanted and not _kind(c).free_text})
     if per_output:
         problems.append(f"A {study.design} design shows several outputs at once: its questions "
                         f"are a {wanted} one and free-text comments; "

@@ -152,3 +152,22 @@ def test_the_study_page_posted_unchanged_still_saves(admin_client):
     for index in range(3):
         data[f"criteria-{index}-kind_shown"] = data[f"criteria-{index}-kind"]
     assert admin_client.post(url, data).status_code == 302
+
+
+def test_a_new_criterion_shows_the_fields_of_the_kind_chosen(admin_client):
+    study = make_study(n_items=1, n_systems=2)
+    add = reverse("admin:evalstudy_criterion_add")
+    page = admin_client.get(add)
+    assert shown_settings(page.content.decode()) == set()  # no kind chosen yet
+    data = {"study": str(study.pk), "key": "fluency", "prompt": "How fluent?", "kind": "likert",
+            "kind_shown": "", "order": "0", "required": "on", "labels": "", "options": "",
+            "severity_weights": "", "show_if_values": ""}
+    response = admin_client.post(add, data)
+    assert response.status_code == 200
+    assert shown_settings(response.content.decode()) == {"scale_points", "labels"}
+    assert not Criterion.objects.filter(study=study, key="fluency").exists()
+    saved = admin_client.post(add, {**data, "kind_shown": "likert", "scale_points": "5"})
+    assert saved.status_code == 302
+    assert Criterion.objects.get(study=study, key="fluency").scale_points == 5
+    # A kind without fields of its own needs no second round.
+    assert admin_client.post(add, {**data, "key": "ok", "kind": "binary"}).status_code == 302

@@ -19,8 +19,7 @@ import numpy as np
 import pandas as pd
 
 from evalstudy.adaptive import plan_contrasts, plan_criterion, stopping_check_record
-from evalstudy.models import Enrollment, Rater, Study
-from evalstudy.plan_models import StoppingCheck, StudyPlan
+from evalstudy.models import Enrollment, Rater, StoppingCheck, Study, StudyPlan
 
 from .stats import sequential
 

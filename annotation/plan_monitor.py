@@ -1,14 +1,13 @@
 """The monitor's view of an adaptive study's pre-registered stopping rule: the plan as
 registered, the looks made under it so far, and whether the rule closed the study. Read from
-the rows the checks wrote (`evalstudy.plan_models`); nothing is computed again here."""
+the rows the checks wrote (`evalstudy.models.plans`); nothing is computed again here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from evalstudy.models import Study
-from evalstudy.plan_models import StoppingCheck, StudyPlan
+from evalstudy.models import StoppingCheck, Study, StudyPlan
 
 
 @dataclass

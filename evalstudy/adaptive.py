@@ -24,13 +24,12 @@ from django.utils import timezone
 
 from kit.audit import instance_changes, model_snapshot
 
-from . import criteria as rules
 from .audit import SYSTEM, audit_record
 from .design import TargetCell, order_seat, seat_seed
 from .design.adaptive import all_pairs, allocate_seat
 from .design.builders import DesignError
-from .models import Assignment, AssignmentSlot, AuditEvent, Output, Study
-from .plan_models import StoppingCheck, StudyPlan
+from .models import Assignment, AssignmentSlot, AuditEvent, Output, StoppingCheck, Study, StudyPlan
+from .spec.plan import PLAN_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ def plan_problems(study: Study) -> list[str]:
                 "'Adaptive plan' before opening."]
     problems = []
     if plan.criterion_id is not None and (plan.criterion.study_id != study.pk
-                                          or plan.criterion.kind != rules.PAIRWISE):
+                                          or plan.criterion.kind not in PLAN_KINDS):
         problems.append("The plan's criterion must be a pairwise criterion of this study.")
     names = set(study.systems.values_list("name", flat=True))
     contrasts = plan.contrasts or []
@@ -80,7 +79,8 @@ def plan_contrasts(plan: StudyPlan) -> list[tuple[str, str]]:
 def plan_criterion(plan: StudyPlan) -> Any:
     if plan.criterion_id is not None:
         return plan.criterion
-    return plan.study.criteria.filter(kind=rules.PAIRWISE).order_by("order", "id").first()
+    return (plan.study.criteria.filter(kind__in=PLAN_KINDS).order_by("order", "id")
+            .first())
 
 
 @transaction.atomic
@@ -233,7 +233,7 @@ def stopping_check_record(*, plan: StudyPlan, fields: dict[str, Any],
         plan.allocation = {"strengths": strengths, "look": check.look}
         plan.save(update_fields=["allocation"])
     if check.met:
-        from .services import study_close
+        from .services.studies import study_close
 
         study_close(study=plan.study, actor=None, source=SYSTEM)
     return check

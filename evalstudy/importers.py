@@ -29,16 +29,15 @@ from .models import (
     ItemMedia,
     Output,
     Study,
+    StudyPlan,
     System,
 )
-from .plan_models import StudyPlan
+from .selectors import study_started
+from .services import spec_limits
 from .spec.errors import SpecError, SpecInvalid
 from .spec.fields import PAIRWISE_DESIGNS, STUDY_FIELDS
 from .spec.files import check_items_against_systems
 from .spec.limits import (
-    DEFAULT_LIMITS,
-    LIMIT_SETTINGS,
-    MAX_DEPTH_CEILING,
     SpecLimits,
     control_problem,
 )
@@ -46,21 +45,6 @@ from .spec.plan import PlanSpec, plan_to_document
 from .spec.study import ControlSpec, CriterionSpec, ItemSpec, StudySpec, SystemSpec
 
 BATCH_SIZE = 2000
-
-
-def spec_limits() -> SpecLimits:
-    """The configured bounds (config/settings/base.py, "Limits on specs, uploads and designs"),
-    for the Django-free readers in evalstudy.spec and for `study_validate`."""
-    from django.conf import settings
-    from django.core.exceptions import ImproperlyConfigured
-
-    values = {attribute: int(getattr(settings, name, getattr(DEFAULT_LIMITS, attribute)))
-              for attribute, name in LIMIT_SETTINGS.items()}
-    if not 1 <= values["max_depth"] <= MAX_DEPTH_CEILING:
-        # Deeper documents would meet Python's recursion limit, which the limit prevents.
-        raise ImproperlyConfigured(
-            f"EVALSTUDY_SPEC_MAX_DEPTH must be between 1 and {MAX_DEPTH_CEILING}")
-    return SpecLimits(**values)
 
 
 # --- reading a study back ---------------------------------------------------------------------
@@ -191,12 +175,6 @@ def spec_to_document(spec: StudySpec) -> dict[str, Any]:
 
 
 # --- writing ---------------------------------------------------------------------------------
-def _started(study: Study) -> bool:
-    return study.status != Study.Status.DRAFT or study.assignments.filter(
-        rater__isnull=False
-    ).exists()
-
-
 def _check_may_update(study: Study, actor: Any, file_name: str) -> None:
     """SpecInvalid unless `actor` (a user; None for the shell) may change `study`."""
     from .permissions import EDITOR, ROLE_RANK, study_access
@@ -261,7 +239,7 @@ def study_import_spec(*, spec: StudySpec, file_name: str, owner: Any = None, act
                 return record(study, "unchanged")
             if current.plan != spec.plan:
                 _check_plan_may_change(study, spec, file_name)
-            if _started(study):
+            if study_started(study):
                 raise SpecInvalid([SpecError(
                     file_name, None, "study.slug",
                     f"study {slug!r} is {study.status} and has raters; a changed spec cannot be "
@@ -446,7 +424,7 @@ def items_import(
                         per_study=actor_user(actor) is not None
                         ) as media, transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
-        if _started(study):
+        if study_started(study):
             raise SpecInvalid([SpecError(
                 file_name, None, "", f"study {study.slug!r} is {study.status} and has raters; "
                 "items can only be added to a draft study",
@@ -529,10 +507,10 @@ def parse_outputs_json(data: Any, source: str, max_rows: int | None = None) -> l
 def parse_outputs_csv(text: str, source: str, max_rows: int | None = None) -> list[OutputRow]:
     """CSV with columns item, system, output (others are refused: this is not an item file),
     at most `max_rows` rows."""
-    from .spec.files import _csv_rows
+    from .spec.files import csv_rows
 
     rows, errors = [], []
-    for line, row in _csv_rows(text, source, OUTPUT_CSV_COLUMNS):
+    for line, row in csv_rows(text, source, OUTPUT_CSV_COLUMNS):
         if max_rows is not None and len(rows) == max_rows:
             raise _too_many_rows(source, line, "more than", max_rows)
         extra = set(row) - set(OUTPUT_CSV_COLUMNS)
@@ -561,7 +539,7 @@ def outputs_import(*, study: Study, rows: list[OutputRow], file_name: str, actor
     """
     with transaction.atomic():
         study = Study.objects.select_for_update().get(pk=study.pk)
-        if _started(study):
+        if study_started(study):
             raise SpecInvalid([SpecError(
                 file_name, None, "", f"study {study.slug!r} is {study.status} and has raters; "
                 "outputs can only be added to a draft study",
@@ -624,7 +602,7 @@ def items_grid_save(
         locked = Study.objects.select_for_update().get(pk=study.pk)
         removed = 0
         if remove:
-            if _started(locked):
+            if study_started(locked):
                 raise SpecInvalid([SpecError(
                     file_name, None, "", f"study {locked.slug!r} is {locked.status} and has "
                     "raters; items can only be removed from a draft study")])

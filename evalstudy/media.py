@@ -329,9 +329,9 @@ def item_media_remove(*, media: ItemMedia, actor: Any = None, source: str = SYST
 
 
 def _refuse_if_started(study: Study, name: str) -> None:
-    from .importers import _started
+    from .selectors import study_started
 
-    if _started(study):
+    if study_started(study):
         raise SpecInvalid([SpecError(
             name, None, "", f"study {study.slug!r} is {study.status} and has raters; media "
             "can only change in a draft study (raters would judge a changed stimulus)")])

@@ -30,7 +30,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from .audit import SYSTEM, audit_export, audit_record
-from .models import Assignment, AuditEvent, Enrollment, Rater, Study, _new_token
+from .models import Assignment, AuditEvent, Enrollment, Rater, Study, new_token
 
 PSEUDONYM_PREFIX = "erased-"
 ERASED = "<erased>"
@@ -324,7 +324,7 @@ def rater_data_erase(rater: Rater, *, actor: Any = None, source: str = SYSTEM,
     rater.external_id = rater.display_name = pseudonym
     rater.metadata = {"erased_at": metadata.get("erased_at") or timezone.now().isoformat()}
     rater.user = None
-    rater.access_token = _new_token()
+    rater.access_token = new_token()
     rater.save()
     Enrollment.objects.filter(rater=rater).exclude(platform_session_id="").update(
         platform_session_id="")

@@ -19,6 +19,15 @@ from .blindness import (
 )
 from .models import AssignmentSlot, Output, Study
 
+
+def study_started(study: Study) -> bool:
+    """Whether `study` has started: it left the draft state, or a rater holds a seat. A started
+    study's items, media and design are fixed (the importers, the items grid, media uploads)."""
+    return study.status != Study.Status.DRAFT or study.assignments.filter(
+        rater__isnull=False
+    ).exists()
+
+
 DESIGN_COLUMNS = (
     "list", "position", "item", "system", "kind", "system_b", "design_list", "part", "replica",
     "state",

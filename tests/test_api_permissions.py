@@ -177,7 +177,7 @@ def _adjudication_of(w: World, role: str, which: str) -> dict:
 def adaptive_with_plans(world: World) -> None:
     """Both studies in the adaptive design, each with a draft plan and one look made."""
     from evalstudy.adaptive import study_plan_save
-    from evalstudy.plan_models import StoppingCheck
+    from evalstudy.models import StoppingCheck
 
     for study in (world.a, world.b):
         Study.objects.filter(pk=study.pk).update(design=Study.Design.ADAPTIVE)

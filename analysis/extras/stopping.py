@@ -48,7 +48,7 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
             options: dict[str, Any]) -> dict[str, Any] | None:
     from analysis.stats import sequential
     from evalstudy.adaptive import plan_contrasts, plan_criterion
-    from evalstudy.plan_models import StudyPlan
+    from evalstudy.models import StudyPlan
 
     plan = StudyPlan.objects.filter(study=study).first()
     if plan is None:

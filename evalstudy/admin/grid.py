@@ -30,8 +30,10 @@ from django.urls import reverse
 
 from ..audit import ADMIN
 from ..forms import ItemsUploadForm
-from ..importers import _started, items_grid_save, spec_limits
+from ..importers import items_grid_save
 from ..models import Output, Study
+from ..selectors import study_started
+from ..services import spec_limits
 from ..spec.errors import SpecError, SpecInvalid
 from ..spec.files import parse_items_file
 from ..spec.load import decode
@@ -270,7 +272,7 @@ def _upload_items(request, limits) -> list:
 def items_grid_view(study_admin, request, pk):
     study = study_admin.study_or_404(request, pk, change=True)
     systems = list(study.systems.order_by("id").values_list("name", flat=True))
-    locked = _started(study)
+    locked = study_started(study)
     problems: list[str] = []
     error_rows: set[int] = set()
     page = _int(request.GET.get("page"), 1)

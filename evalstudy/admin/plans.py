@@ -8,7 +8,7 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html_join
 
-from ..plan_models import StudyPlan
+from ..models import StudyPlan
 from .scoping import StudyRowChoices, StudyRowForm
 
 

@@ -26,6 +26,7 @@ from ..models import (
 )
 from ..permissions import studies_visible_to
 from ..spec.study import show_if_problems
+from .kind_fields import KindFieldsForm
 from .media import ItemMediaInline, save_media_formset
 from .scoping import ONLY_VISIBLE, StudyRowChoices, StudyRowForm, StudyScopedAdmin
 from .widgets import StructuredFieldsMixin
@@ -84,11 +85,12 @@ class OutputAdmin(StudyScopedAdmin):
         return output.text[:100]
 
 
-class CriterionRulesForm(StudyRowForm):
+class CriterionRulesForm(KindFieldsForm, StudyRowForm):
     """A criterion refused at save when its kind's settings are wrong (a Likert criterion
     without scale points, a categorical one without options, an inverted slider range):
     `criteria.criterion_problems`, the rule that opening the study applies too. Each problem
-    is shown on the field it names."""
+    is shown on the field it names. It shows and keeps only its kind's fields
+    (`KindFieldsForm`)."""
 
     # Where a problem is shown: the first of these its sentence names (else on the kind).
     problem_fields = (("allow_both", "allow_both"), ("scale_points", "scale_points"),
@@ -99,6 +101,12 @@ class CriterionRulesForm(StudyRowForm):
 
     def clean(self):
         data = super().clean()
+        if data.get("kind"):
+            problem = self.kind_switch_problem(data["kind"])
+            if problem is not None:
+                self.add_error("kind", problem)
+                return data
+            self.drop_unused_settings(data)
         if any(name in self.errors for name in rules.RULE_FIELDS) or not data.get("kind"):
             return data  # the field's own error first
         values = {name: data.get(name, getattr(self.instance, name, None))

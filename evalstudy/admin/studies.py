@@ -30,7 +30,6 @@ from ..blindness import identity_terms_clean
 from ..forms import ItemsUploadForm, SpecUploadForm
 from ..importers import (
     items_import,
-    spec_limits,
     study_import_spec,
     study_spec_export,
 )
@@ -65,7 +64,7 @@ class SystemInlineFormSet(forms.BaseInlineFormSet):
 
     def clean(self):
         super().clean()
-        from ..plan_models import StudyPlan
+        from ..models import StudyPlan
 
         study = self.instance
         if study.pk is None or not StudyPlan.objects.filter(
@@ -108,7 +107,7 @@ class CriterionInlineFormSet(forms.BaseInlineFormSet):
         kept = [(index, form) for index, form in enumerate(self.forms)
                 if form.cleaned_data and not self._should_delete_form(form)]
         problems = []
-        limit = spec_limits().max_criteria
+        limit = services.spec_limits().max_criteria
         if len(kept) > limit:
             problems.append(f"{len(kept)} criteria; a study may have at most {limit} "
                             "(EVALSTUDY_MAX_CRITERIA).")
@@ -136,6 +135,8 @@ class CriterionInline(StructuredFieldsMixin, StudyRowChoices, admin.StackedInlin
     model = Criterion
     form = CriterionRulesForm
     formset = CriterionInlineFormSet
+    # Each criterion shows only its kind's fields (admin/kind_fields.py).
+    template = "admin/evalstudy/criterion/stacked.html"
     extra = 0
     fk_name = "study"
     fields = (
@@ -208,7 +209,7 @@ class StudyAdminForm(forms.ModelForm):
     def clean(self):
         data = super().clean()
         present = {name: value for name, value in data.items() if name in self.fields}
-        for name, problem in study_setting_problems(present, spec_limits()).items():
+        for name, problem in study_setting_problems(present, services.spec_limits()).items():
             self.add_error(name, problem)
         return data
 
@@ -443,7 +444,7 @@ class StudyAdmin(AuditedAdmin):
             raise PermissionDenied
 
         def run(text, name, data):
-            spec = parse_study_spec(text, name, spec_limits())
+            spec = parse_study_spec(text, name, services.spec_limits())
             with archive_source(data.get("media")) as media_from:
                 study, outcome = study_import_spec(spec=spec, file_name=name,
                                                    owner=request.user, actor=request.user,
@@ -464,7 +465,7 @@ class StudyAdmin(AuditedAdmin):
 
         def run(text, name, data):
             fmt = "jsonl" if name.lower().endswith(".jsonl") else "csv"
-            limits = spec_limits()
+            limits = services.spec_limits()
             items = parse_items_file(text, name, fmt, limits)
             with archive_source(data.get("media")) as media_from:
                 n_items, n_outputs = items_import(study=study, items=items, file_name=name,

@@ -22,11 +22,10 @@ from ..importers import (
     outputs_import,
     parse_outputs_csv,
     parse_outputs_json,
-    spec_limits,
 )
 from ..models import Item, Output
 from ..permissions import EDITOR, VIEWER
-from ..services import design_export
+from ..services import design_export, spec_limits
 from ..spec.errors import SpecError, SpecInvalid
 from ..spec.files import json_value_problem, parse_items_file
 from .base import (

@@ -1,4 +1,4 @@
-"""The adaptive design's pre-registered plan (`evalstudy.plan_models.StudyPlan`): read it,
+"""The adaptive design's pre-registered plan (`evalstudy.models.StudyPlan`): read it,
 set it while the study is a draft and the plan unregistered, and read the stopping checks
 (looks) made under it."""
 
@@ -12,12 +12,11 @@ from rest_framework.response import Response
 
 from kit.openapi import READ_ERRORS, WRITE_ERRORS
 
-from .. import criteria as rules
 from ..adaptive import PlanRegistered, study_plan_replace
 from ..audit import API
+from ..models import StoppingCheck, StudyPlan
 from ..permissions import EDITOR, VIEWER
-from ..plan_models import StoppingCheck, StudyPlan
-from ..spec.plan import MAX_WHOLE
+from ..spec.plan import MAX_WHOLE, PLAN_KINDS
 from .base import Conflict, StudyScopedView, require_draft
 
 
@@ -53,7 +52,7 @@ class StudyPlanSerializer(serializers.ModelSerializer):
         criterion = self.context["study"].criteria.filter(key=key).first()
         if criterion is None:
             raise serializers.ValidationError(f"no criterion {key!r} in this study")
-        if criterion.kind != rules.PAIRWISE:
+        if criterion.kind not in PLAN_KINDS:
             raise serializers.ValidationError(
                 f"{key!r} is a {criterion.kind} criterion; the plan reads a pairwise one")
         return criterion

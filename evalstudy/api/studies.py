@@ -18,11 +18,12 @@ from .. import criteria as rules
 from .. import permissions as perms
 from ..audit import API
 from ..blindness import identity_terms_clean
-from ..importers import spec_limits, study_import_spec
+from ..importers import study_import_spec
 from ..models import Criterion, Study, System
 from ..permissions import EDITOR, VIEWER, IsResearcher, check_study
 from ..services import (
     criterion_create,
+    spec_limits,
     study_close,
     study_create,
     study_open,

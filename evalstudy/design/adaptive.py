@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evalstudy.design.builders import DesignError, TargetCell, _check_keys
+from evalstudy.design.builders import DesignError, TargetCell, check_keys
 
 # Information added to every strength before any comparison exists: a weak prior that keeps
 # the covariance finite (it is dwarfed by one comparison's p(1 - p) of up to 0.25).
@@ -60,7 +60,7 @@ class Uncertainty:
     def build(cls, systems: Sequence[str], strengths: Mapping[str, float],
               contrasts: Sequence[tuple[str, str]],
               pair_counts: Mapping[tuple[str, str], int]) -> Uncertainty:
-        keys = _check_keys("systems", systems)
+        keys = check_keys("systems", systems)
         if len(keys) < 2:
             raise DesignError("An adaptive pairwise design needs at least two systems.")
         index = {s: i for i, s in enumerate(keys)}
@@ -176,7 +176,7 @@ def allocate_seat(*, items: Sequence[str], systems: Sequence[str],
     `strengths`: the current Bradley-Terry estimates by system (missing: 0); `contrasts`: the
     plan's (empty: every pair). A caller that keeps its own `tally` of `assigned` (a
     simulation) passes it instead; it is updated in place. Deterministic."""
-    item_keys = _check_keys("items", items)
+    item_keys = check_keys("items", items)
     if size < 1:
         raise DesignError(f"A seat needs at least one cell, got {size}.")
     tally = tally if tally is not None else Tally.of(assigned)

@@ -48,7 +48,7 @@ class DesignError(ValueError):
     """Raised when a design cannot be built from the given input; the message is user-facing."""
 
 
-def _check_keys(kind: str, keys: Sequence[str]) -> list[str]:
+def check_keys(kind: str, keys: Sequence[str]) -> list[str]:
     """Return ``keys`` as a list, raising :class:`DesignError` if empty or duplicated."""
     # A plain ``str`` is a Sequence[str] too; accepting it would silently treat every character
     # as a key, which is never what the caller meant.
@@ -82,8 +82,8 @@ def latin_square(items: Sequence[str], systems: Sequence[str]) -> list[list[Targ
     List ``j`` gives item ``i`` the system ``(i + j) mod k``. Raises :class:`DesignError` for
     empty or duplicated keys.
     """
-    item_keys = _check_keys("items", items)
-    system_keys = _check_keys("systems", systems)
+    item_keys = check_keys("items", items)
+    system_keys = check_keys("systems", systems)
     k = len(system_keys)
     # Consecutive items cycle through the systems, so every list is balanced; shifting the
     # cycle by one per list gives each item every system exactly once over the k lists.
@@ -100,8 +100,8 @@ def crossed(items: Sequence[str], systems: Sequence[str]) -> list[list[TargetCel
     rater rates everything, which is what inter-rater agreement studies need. Raises
     :class:`DesignError` for empty or duplicated keys.
     """
-    item_keys = _check_keys("items", items)
-    system_keys = _check_keys("systems", systems)
+    item_keys = check_keys("items", items)
+    system_keys = check_keys("systems", systems)
     return [[TargetCell(item, system) for item in item_keys for system in system_keys]]
 
 
@@ -156,8 +156,8 @@ def pairwise(items: Sequence[str], systems: Sequence[str]) -> list[list[TargetCe
     the oriented pairs. Raises :class:`DesignError` for fewer than two systems or for empty or
     duplicated keys.
     """
-    item_keys = _check_keys("items", items)
-    system_keys = _check_keys("systems", systems)
+    item_keys = check_keys("items", items)
+    system_keys = check_keys("systems", systems)
     k = len(system_keys)
     if k < 2:
         raise DesignError("A pairwise design needs at least two systems to compare.")
@@ -202,8 +202,8 @@ def tuples(items: Sequence[str], systems: Sequence[str], size: int) -> list[list
     """
     from itertools import combinations
 
-    item_keys = _check_keys("items", items)
-    system_keys = _check_keys("systems", systems)
+    item_keys = check_keys("items", items)
+    system_keys = check_keys("systems", systems)
     if not 2 <= size <= MAX_TUPLE:
         raise DesignError(f"A tuple shows 2 to {MAX_TUPLE} outputs, not {size}.")
     if len(system_keys) < size:

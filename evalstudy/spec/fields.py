@@ -16,7 +16,7 @@ from ..criteria import gettext_noop
 from ..media_fetch import ref_problem as media_ref_problem
 from .errors import SpecError
 from .limits import MAX_FIELD_CHARS
-from .load import _Map, _Seq
+from .load import LineList, LineMap
 
 DESIGNS = ("latin_square", "crossed", "pairwise", "ranking", "best_worst", "adaptive")
 # Designs whose seats show two outputs side by side (adaptive: pairwise seats built as raters
@@ -25,7 +25,7 @@ PAIRWISE_DESIGNS = ("pairwise", "adaptive")
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
 
 
-def _kind(value: Any) -> str:
+def type_name(value: Any) -> str:
     """What a value is, in the words of the file (not the loader's class names)."""
     if value is None:
         return "nothing"
@@ -38,9 +38,9 @@ def _kind(value: Any) -> str:
 
 # The study settings a spec may give: name -> (check, default). A check returns the cleaned
 # value or raises ValueError with the reason.
-def _str(value: Any) -> str:
+def as_text(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"expected text, got {_kind(value)}")
+        raise ValueError(f"expected text, got {type_name(value)}")
     text = str(value)
     if len(text) > MAX_FIELD_CHARS:
         raise ValueError(f"longer than {MAX_FIELD_CHARS} characters")
@@ -84,20 +84,20 @@ def _whole_or_none(value: Any) -> int | None:
     return value
 
 
-def _bool(value: Any) -> bool:
+def as_bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"expected true or false, got {value!r}")
     return value
 
 
 def _slug(value: Any) -> str:
-    text = _str(value)
+    text = as_text(value)
     if not SLUG_RE.match(text) or len(text) > 80:
         raise ValueError(f"{text!r} is not a slug (lowercase letters, digits, - and _)")
     return text
 
 
-def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
+def one_of(options: tuple[str, ...]) -> Callable[[Any], str]:
     def check(value: Any) -> str:
         if value not in options:
             raise ValueError(f"{value!r} is not one of {', '.join(options)}")
@@ -107,7 +107,7 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
 
 
 def _url(value: Any) -> str:
-    text = _str(value)
+    text = as_text(value)
     if text and not re.match(r"^https?://[^\s]+$", text):
         raise ValueError(f"{text!r} is not an http(s) URL")
     if len(text) > 500:  # Study.completion_url's max_length
@@ -117,7 +117,7 @@ def _url(value: Any) -> str:
 
 def _short(limit: int) -> Callable[[Any], str]:
     def check(value: Any) -> str:
-        text = _str(value)
+        text = as_text(value)
         if len(text) > limit:
             raise ValueError(f"longer than {limit} characters")
         return text
@@ -159,14 +159,14 @@ def rater_labels_clean(value: Any) -> dict[str, str]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ValueError(f"expected a mapping of label names to text, got {_kind(value)}")
+        raise ValueError(f"expected a mapping of label names to text, got {type_name(value)}")
     cleaned = {}
     for key, text in value.items():
         if key not in RATER_LABEL_DEFAULTS:
             raise ValueError(f"{key!r} is not a label raters see; the labels are "
                              f"{', '.join(RATER_LABEL_DEFAULTS)}")
         if not isinstance(text, str):  # a number is refused too: write the text you mean
-            raise ValueError(f"{key}: expected text, got {_kind(text)}")
+            raise ValueError(f"{key}: expected text, got {type_name(text)}")
         text = text.strip()
         if not text:
             raise ValueError(f"{key}: blank (leave the label out to keep {key!r}'s default)")
@@ -180,39 +180,39 @@ _REQUIRED = object()
 STUDY_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "slug": (_slug, _REQUIRED),
     "title": (_short(200), _REQUIRED),
-    "instructions": (_str, ""),
-    "consent_text": (_str, ""),
-    "design": (_choice(DESIGNS), "latin_square"),
+    "instructions": (as_text, ""),
+    "consent_text": (as_text, ""),
+    "design": (one_of(DESIGNS), "latin_square"),
     "ratings_per_output": (_int(1), 1),
     "items_per_rater": (_int(1, nullable=True), None),
     "tuple_size": (_int(2, nullable=True), None),
-    "randomise_order": (_bool, True),
-    "reference_shown": (_bool, True),
+    "randomise_order": (as_bool, True),
+    "reference_shown": (as_bool, True),
     "completion_url": (_url, ""),
     "completion_code": (_short(64), ""),
     "screen_out_url": (_url, ""),
     "screen_out_code": (_short(64), ""),
-    "crowd_platform": (_choice(("none", "prolific", "mturk", "other")), "none"),
-    "crowd_no_codes": (_bool, False),
+    "crowd_platform": (one_of(("none", "prolific", "mturk", "other")), "none"),
+    "crowd_no_codes": (as_bool, False),
     "lease_minutes": (_int(1), 60),
     "attention_check_every": (_int(0), 0),
     "attention_fail_limit": (_int(1, nullable=True), None),
     "speeder_seconds": (_number_or_none(0.0), None),
     "calibration_pass_mark": (_number_or_none(0.0, 1.0), None),
-    "allow_revision": (_bool, True),
+    "allow_revision": (as_bool, True),
     "encoder_path": (_short(500), ""),
-    "language": (_choice(RATER_LANGUAGES), "en"),
-    "alignment_shown": (_bool, False),
-    "media_must_finish": (_bool, False),
+    "language": (one_of(RATER_LANGUAGES), "en"),
+    "alignment_shown": (as_bool, False),
+    "media_must_finish": (as_bool, False),
     "media_max_plays": (_int(1, nullable=True), None),
-    "media_autoplay": (_bool, False),
+    "media_autoplay": (as_bool, False),
     "rater_labels": (rater_labels_clean, {}),
     "identity_terms": (identity_terms_clean, list),
 }
 
 
 # --- a small reader that records errors with their place -------------------------------------
-class _Reader:
+class Reader:
     def __init__(self, source: str):
         self.source = source
         self.errors: list[SpecError] = []
@@ -222,17 +222,17 @@ class _Reader:
 
     @staticmethod
     def line_of(container: Any, key: Any = None) -> int | None:
-        if isinstance(container, _Map):
+        if isinstance(container, LineMap):
             return container.key_lines.get(key, container.line) if key is not None else (
                 container.line
             )
-        if isinstance(container, _Seq) and isinstance(key, int):
+        if isinstance(container, LineList) and isinstance(key, int):
             return container.item_lines[key]
         return getattr(container, "line", None)
 
     def mapping(self, value: Any, path: str, line: int | None) -> dict[str, Any] | None:
         if not isinstance(value, dict):
-            self.error(line, path, f"expected a mapping, got {_kind(value)}")
+            self.error(line, path, f"expected a mapping, got {type_name(value)}")
             return None
         return value
 
@@ -240,7 +240,7 @@ class _Reader:
         if value is None:
             return []
         if not isinstance(value, list):
-            self.error(line, path, f"expected a list, got {_kind(value)}")
+            self.error(line, path, f"expected a list, got {type_name(value)}")
             return []
         return value
 
@@ -274,7 +274,7 @@ class _Reader:
 
 
 def _key(value: Any, limit: int = 200) -> str:
-    text = _str(value).strip()
+    text = as_text(value).strip()
     if not text:
         raise ValueError("must not be empty")
     if len(text) > limit:
@@ -282,14 +282,14 @@ def _key(value: Any, limit: int = 200) -> str:
     return text
 
 
-def _key_of(limit: int) -> Callable[[Any], str]:
+def key_up_to(limit: int) -> Callable[[Any], str]:
     """A key at most `limit` characters long (the database column's max_length)."""
     return lambda value: _key(value, limit)
 
 
 def _metadata(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ValueError(f"expected a mapping, got {_kind(value)}")
+        raise ValueError(f"expected a mapping, got {type_name(value)}")
     return {str(key): _plain(val) for key, val in value.items()}
 
 
@@ -317,13 +317,13 @@ def _plain(value: Any) -> Any:
 
 def _str_list(value: Any) -> list[str]:
     if not isinstance(value, list):
-        raise ValueError(f"expected a list, got {_kind(value)}")
-    return [_str(v) for v in value]
+        raise ValueError(f"expected a list, got {type_name(value)}")
+    return [as_text(v) for v in value]
 
 
 def _labels(value: Any) -> list[str] | dict[str, str]:
     if isinstance(value, dict):
-        return {str(key): _str(val) for key, val in value.items()}
+        return {str(key): as_text(val) for key, val in value.items()}
     return _str_list(value)
 
 
@@ -335,56 +335,56 @@ def _show_if(value: Any) -> dict[str, Any]:
     values = value["in"] if "in" in value else [value["equals"]]
     if not isinstance(values, list) or not values:
         raise ValueError("'in' must be a non-empty list of values")
-    return {"criterion": _str(value["criterion"]), "values": list(values)}
+    return {"criterion": as_text(value["criterion"]), "values": list(values)}
 
 
-def _media_ref(value: Any) -> str:
+def as_media_ref(value: Any) -> str:
     """A media file's path (relative to the media archive or directory) or https URL: its
     syntax only; whether it exists and plays is checked on import (evalstudy.media)."""
-    text = _str(value).strip()
+    text = as_text(value).strip()
     if text and (problem := media_ref_problem(text)) is not None:
         raise ValueError(problem)
     return text
 
 
 CRITERION_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
-    "key": (_key_of(60), _REQUIRED),
-    "kind": (_choice(rules.KINDS), _REQUIRED),
-    "prompt": (_str, _REQUIRED),
-    "description": (_str, ""),
+    "key": (key_up_to(60), _REQUIRED),
+    "kind": (one_of(rules.KINDS), _REQUIRED),
+    "prompt": (as_text, _REQUIRED),
+    "description": (as_text, ""),
     "scale_points": (_int(1, nullable=True), None),
     "labels": (_labels, list),
     "options": (_str_list, list),
-    "allow_tie": (_bool, False),
-    "allow_both": (_bool, False),
-    "required": (_bool, True),
+    "allow_tie": (as_bool, False),
+    "allow_both": (as_bool, False),
+    "required": (as_bool, True),
     "show_if": (_show_if, None),
     "scale_min": (_whole_or_none, None),
     "scale_max": (_whole_or_none, None),
     "severity_weights": (_metadata, dict),
-    "span_reference": (_bool, False),
+    "span_reference": (as_bool, False),
 }
 SYSTEM_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
-    "name": (_key_of(100), _REQUIRED),
-    "description": (_str, ""),
+    "name": (key_up_to(100), _REQUIRED),
+    "description": (as_text, ""),
     "metadata": (_metadata, dict),
 }
 ITEM_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "id": (_key, _REQUIRED),
-    "reference": (_str, ""),
-    "context": (_str, ""),
+    "reference": (as_text, ""),
+    "context": (as_text, ""),
     "metadata": (_metadata, dict),
-    "outputs": (lambda v: {str(k): _str(t) for k, t in _metadata(v).items()}, dict),
-    "media": (_media_ref, ""),
-    "output_media": (lambda v: {str(k): _media_ref(t) for k, t in _metadata(v).items()}, dict),
+    "outputs": (lambda v: {str(k): as_text(t) for k, t in _metadata(v).items()}, dict),
+    "media": (as_media_ref, ""),
+    "output_media": (lambda v: {str(k): as_media_ref(t) for k, t in _metadata(v).items()}, dict),
 }
 CONTROL_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
-    "id": (_key_of(100), _REQUIRED),
-    "reference": (_str, ""),
-    "context": (_str, ""),
-    "output": (_str, None),
-    "output_a": (_str, None),
-    "output_b": (_str, None),
+    "id": (key_up_to(100), _REQUIRED),
+    "reference": (as_text, ""),
+    "context": (as_text, ""),
+    "output": (as_text, None),
+    "output_a": (as_text, None),
+    "output_b": (as_text, None),
     "expected": (_metadata, dict),
-    "feedback": (_str, ""),
+    "feedback": (as_text, ""),
 }

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import SpecError, SpecInvalid
-from .fields import _media_ref, _Reader
+from .fields import Reader, as_media_ref
 from .limits import DEFAULT_LIMITS, MAX_FIELD_CHARS, SpecLimits, control_problem
-from .load import _Map
-from .study import ItemSpec, _check_outputs, _item_from_mapping
+from .load import LineMap
+from .study import ItemSpec, check_outputs, item_from_mapping
 
 ITEM_CSV_REQUIRED = ("item", "system", "output")
 # media: the item's media file (the same on every row of the item); output_media: the media
@@ -44,7 +44,7 @@ def parse_items_file(
     raise SpecInvalid([SpecError(source, None, "", f"unknown format {fmt!r}; use csv or jsonl")])
 
 
-def _csv_rows(text: str, source: str, required: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
+def csv_rows(text: str, source: str, required: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
     reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
     try:
         header = reader.fieldnames or []
@@ -93,10 +93,10 @@ def _too_many_items(source: str, line: int, limits: SpecLimits) -> SpecInvalid:
 
 
 def _parse_items_csv(text: str, source: str, limits: SpecLimits) -> list[ItemSpec]:
-    reader = _Reader(source)
+    reader = Reader(source)
     items: dict[str, ItemSpec] = {}
     first_line: dict[tuple[str, str], int] = {}
-    for line, row in _csv_rows(text, source, ITEM_CSV_REQUIRED):
+    for line, row in csv_rows(text, source, ITEM_CSV_REQUIRED):
         item_id, system = row["item"].strip(), row["system"].strip()
         if not item_id or not system:
             reader.error(line, "item" if not item_id else "system", "must not be empty")
@@ -112,7 +112,7 @@ def _parse_items_csv(text: str, source: str, limits: SpecLimits) -> list[ItemSpe
         media: dict[str, str] = {}
         for name in ("media", "output_media"):
             try:
-                media[name] = _media_ref(row.get(name) or "")
+                media[name] = as_media_ref(row.get(name) or "")
             except ValueError as error:
                 reader.error(line, name, str(error))
                 media[name] = ""
@@ -189,7 +189,7 @@ def load_json_line(raw: str, limits: SpecLimits = DEFAULT_LIMITS) -> Any:
 
 
 def _parse_items_jsonl(text: str, source: str, limits: SpecLimits) -> list[ItemSpec]:
-    reader = _Reader(source)
+    reader = Reader(source)
     items: list[ItemSpec] = []
     seen: dict[str, int] = {}
     records = 0
@@ -207,9 +207,9 @@ def _parse_items_jsonl(text: str, source: str, limits: SpecLimits) -> list[ItemS
         if (mapping := reader.mapping(record, f"line {number}", number)) is None:
             continue
         # A JSON object has no line marks: every key of it is on this line.
-        located = _Map(mapping)
+        located = LineMap(mapping)
         located.line, located.key_lines = number, dict.fromkeys(mapping, number)
-        item = _item_from_mapping(reader, located, "item", number)
+        item = item_from_mapping(reader, located, "item", number)
         if item is None:
             continue
         if item.external_id in seen:
@@ -227,9 +227,9 @@ def check_items_against_systems(
     items: list[ItemSpec], system_names: set[str], source: str
 ) -> None:
     """Every item must give an output for exactly the study's systems; SpecInvalid otherwise."""
-    reader = _Reader(source)
+    reader = Reader(source)
     for item in items:
-        _check_outputs(reader, item, system_names, f"item {item.external_id!r}", item.line)
+        check_outputs(reader, item, system_names, f"item {item.external_id!r}", item.line)
     if reader.errors:
         raise SpecInvalid(reader.errors)
 
@@ -252,9 +252,9 @@ class JudgmentRow:
 
 def parse_judgments_csv(text: str, source: str) -> list[JudgmentRow]:
     """Tidy judgments: rater,item,system,criterion,value (+ optional rater_kind, system_b)."""
-    reader = _Reader(source)
+    reader = Reader(source)
     rows = []
-    for line, row in _csv_rows(text, source, JUDGMENT_CSV_REQUIRED):
+    for line, row in csv_rows(text, source, JUDGMENT_CSV_REQUIRED):
         for name in ("rater", "item", "system", "criterion"):
             if not row[name].strip():
                 reader.error(line, name, "must not be empty")
@@ -287,9 +287,9 @@ class VoteRow:
 def parse_vote_counts_csv(text: str, source: str) -> list[VoteRow]:
     """Aggregated judgments: item,system,criterion,value,count (+ system_b for a pairwise
     criterion): how many people gave `value` for that output (or pair)."""
-    reader = _Reader(source)
+    reader = Reader(source)
     rows = []
-    for line, row in _csv_rows(text, source, VOTE_CSV_REQUIRED):
+    for line, row in csv_rows(text, source, VOTE_CSV_REQUIRED):
         for name in ("item", "system", "criterion"):
             if not row[name].strip():
                 reader.error(line, name, "must not be empty")

@@ -23,7 +23,7 @@ class SpecLimits:
     """Bounds on what a spec, an item file or a study may hold.
 
     The defaults are those of the settings named in `LIMIT_SETTINGS` (config/settings/base.py);
-    Django code passes the configured values (`evalstudy.importers.spec_limits`). Each refusal
+    Django code passes the configured values (`evalstudy.services.spec_limits`). Each refusal
     names its setting, so whoever hits a bound knows which one to raise.
     """
 
@@ -101,7 +101,7 @@ def check_spec_size(size: int, source: str, limits: SpecLimits = DEFAULT_LIMITS)
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
-def _code(character: str) -> str:
+def char_code(character: str) -> str:
     return f"U+{ord(character):04X}"
 
 
@@ -110,6 +110,6 @@ def control_problem(text: str) -> str | None:
     match = _CONTROL.search(text)
     if match is None:
         return None
-    return (f"the text holds the control character {_code(match.group())} (written as an "
+    return (f"the text holds the control character {char_code(match.group())} (written as an "
             "escape such as \\0, \\x01 or \\u0000); only tab, newline and carriage return "
             "are allowed")

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from .errors import SpecError, SpecInvalid
-from .limits import DEFAULT_LIMITS, SpecLimits, _code, control_problem
+from .limits import DEFAULT_LIMITS, SpecLimits, char_code, control_problem
 
 # Byte-order marks of the encodings spreadsheets save as "Unicode text".
 _OTHER_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32",
@@ -24,12 +24,12 @@ _NON_PRINTABLE = re.compile(
 _MAX_REPORTED = 20
 
 
-class _Map(dict[Any, Any]):
+class LineMap(dict[Any, Any]):
     line: int = 0
     key_lines: dict[Any, int]
 
 
-class _Seq(list[Any]):
+class LineList(list[Any]):
     line: int = 0
     item_lines: list[int]
 
@@ -141,9 +141,9 @@ class _LineConstructor(yaml.constructor.SafeConstructor):
             ) from None
 
 
-def _construct_map(loader: _LineConstructor, node: yaml.MappingNode) -> _Map:
+def _construct_map(loader: _LineConstructor, node: yaml.MappingNode) -> LineMap:
     loader.flatten_mapping(node)
-    mapping = _Map()
+    mapping = LineMap()
     mapping.line = node.start_mark.line + 1
     mapping.key_lines = {}
     for key_node, value_node in node.value:
@@ -178,8 +178,8 @@ def _construct_str(loader: _LineConstructor, node: yaml.ScalarNode) -> str:
     return value
 
 
-def _construct_seq(loader: _LineConstructor, node: yaml.SequenceNode) -> _Seq:
-    sequence = _Seq(loader.construct_object(child, deep=True) for child in node.value)
+def _construct_seq(loader: _LineConstructor, node: yaml.SequenceNode) -> LineList:
+    sequence = LineList(loader.construct_object(child, deep=True) for child in node.value)
     sequence.line = node.start_mark.line + 1
     sequence.item_lines = [child.start_mark.line + 1 for child in node.value]
     return sequence
@@ -228,7 +228,7 @@ def _non_printable(text: str, source: str) -> list[SpecError]:
         line_start = text.rfind("\n", 0, start) + 1
         errors.append(SpecError(
             source, text.count("\n", 0, start) + 1, "",
-            f"column {start - line_start + 1}: the character {_code(match.group())} is not "
+            f"column {start - line_start + 1}: the character {char_code(match.group())} is not "
             "allowed in a YAML or JSON file (a control character or a non-character); remove it",
         ))
         if len(errors) == _MAX_REPORTED:

@@ -1,5 +1,5 @@
 """The `plan:` block of a study file: the pre-registered stopping rule of an adaptive study
-(`evalstudy.plan_models.StudyPlan`), checked field by field and against the file's systems
+(`evalstudy.models.StudyPlan`), checked field by field and against the file's systems
 and criteria with the rules the admin and `evalstudy.adaptive.plan_problems` apply, so a file
 that parses is a plan the study can open with."""
 
@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import criteria as rules
-from .fields import _bool, _choice, _key_of, _kind, _Reader, _str
+from .fields import Reader, as_bool, as_text, key_up_to, one_of, type_name
 
 SPENDING = ("obrien_fleming", "pocock")
+#: The kinds a plan's criterion may be of: those the adaptive design builds its slots for
+#: (each kind says which designs it takes, `AnswerKind.designs`).
+PLAN_KINDS = rules.kinds_where(lambda kind: "adaptive" in kind.designs)
 # PositiveIntegerField's largest value: beyond it the database would refuse the row.
 MAX_WHOLE = 2**31 - 1
 
@@ -58,24 +61,24 @@ def _number(minimum: float, maximum: float, *, open_low: bool) -> Callable[[Any]
 def _contrast_list(value: Any) -> list[Any]:
     # The entries are checked one by one (with their lines) by `parse_plan`.
     if not isinstance(value, list):
-        raise ValueError(f"expected a list of pairs of system names, got {_kind(value)}")
+        raise ValueError(f"expected a list of pairs of system names, got {type_name(value)}")
     return value
 
 
 PLAN_FIELDS: dict[str, tuple[Callable[[Any], Any], Any]] = {
-    "criterion": (_key_of(60), None),
+    "criterion": (key_up_to(60), None),
     "contrasts": (_contrast_list, list),
     "target_ci_width": (_number(0.0, 1e6, open_low=True), None),
-    "stop_on_decision": (_bool, False),
+    "stop_on_decision": (as_bool, False),
     "alpha": (_number(0.001, 0.5, open_low=False), 0.05),
-    "spending": (_choice(SPENDING), "obrien_fleming"),
+    "spending": (one_of(SPENDING), "obrien_fleming"),
     "check_every": (_whole, 100),
     "max_looks": (_whole, 20),
     "max_judgments": (_whole, 5000),
 }
 
 
-def parse_plan(reader: _Reader, top: Mapping[str, Any], *, design: str,
+def parse_plan(reader: Reader, top: Mapping[str, Any], *, design: str,
                systems: set[str], criterion_kinds: Mapping[str, str]) -> PlanSpec | None:
     """The file's `plan:` block (None when it has none), every problem recorded in `reader`
     with its line and field path (`plan.contrasts[1]`, ...)."""
@@ -96,7 +99,7 @@ def parse_plan(reader: _Reader, top: Mapping[str, Any], *, design: str,
         if kind is None:
             reader.error(reader.line_of(mapping, "criterion"), "plan.criterion",
                          f"names {key!r}, which is not a criterion of the study")
-        elif kind != rules.PAIRWISE:
+        elif kind not in PLAN_KINDS:
             reader.error(reader.line_of(mapping, "criterion"), "plan.criterion",
                          f"{key!r} is a {kind} criterion; the plan reads a pairwise one")
     contrasts: list[list[str]] = []
@@ -105,7 +108,7 @@ def parse_plan(reader: _Reader, top: Mapping[str, Any], *, design: str,
         where = reader.line_of(raw, index) or reader.line_of(mapping, "contrasts")
         path = f"plan.contrasts[{index}]"
         try:
-            names = [_str(name).strip() for name in pair] if isinstance(pair, list) else None
+            names = [as_text(name).strip() for name in pair] if isinstance(pair, list) else None
         except ValueError:
             names = None
         if names is None or len(names) != 2:

@@ -18,7 +18,7 @@ from .fields import (
     PAIRWISE_DESIGNS,
     STUDY_FIELDS,
     SYSTEM_FIELDS,
-    _Reader,
+    Reader,
 )
 from .limits import (
     DEFAULT_LIMITS,
@@ -131,7 +131,7 @@ def _utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
-def _unique(reader: _Reader, keys: list[tuple[str, str, int]], what: str) -> None:
+def _unique(reader: Reader, keys: list[tuple[str, str, int]], what: str) -> None:
     seen: dict[str, int] = {}
     for key, path, line in keys:
         if key in seen:
@@ -153,11 +153,11 @@ def parse_study_spec(text: str, source: str, limits: SpecLimits = DEFAULT_LIMITS
     """
     check_spec_size(_utf8_size(text), source, limits)
     document = load_document(text, source, limits)
-    reader = _Reader(source)
+    reader = Reader(source)
     top = reader.mapping(document, "", 1)
     if top is None:
         raise SpecInvalid(reader.errors)
-    too_long = _Reader(source)
+    too_long = Reader(source)
     for section, attribute in SECTION_LIMITS.items():
         entries, limit = top.get(section), getattr(limits, attribute)
         if isinstance(entries, list) and len(entries) > limit:
@@ -232,12 +232,12 @@ def parse_study_spec(text: str, source: str, limits: SpecLimits = DEFAULT_LIMITS
     for _, entry, path, line in reader.entries(top, "items"):
         if (mapping := reader.mapping(entry, path, line)) is None:
             continue
-        item = _item_from_mapping(reader, mapping, path, line)
+        item = item_from_mapping(reader, mapping, path, line)
         if item is not None:
             items.append((item, path, line))
     _unique(reader, [(i.external_id, p, line) for i, p, line in items], "item id")
     for item, path, line in items:
-        _check_outputs(reader, item, system_names, path, line)
+        check_outputs(reader, item, system_names, path, line)
 
     controls: dict[str, list[ControlSpec]] = {}
     design = settings.get("design", "latin_square")
@@ -259,15 +259,20 @@ def parse_study_spec(text: str, source: str, limits: SpecLimits = DEFAULT_LIMITS
         pass
     elif design in PAIRWISE_DESIGNS and len(systems) < 2:
         reader.error(reader.line_of(top, "systems"), "systems", f"{design} needs 2 or more systems")
-    spans = [(path, line) for criterion, path, line in criteria if criterion.kind == rules.SPAN]
-    for path, line in spans[1:]:
-        reader.error(line, path, "a study takes one span criterion (raters mark each error "
-                                 "once, with its category and severity)")
+    for kind in rules.all_kinds():
+        if not kind.one_per_study:
+            continue
+        of_kind = [(path, line) for criterion, path, line in criteria
+                   if criterion.kind == kind.name]
+        for path, line in of_kind[1:]:
+            reader.error(line, path, f"a study takes one {kind.name} criterion (raters mark "
+                                     "each error once, with its category and severity)")
     if design in PAIRWISE_DESIGNS:
         for criterion, path, line in criteria:
-            if criterion.kind == rules.SPAN:
-                reader.error(line, path, "span criteria mark errors in one output: they need "
-                                         "a design that shows one output at a time")
+            if rules.kind_of(criterion.kind).one_output_only:
+                reader.error(line, path, f"{criterion.kind} criteria mark errors in one "
+                                         "output: they need a design that shows one output "
+                                         "at a time")
     if reader.errors:
         raise SpecInvalid(reader.errors)
     return StudySpec(
@@ -289,8 +294,8 @@ def _rule(criterion: CriterionSpec) -> rules.CriterionRule:
     )
 
 
-def _item_from_mapping(
-    reader: _Reader, mapping: dict[str, Any], path: str, line: int
+def item_from_mapping(
+    reader: Reader, mapping: dict[str, Any], path: str, line: int
 ) -> ItemSpec | None:
     values = reader.fields(mapping, path, ITEM_FIELDS)
     if values.keys() != ITEM_FIELDS.keys():  # a field is missing or invalid (reported)
@@ -302,8 +307,8 @@ def _item_from_mapping(
     )
 
 
-def _check_outputs(
-    reader: _Reader, item: ItemSpec, system_names: set[str], path: str, line: int | None
+def check_outputs(
+    reader: Reader, item: ItemSpec, system_names: set[str], path: str, line: int | None
 ) -> None:
     for name in item.outputs:
         if name not in system_names:
@@ -318,7 +323,7 @@ def _check_outputs(
 
 
 def _control_from_mapping(
-    reader: _Reader, mapping: dict[str, Any], path: str, line: int, design: str,
+    reader: Reader, mapping: dict[str, Any], path: str, line: int, design: str,
     criteria: dict[str, CriterionSpec],
 ) -> ControlSpec | None:
     values = reader.fields(mapping, path, CONTROL_FIELDS)
@@ -338,10 +343,10 @@ def _control_from_mapping(
         if criterion is None:
             reader.error(line, f"{path}.expected.{key}", "not a criterion of the study")
             continue
-        if criterion.kind == rules.SPAN:
-            reader.error(line, f"{path}.expected.{key}", "span criteria take no expected "
-                                                          "answer (there is no single right "
-                                                          "marking)")
+        if not rules.kind_of(criterion.kind).takes_expected:
+            reader.error(line, f"{path}.expected.{key}", f"{criterion.kind} criteria take no "
+                                                          "expected answer (there is no single "
+                                                          "right marking)")
             continue
         try:
             expected[key] = _rule(criterion).normalise_expected(raw)

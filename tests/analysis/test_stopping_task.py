@@ -13,8 +13,7 @@ from analysis.stopping import stopping_check_run, stopping_checks_due
 from analysis.tasks import stopping_checks_task
 from annotation.services import judgment_submit
 from evalstudy.adaptive import study_plan_save
-from evalstudy.models import AuditEvent, Study
-from evalstudy.plan_models import StoppingCheck
+from evalstudy.models import AuditEvent, StoppingCheck, Study
 from evalstudy.services import StudyNotOpen, assignment_next, study_open
 from tests.factories import invite, make_study
 

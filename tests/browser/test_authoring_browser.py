@@ -155,3 +155,55 @@ def test_the_row_editor_writes_back_what_the_server_wrote(new_page):
             assert any("\n" in key for key in case), case
             continue
         assert key_value_parse(written) == case, (case, written)
+
+
+def _kind_boxes_shown(page, form: str) -> set[str]:
+    """The kind fields whose boxes are visible in one criterion form (`form`: a selector)."""
+    return set(page.evaluate("""(form) => Array.from(
+        document.querySelectorAll(form + " [data-kinds]"))
+        .filter((box) => box.offsetParent !== null)
+        .map((box) => box.querySelector("[name]").name.split("-").pop())""", form))
+
+
+@pytest.mark.parametrize("javascript", [True, False])
+@pytest.mark.parametrize("width", [1366, 375])
+def test_the_criterion_form_shows_only_its_kinds_fields(live_server, new_page, shot, client,
+                                                        javascript, width):
+    """A yes/no question shows no scale points, options, slider range or severity weights;
+    switching the kind swaps the fields at once with JavaScript, and without it the page comes
+    back with the new kind's fields (and a sentence saying so) instead of saving."""
+    study = make_study(n_items=1, n_systems=2)
+    usable = Criterion.objects.get(study=study, key="usable")
+    researcher = UserFactory(username="author", is_staff=True, is_superuser=True)
+    client.force_login(researcher)
+    page = new_page(width=width, height=800, javascript=javascript)
+    page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value,
+                               "url": live_server.url}])
+    page.goto(f"{live_server.url}/admin/evalstudy/criterion/{usable.pk}/change/")
+    assert _kind_boxes_shown(page, "#criterion_form") == set()
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.get_by_label("Kind").select_option("slider")
+    if not javascript:
+        page.get_by_role("button", name="Save", exact=True).click()
+        expect(page.locator(".errorlist")).to_contain_text("are shown now")
+        assert Criterion.objects.get(pk=usable.pk).kind == "binary"
+    assert _kind_boxes_shown(page, "#criterion_form") == {"scale_min", "scale_max", "labels"}
+    page.get_by_label("Scale min").fill("0")
+    page.get_by_label("Scale max").fill("10")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    shot(page, f"35-criterion-slider-{width}{'' if javascript else '-nojs'}")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    usable.refresh_from_db()
+    assert (usable.kind, usable.scale_min, usable.scale_max) == ("slider", 0, 10)
+    if javascript:  # the study page: each criterion of the inline swaps on its own
+        page.goto(f"{live_server.url}/admin/evalstudy/study/{study.pk}/change/")
+        index = page.evaluate("""() => Array.from(document.querySelectorAll(
+            'input[name^="criteria-"][name$="-key"]')).find((i) => i.value === "usable")
+            .name.split("-")[1]""")
+        form = f"#criteria-{index}"
+        assert _kind_boxes_shown(page, form) == {"scale_min", "scale_max", "labels"}
+        page.locator(f"{form} select[data-kind-select]").select_option("pairwise")
+        assert _kind_boxes_shown(page, form) == {"allow_tie", "allow_both"}
+        assert page.evaluate("document.documentElement.scrollWidth") <= max(width, 1366)
+        shot(page, f"36-study-criteria-pairwise-{width}")

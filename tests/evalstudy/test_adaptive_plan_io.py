@@ -10,8 +10,7 @@ import pytest
 import yaml
 
 from evalstudy.importers import spec_to_document, study_import_spec, study_to_spec
-from evalstudy.models import AuditEvent, Study
-from evalstudy.plan_models import StudyPlan
+from evalstudy.models import AuditEvent, Study, StudyPlan
 from evalstudy.services import study_open
 from evalstudy.spec.errors import SpecInvalid
 from evalstudy.spec.plan import PlanSpec
@@ -343,7 +342,7 @@ def test_after_registration_put_is_409_and_the_plan_unchanged(api, owner):
 def test_checks_lists_the_looks_in_order(api, owner):
     from django.urls import reverse
 
-    from evalstudy.plan_models import StoppingCheck
+    from evalstudy.models import StoppingCheck
 
     study = _adaptive(owner)
     _put(api, study, PUT_BODY)

@@ -116,7 +116,7 @@ def test_failure_while_writing_slots_rolls_everything_back(monkeypatch):
 
     # Small COPY pieces, so that rows have already been sent when the failure comes.
     monkeypatch.setattr(kit.bulk, "_ROWS_PER_PIECE", 3)
-    import evalstudy.services as services
+    import evalstudy.services.building as services
 
     real_order_seat = services.order_seat
     calls = []

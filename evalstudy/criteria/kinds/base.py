@@ -257,6 +257,17 @@ class AnswerKind:
     def __repr__(self) -> str:
         return f"<answer kind {self.name}>"
 
+    # --- added for evalstudy (opening checks, study files, practice items) ---
+    #: Whether a study holds at most one criterion of this kind (span: raters mark each error
+    #: once, with its category and severity).
+    one_per_study: ClassVar[bool] = False
+    #: Whether its answers read one output's text, so that a design showing two outputs at once
+    #: (pairwise, adaptive) cannot carry it (span: errors are marked in one output).
+    one_output_only: ClassVar[bool] = False
+    #: Whether a practice item or an attention check may expect an answer of it (span: there
+    #: is no single right marking).
+    takes_expected: ClassVar[bool] = True
+
 
 # --- helpers the kinds share ------------------------------------------------------------------
 # The keys of the first eleven choices: 1..9, then 0 for the tenth and - for the eleventh (a

@@ -145,6 +145,11 @@ class Span(AnswerKind):
         return (translate(gettext_noop("the marked errors could not be saved: %(reason)s"))
                 % {"reason": error})
 
+    # --- added for evalstudy (opening checks, study files, practice items) ---
+    one_per_study = True
+    one_output_only = True
+    takes_expected = False
+
 
 def _weight_problems(weights: Mapping[str, object] | None) -> list[str]:
     if weights is None or weights == {}:

@@ -3,9 +3,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from evalstudy.audit import COMMAND
-from evalstudy.importers import items_import, spec_limits
+from evalstudy.importers import items_import
 from evalstudy.management.base import get_study, read_text, spec_errors
 from evalstudy.media import path_source
+from evalstudy.services import spec_limits
 from evalstudy.spec.errors import SpecInvalid
 from evalstudy.spec.files import parse_items_file
 

@@ -5,10 +5,10 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from evalstudy.audit import COMMAND
-from evalstudy.importers import spec_limits, study_import_spec
+from evalstudy.importers import study_import_spec
 from evalstudy.management.base import read_text, spec_errors
 from evalstudy.media import path_source
-from evalstudy.services import study_open
+from evalstudy.services import spec_limits, study_open
 from evalstudy.spec.errors import SpecInvalid
 from evalstudy.spec.limits import check_spec_size
 from evalstudy.spec.study import parse_study_spec

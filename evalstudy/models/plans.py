@@ -4,7 +4,6 @@ A plan is stated before the study opens and registered when it opens (`registere
 then on `evalstudy.adaptive.study_plan_save` refuses any change, and the admin shows it read-only:
 a stopping rule chosen after seeing the data is no rule. Only `allocation` (the current
 Bradley-Terry strengths the seats are built from) changes afterwards; it is state, not plan.
-Imported into `evalstudy.models`, so Django sees both models as the app's.
 """
 
 from __future__ import annotations
@@ -13,7 +12,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from .models import Criterion, Study
+from .criteria import Criterion
+from .studies import Study
 
 
 class StudyPlan(models.Model):

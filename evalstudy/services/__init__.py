@@ -1,0 +1,77 @@
+"""Services that change studies and their designs. Keyword-only arguments, one transaction each.
+
+One module per concept: `studies` (a draft study's configuration, collaborators, status),
+`checks` (what stops a study from opening, what only warns, the design arithmetic),
+`building` (seats and slots built from the design, opening, the design's export),
+`assignments` (claiming a seat, serving its slots), `seats` (handing seats on),
+`enrolments` (who may take part: the enrolment gate, admission, invitations), `limits` (the
+configured bounds) and `runs` (background runs whose worker is gone). Import the services
+from here: `from evalstudy.services import study_open`.
+
+Concurrency: `assignment_claim` is the only place seats change hands. It locks the rater row
+(so one rater's parallel requests get one seat) and picks a seat with
+`SELECT ... FOR UPDATE SKIP LOCKED` (so two raters never get the same seat and never wait on
+each other). On SQLite, which has no row locks, the database-wide write lock serialises claims.
+"""
+
+from __future__ import annotations
+
+from .assignments import (
+    LEASE_SLACK,
+    AssignmentExpired,
+    StudyFull,
+    StudyNotOpen,
+    assignment_claim,
+    assignment_next,
+    lease_renew,
+)
+from .building import (
+    BUILDERS,
+    SLOT_BATCH_SIZE,
+    design_export,
+    study_build_assignments,
+    study_open,
+)
+from .checks import (
+    BEST_WORST_DEFAULT_SIZE,
+    TUPLE_DESIGNS,
+    TUPLE_KIND_OF,
+    attention_slots_per_seat,
+    design_slot_count,
+    study_validate,
+    study_warnings,
+    tuple_size_of,
+)
+from .enrolments import (
+    NotEnrolled,
+    enrollment_admit,
+    enrollment_of,
+    enrollment_stop,
+    invitation_answer,
+    rater_invite,
+)
+from .limits import spec_limits
+from .runs import runs_fail_stale
+from .seats import assignment_withdraw, assignments_expire_leases, hand_on_seat
+from .studies import (
+    StudyNotDraft,
+    collaborator_remove,
+    collaborator_set,
+    criterion_create,
+    study_close,
+    study_create,
+    study_update,
+    system_create,
+)
+
+__all__ = [
+    "BEST_WORST_DEFAULT_SIZE", "BUILDERS", "LEASE_SLACK", "SLOT_BATCH_SIZE", "TUPLE_DESIGNS",
+    "TUPLE_KIND_OF", "AssignmentExpired", "NotEnrolled", "StudyFull", "StudyNotDraft",
+    "StudyNotOpen", "assignment_claim", "assignment_next", "assignment_withdraw",
+    "assignments_expire_leases", "attention_slots_per_seat", "collaborator_remove",
+    "collaborator_set", "criterion_create", "design_export", "design_slot_count",
+    "enrollment_admit", "enrollment_of", "enrollment_stop", "hand_on_seat",
+    "invitation_answer", "lease_renew", "rater_invite", "runs_fail_stale", "spec_limits",
+    "study_build_assignments", "study_close", "study_create", "study_open", "study_update",
+    "study_validate", "study_warnings", "system_create", "tuple_size_of",
+]

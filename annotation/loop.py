@@ -67,7 +67,7 @@ from .alignment import alignment_for
 from .flow import after_attention_check, after_calibration_item
 from .media import media_views
 from .models import Judgment, ListeningLog
-from .selectors import Question, SlotView, _choices, marked_sides, study_sides
+from .selectors import SlotView, marked_sides, question_of, study_sides
 from .services import StoreCounts, SubmissionRefused, clean_answers
 
 
@@ -305,7 +305,7 @@ def _questions_html(rows_json: str, language: str, sides: tuple[str, str]) -> st
     from django.utils import translation
 
     with translation.override(language):
-        questions = [Question(c, _choices(c, sides), "") for c in _criteria(rows_json)]
+        questions = [question_of(c, sides) for c in _criteria(rows_json)]
         return render_to_string("annotation/_questions.html", {"questions": questions,
                                                                "errors": {}})
 
@@ -419,8 +419,7 @@ def _view(context: SeatContext) -> SlotView | None:
         slot=slot, kind=upcoming.kind, reference=reference,
         context=upcoming.context, text=upcoming.text, text_b=upcoming.text_b,
         position=upcoming.position + 1, total=context.total,
-        questions=[Question(c, _choices(c, study_sides(context.study)), "")
-                   for c in context.criteria],
+        questions=[question_of(c, study_sides(context.study)) for c in context.criteria],
         marked=marked_sides(context.criteria),
         media=(media_views(json.loads(upcoming.media_json), slot_id=upcoming.slot_id,
                            rater_id=context.rater.pk) if upcoming.media_json else []))

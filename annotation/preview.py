@@ -60,11 +60,10 @@ from .media_views import _ranged
 from .selectors import (
     Feedback,
     FeedbackLine,
-    Question,
     SlotView,
-    _choices,
-    _label,
+    answer_label,
     marked_sides,
+    question_of,
     render_markdown,
     slot_texts,
     study_sides,
@@ -239,8 +238,7 @@ def preview_slot_view(study: Study, slot: AssignmentSlot, *, total: int,
         alignment=None if text_b else alignment_for(study, shown_reference, text),
         slot=slot, kind=slot.kind, reference=shown_reference, context=context, text=text,
         text_b=text_b, position=slot.position + 1, total=total,
-        questions=[Question(criterion, _choices(criterion, sides), answers.get(criterion.key, ""),
-                            letters if criterion.kind in rules.TUPLE_KINDS else "")
+        questions=[question_of(criterion, sides, answers.get(criterion.key, ""), letters)
                    for criterion in criteria],
     )
 
@@ -270,8 +268,9 @@ def preview_feedback(study: Study, slot: AssignmentSlot, given: dict[str, str],
     control = slot.calibration_item
     by_key = {c.key: c for c in criteria}
     sides = study_sides(study)
-    lines = [FeedbackLine(by_key[key].prompt, _label(by_key[key], given.get(key, ""), sides),
-                          _label(by_key[key], str(value), sides),
+    lines = [FeedbackLine(by_key[key].prompt,
+                          answer_label(by_key[key], given.get(key, ""), sides),
+                          answer_label(by_key[key], str(value), sides),
                           rules.expected_met(given.get(key), value))
              for key, value in control.expected.items() if key in by_key]
     return Feedback(lines, control.feedback)

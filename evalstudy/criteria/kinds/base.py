@@ -257,6 +257,11 @@ class AnswerKind:
     def __repr__(self) -> str:
         return f"<answer kind {self.name}>"
 
+    # --- added for annotation ---
+    #: Whether a rater marks spans of the text shown (the rater page makes its panes
+    #: markable; an imported answer is read against the output's text).
+    marks_spans: ClassVar[bool] = False
+
 
 # --- helpers the kinds share ------------------------------------------------------------------
 # The keys of the first eleven choices: 1..9, then 0 for the tenth and - for the eleventh (a

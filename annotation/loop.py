@@ -524,9 +524,9 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
                                              bound=rater_id is not None)
                 or context.slot_id is None):
             return None
-        if any(c.kind in rules.SLOT_BOUND_KINDS for c in context.criteria):
-            # Span, ranking and best-worst answers are read against the answered slot (its
-            # text, the outputs it shows), which this read does not fetch.
+        if any(c.rule.spec.slot_bound for c in context.criteria):
+            # Some kinds' answers are read against the answered slot (its text, the outputs
+            # it shows), which this read does not fetch.
             return None
         if context.media_pending and not context.slot_completed:
             return None  # media to hear first: the general path refuses, saying so
@@ -633,8 +633,8 @@ def serve_current(*, slug: str, rater_id: int | None, user_id: int | None,
         context = _read(slug=slug, rater_id=rater_id, user_id=user_id, slot_id=None)
         if (context is None or context.next is None
                 or not _may_rate(context, platform_session, bound=rater_id is not None)
-                or any(c.kind in rules.TUPLE_KINDS for c in context.criteria)):
-            return None  # (a ranking or best-worst slot shows outputs this read does not fetch)
+                or any(c.rule.spec.shows == rules.TUPLE for c in context.criteria)):
+            return None  # (a slot of a tuple shows outputs this read does not fetch)
         _serve(context, now)
         page = LoopPage(study=context.study, view=_view(context),
                         questions_html=questions_html(context.criteria_json, context.study))

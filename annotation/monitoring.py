@@ -15,7 +15,7 @@ from evalstudy import criteria as rules
 from evalstudy.models import Assignment, AssignmentSlot, Criterion, Enrollment, Rater, Study
 
 from . import drift, integrity, quality
-from .behaviour import DRIFT_KINDS, study_integrity
+from .behaviour import compared_as_labels, study_integrity
 from .media import listening_by_seat
 from .models import Judgment
 
@@ -231,13 +231,9 @@ def study_monitor(study: Study) -> StudyMonitor:
 
 
 # --- quality signals from the judgments (annotation.quality on the study's rows) -------------
-# Criterion kinds MACE reads as categories (ordinal scales too: a point is a label), and how
-# leave-one-out agreement compares each kind's answers.
-MACE_KINDS = frozenset({rules.BINARY, rules.CATEGORICAL, rules.SEVERITY, rules.PAIRWISE,
-                        rules.LIKERT})
+# MACE reads the answers of closed kinds (a declared list of categories; ordinal scales too: a
+# point is a label); leave-one-out agreement compares each kind's answers on its level.
 RATER_HUMAN_KINDS = list(Rater.HUMAN_KINDS)
-NOMINAL_KINDS = frozenset({rules.BINARY, rules.CATEGORICAL, rules.PAIRWISE})
-ORDINAL_KINDS = frozenset({rules.LIKERT, rules.SEVERITY, rules.SLIDER})
 
 
 @dataclass
@@ -260,24 +256,22 @@ class StudySignals:
 
 
 def _scale(criterion: Criterion) -> quality.Scale | None:
-    rule = criterion.rule
-    if criterion.kind in NOMINAL_KINDS:
+    """How agreement compares the criterion's answers: as categories, or as points on its
+    kind's scale (distances over its range); None where it compares nothing."""
+    kind = criterion.rule.spec
+    if kind.level == "nominal":
         return quality.Scale(quality.NOMINAL)
-    if criterion.kind == rules.SLIDER:
-        low, high = rule.slider_range
-        return quality.Scale(quality.ORDINAL, low, high)
-    if criterion.kind in ORDINAL_KINDS:
-        choices = [float(c) for c in rule.choices() or []]
-        return quality.Scale(quality.ORDINAL, min(choices), max(choices)) if choices else None
-    return None
+    bounds = kind.value_range(criterion.rule)
+    return quality.Scale(quality.ORDINAL, *bounds) if bounds is not None else None
 
 
-def _unit(output: int | None, output_b: int | None, kind: str, value: str
+def _unit(output: int | None, output_b: int | None, kind: rules.AnswerKind, value: str
           ) -> tuple[tuple[int | None, int | None], str]:
     """The unit several raters judged, and the answer read in its terms: a pair of outputs is
-    the same unit whichever side each rater saw it on (a pairwise answer follows the swap)."""
+    the same unit whichever side each rater saw it on (an answer naming a side of the pair
+    follows the swap)."""
     if output_b is not None and output is not None and output_b < output:
-        if kind == rules.PAIRWISE and value in ("A", "B"):
+        if kind.shows == rules.PAIR and value in ("A", "B"):
             value = "B" if value == "A" else "A"
         return (output_b, output), value
     return (output, output_b), value
@@ -318,9 +312,9 @@ def rater_signals(study: Study) -> StudySignals:
         criterion = criteria.get(criterion_id)
         if criterion is None:
             continue
-        unit, value = _unit(output, output_b, criterion.kind, value)
+        unit, value = _unit(output, output_b, criterion.rule.spec, value)
         answers.append(quality.Answer(rater, unit, criterion.key, value, number))
-        if criterion.kind in DRIFT_KINDS:
+        if compared_as_labels(criterion.rule.spec):
             votes.append(drift.Vote(rater, (unit, criterion_id), value, (_at, _pk)))
         sequences[(rater, criterion_id)].append(value)
         counts[criterion_id][value] += 1
@@ -346,7 +340,7 @@ def rater_signals(study: Study) -> StudySignals:
                                                                     agreement.units)
     # MACE per categorical criterion; a rater's competence is the mean over the criteria they
     # answered, weighted by their answers to each.
-    mace_criteria = [c for c in criteria.values() if c.kind in MACE_KINDS]
+    mace_criteria = [c for c in criteria.values() if c.rule.spec.closed]
     weighted: dict[int, list[tuple[float, int]]] = defaultdict(list)
     by_criterion: dict[int, dict[str, float]] = defaultdict(dict)
     used = []

@@ -130,41 +130,16 @@ def clean_answers(
 
 
 def collected_answer(criterion: Criterion, raw: Mapping[str, object]) -> object:
-    """A criterion's answer as posted. A ranking comes as one rank per output shown
-    (`key__A=2`, `key__B=1`, ...: the form works without JavaScript) and becomes "A=2;B=1";
-    a best-worst answer as `key__best` and `key__worst`. The rule checks what comes out."""
-    key = criterion.key
-    if criterion.kind == rules.RANKING:
-        ranks = {letter: raw.get(f"{key}__{letter}") for letter in rules.LETTERS}
-        given = {letter: str(rank).strip() for letter, rank in ranks.items() if rank is not None}
-        if given:
-            return ";".join(f"{letter}={rank}" for letter, rank in given.items())
-    elif criterion.kind == rules.BEST_WORST:
-        best, worst = raw.get(f"{key}__best"), raw.get(f"{key}__worst")
-        if best is not None or worst is not None:
-            return f"best={best or ''};worst={worst or ''}"
-    return raw.get(key)
+    """A criterion's answer as posted, gathered from the form fields its kind posts (a ranking
+    posts one rank per output shown, `key__A=2`, `key__B=1`, ...: the form works without
+    JavaScript). The rule checks what comes out."""
+    return criterion.rule.spec.collect(criterion.key, raw)
 
 
 def _answer_error(criterion: Criterion, error: ValueError) -> str:
-    """Why an answer was refused, in the rater's language. The rule's own reason names values
-    a rater never typed (the form offers only valid choices): say what to do instead. A span
-    answer keeps the rule's reason (an overlap, a text changed since it was shown)."""
-    rule = criterion.rule
-    if criterion.kind == rules.TEXT:
-        return (gettext("the answer is longer than %(limit)s characters")
-                % {"limit": rules.TEXT_MAX_LENGTH})
-    if criterion.kind == rules.SLIDER:
-        low, high = rule.slider_range
-        return (gettext("give a whole number from %(low)s to %(high)s")
-                % {"low": low, "high": high})
-    if criterion.kind == rules.SPAN:
-        return gettext("the marked errors could not be saved: %(reason)s") % {"reason": error}
-    if criterion.kind == rules.RANKING:
-        return gettext("give each output a different rank, from 1 (best) down")
-    if criterion.kind == rules.BEST_WORST:
-        return gettext("choose the best output and a different worst one")
-    return gettext("choose one of: %(choices)s") % {"choices": ", ".join(rule.choices() or [])}
+    """Why an answer was refused, in the rater's language, as its kind words it: what to do
+    instead (the rule's own reason names values a rater never typed)."""
+    return criterion.rule.spec.answer_error(criterion.rule, error, gettext)
 
 
 def judgment_submit(
@@ -209,10 +184,10 @@ def judgment_submit(
             # The study's "hear it to the end first" (annotation.media), whatever the browser.
             if media_unfinished(slot, study):
                 raise SubmissionRefused(must_finish_message(), status=409)
-        # Only span, ranking and best-worst answers are read against the slot (fetched only
-        # for them).
+        # Only the answers of kinds read against the slot (its text, the outputs it shows)
+        # need it: fetched only for them.
         shown = (shown_text(slot, study)
-                 if any(c.kind in rules.SLOT_BOUND_KINDS for c in criteria) else None)
+                 if any(c.rule.spec.slot_bound for c in criteria) else None)
         cleaned, errors = clean_answers(criteria, answers, shown)
         if errors:
             raise SubmissionInvalid(errors)
@@ -268,7 +243,7 @@ def judgments_import(
     rows_of = StudyRows.of(study)
     criteria = rows_of.criteria
     texts: dict[int, rules.ShownText] = {}
-    if any(c.kind == rules.SPAN for c in criteria.values()):
+    if any(c.rule.spec.marks_spans for c in criteria.values()):
         texts = {pk: rules.ShownText(text, reference) for pk, text, reference in
                  Output.objects.filter(item__study=study)
                  .values_list("id", "text", "item__reference")}
@@ -284,13 +259,13 @@ def judgments_import(
         found = rows_of.resolve(row, fail, lambda c: (
             f"criterion {c.key!r} is {c.kind}: its answers name outputs by the position they "
             "were shown in, which a tidy row (item, system) cannot say; they are not imported"
-            if c.kind in rules.TUPLE_KINDS else None))
+            if c.rule.spec.shows == rules.TUPLE else None))
         if found is None:
             continue
         criterion, output, output_b = found
         try:
             value = criterion.rule.normalise(
-                *_imported_spans(row.value, output, texts) if criterion.kind == rules.SPAN
+                *_imported_spans(row.value, output, texts) if criterion.rule.spec.marks_spans
                 else (row.value,))
         except ValueError as error:
             fail("value", f"criterion {criterion.key!r}: {error}")

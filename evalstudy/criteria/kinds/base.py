@@ -262,6 +262,16 @@ class AnswerKind:
     #: markable; an imported answer is read against the output's text).
     marks_spans: ClassVar[bool] = False
 
+    def value_range(self, rule: CriterionRule) -> tuple[float, float] | None:
+        """The lowest and highest number its answers stand for, where they are points on a
+        scale (what agreement between raters measures distances on); None for categories
+        and for answers that are not numbers on a scale. By default the numeric choices of
+        an ordered scale."""
+        if self.level != "ordinal":
+            return None
+        points = [float(choice) for choice in self.choices(rule) or []]
+        return (min(points), max(points)) if points else None
+
 
 # --- helpers the kinds share ------------------------------------------------------------------
 # The keys of the first eleven choices: 1..9, then 0 for the tenth and - for the eleventh (a

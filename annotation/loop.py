@@ -19,16 +19,19 @@ transaction's BEGIN and COMMIT around them: five statements, six for an account.
 would compile a dozen queries for the same work, and compiling them costs more than running
 them; the SQL here is written once per process from the models' table and column names.
 
-The general path (`annotation.services.judgment_submit`, `evalstudy.services.assignment_next`,
-`annotation.selectors.slot_view`) handles every case. This module only takes the cases that
-path would accept without question: a first answer to the current item, and the same answers
-to an answered item again (a double click or a retry: nothing stored, the rater gets the item
-they are on). For anything else (another database, a revision, invalid answers, a rater
-without a seat, a refused or stopped rater, a session bound under an old crowd session) it
-returns None and writes nothing, and the caller takes the general path.
-Every condition checked here is at least as strict as the general path's, so the fast path can
-never accept what the general path would refuse (tests/annotation/test_rater_loop.py runs the
-same scenarios through both).
+Storing an answer is `annotation.services.judgment_submit`'s, the one entry every interface
+calls: `submit_and_next` is its fast storage strategy, and nothing else calls it
+(tests/annotation/test_rater_loop.py checks). The general strategy (`judgment_submit`'s own,
+then `evalstudy.services.assignment_next` and `annotation.selectors.slot_view` for the page)
+handles every case. This module only takes the cases it would accept without question: a
+first answer to the current item, and the same answers to an answered item again (a double
+click or a retry: nothing stored, the rater gets the item they are on). For anything else
+(another database, a revision, invalid answers, a rater without a seat, a refused or stopped
+rater, a session bound under an old crowd session) it returns None and writes nothing, and
+`judgment_submit` stores the answer with its general strategy. The answers are checked by the
+same core (`annotation.answer_checks`), and every other condition checked here is at least as
+strict as the general strategy's, so the loop can never accept what the general strategy would
+refuse (tests/annotation/test_rater_loop.py runs the same scenarios through both).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import hashlib
 import json
 import re
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,11 +68,11 @@ from evalstudy.models import (
 from evalstudy.services import lease_renew
 
 from .alignment import alignment_for
+from .answer_checks import StoreCounts, SubmissionRefused, answers_checked
 from .flow import after_attention_check, after_calibration_item
 from .media import media_views
 from .models import Judgment, ListeningLog
 from .selectors import SlotView, marked_sides, question_of, study_sides
-from .services import StoreCounts, SubmissionRefused, clean_answers
 
 
 def _table(model: Any) -> str:
@@ -504,16 +508,17 @@ def fast_path_available() -> bool:
 
 
 def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slot_id: int,
-                    answers: dict[str, object], platform_session: str = "",
+                    answers: Mapping[str, object], platform_session: str = "",
                     now: dt.datetime | None = None) -> LoopPage | None:
     """Store the first answers to the rater's current slot and serve the next one, or return
-    None (nothing written) for the general path to decide (see the module's docstring).
+    None (nothing written) for `judgment_submit`'s general strategy to decide (see the
+    module's docstring). Only `annotation.services.judgment_submit` calls it.
 
     The rater is `rater_id` (a session bound by an entry link or a crowd URL, acting under the
     crowd `platform_session`) or the account `user_id`'s rater. Same guarantees as
     `judgment_submit` then `assignment_next`: under the seat's lock, so a double submit stores
     once and an expiry cannot interleave; the slot must be the first open one of a live seat;
-    the answers are checked by the same `clean_answers`.
+    the answers are checked by the same `annotation.answer_checks.answers_checked`.
     """
     if not fast_path_available() or not 0 < slot_id < _BIGINT_END:
         return None  # (an id no row can have: the general path answers 404)
@@ -531,11 +536,12 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
         if context.media_pending and not context.slot_completed:
             return None  # media to hear first: the general path refuses, saying so
         try:
-            cleaned, errors = clean_answers(context.criteria, answers)
-        except SubmissionRefused:  # a misconfigured condition: the general path says so
+            checked = answers_checked(context.criteria, answers)
+        except SubmissionRefused:  # a misconfigured condition: the general strategy says so
             return None
-        if errors:
+        if checked.errors:
             return None
+        cleaned = checked.answers
         if context.slot_completed:
             return _repeated(context, cleaned, now)
         if context.first_open_id != slot_id:

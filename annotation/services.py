@@ -1,14 +1,23 @@
-"""Storing judgments: from a rater's browser (`judgment_submit`) and from files
-(`judgments_import`). Both go through `_store_value`, so a repeated answer is a no-op and a
-changed one keeps the earlier value in history.
+"""Storing judgments: a rater's answers (`judgment_submit`, the one entry every interface
+calls: the rating page, the rater API) and judgments made elsewhere (`judgments_import`).
+
+`judgment_submit` chooses how an answer is stored. A browser session's first answer to its
+current item (and the same answers again) is stored by the rater's loop
+(`annotation.loop.submit_and_next`: one locking read and one write on PostgreSQL, the next
+item served with it); everything else (a revision, a refusal, invalid answers, a rater of the
+API, another database) by the general strategy here, through `_store_value`, so a repeated
+answer is a no-op and a changed one keeps the earlier value in history. Both strategies check
+the answers with the same Django-free core (`annotation.answer_checks`), and the loop takes
+only what the general strategy would accept, so which one stored an answer never shows in the
+rows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from django.db import transaction
@@ -31,6 +40,13 @@ from evalstudy.spec.errors import SpecError, SpecInvalid
 from evalstudy.spec.files import JudgmentRow
 from kit.csvsafe import SafeDictWriter
 
+from . import loop
+from .answer_checks import (
+    StoreCounts,
+    SubmissionInvalid,
+    SubmissionRefused,
+    answers_checked,
+)
 from .flow import after_attention_check, after_calibration_item
 from .media import media_unfinished, must_finish_message
 from .models import Judgment, JudgmentRevision
@@ -38,32 +54,23 @@ from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
 from .rows import StudyRows
 from .selectors import slot_texts
 
-
-class SubmissionRefused(Exception):
-    """The post is not allowed at all (not the rater's slot, not the current slot, closed)."""
-
-    def __init__(self, message: str, *, status: int = 403):
-        super().__init__(message)
-        self.status = status
+__all__ = ["SessionRater", "StoreCounts", "SubmissionInvalid", "SubmissionRefused",
+           "judgment_submit", "judgments_import", "progress_export", "shown_text"]
 
 
-class SubmissionInvalid(Exception):
-    """Some answers are missing or invalid; `errors` maps criterion key -> reason."""
+@dataclass(frozen=True)
+class SessionRater:
+    """The rater a browser session acts for, as the session names them: the rater bound to it
+    by an entry link or a crowd URL (`rater_id`, under the crowd `platform_session`), else the
+    signed-in account `user_id`'s rater, in the study `slug`. The loop's strategy finds the
+    rater under the seat's lock from these; the general strategy asks `find` for the rater
+    (the interface's own checks: a study that did not admit them is its 404)."""
 
-    def __init__(self, errors: dict[str, str]):
-        super().__init__("; ".join(f"{key}: {reason}" for key, reason in errors.items()))
-        self.errors = errors
-
-
-@dataclass
-class StoreCounts:
-    created: int = 0
-    revised: int = 0
-    unchanged: int = 0
-    removed: int = 0
-    slot_kind: str = ""
-    # the rater was stopped by this submission (attention-check limit, calibration pass mark)
-    stopped: bool = False
+    slug: str
+    rater_id: int | None
+    user_id: int | None
+    find: Callable[[], Rater] = field(compare=False)
+    platform_session: str = ""
 
 
 def _store_value(
@@ -92,65 +99,35 @@ def _store_value(
         counts.revised += 1
 
 
-def clean_answers(
-    criteria: list[Criterion], raw: Mapping[str, object], shown: rules.ShownText | None = None,
-) -> tuple[dict[str, str], dict[str, str]]:
-    """(answers, errors) for a posted form: canonical values of the criteria that are shown.
-
-    A conditional criterion counts only when its condition holds on the other answers; then
-    it is required if it says so. Hidden criteria are dropped even when posted. `shown`: the
-    texts of the slot as the rater saw them, which span answers are checked against.
-    """
-    answers: dict[str, str] = {}
-    errors: dict[str, str] = {}
-    earlier: set[str] = set()
-    for criterion in criteria:  # in display order: a condition names an earlier criterion
-        parent = criterion.show_if_criterion
-        if parent is not None and parent.key not in earlier:
-            # A condition on a later criterion (or a cycle) is never met, so the question is
-            # never shown; were all hidden, an empty post would complete the slot. study_open
-            # refuses such studies (evalstudy.spec.study.show_if_problems), but rows can change
-            # after: fail closed.
-            raise SubmissionRefused(gettext(
-                "This study's questions are misconfigured (a question depends on a later one); "
-                "please tell the researcher."), status=409)
-        earlier.add(criterion.key)
-        if not criterion.shown_for(answers):
-            continue
-        value = collected_answer(criterion, raw)
-        if value is None or (isinstance(value, str) and value.strip() == ""):
-            if criterion.required:
-                errors[criterion.key] = gettext("an answer is required")
-            continue
-        try:
-            answers[criterion.key] = criterion.rule.normalise(value, shown)
-        except ValueError as error:
-            errors[criterion.key] = _answer_error(criterion, error)
-    return answers, errors
-
-
-def collected_answer(criterion: Criterion, raw: Mapping[str, object]) -> object:
-    """A criterion's answer as posted, gathered from the form fields its kind posts (a ranking
-    posts one rank per output shown, `key__A=2`, `key__B=1`, ...: the form works without
-    JavaScript). The rule checks what comes out."""
-    return criterion.rule.spec.collect(criterion.key, raw)
-
-
-def _answer_error(criterion: Criterion, error: ValueError) -> str:
-    """Why an answer was refused, in the rater's language, as its kind words it: what to do
-    instead (the rule's own reason names values a rater never typed)."""
-    return criterion.rule.spec.answer_error(criterion.rule, error, gettext)
-
-
 def judgment_submit(
-    *, rater: Rater, slot_id: int, answers: Mapping[str, object], now: dt.datetime | None = None
+    *, rater: Rater | SessionRater, slot_id: int, answers: Mapping[str, object],
+    now: dt.datetime | None = None,
 ) -> StoreCounts:
     """Store a rater's answers to one slot. Idempotent: the same post twice stores one judgment.
 
     Refused (nothing stored) unless the slot is in the rater's own active seat and is either
     the current slot (the first not completed) or, when the study allows revisions, an earlier
     completed one. Raises SubmissionRefused or SubmissionInvalid.
+
+    `rater`: a Rater (the API), or a browser session's `SessionRater`, whose first answer to
+    its current item the rater's loop stores and answers with the next item, served
+    (`StoreCounts.served`, an `annotation.loop.LoopPage`); what the loop leaves (it writes
+    nothing then) is stored here like any other answer.
     """
+    if isinstance(rater, SessionRater):
+        page = loop.submit_and_next(slug=rater.slug, rater_id=rater.rater_id,
+                                    user_id=rater.user_id, slot_id=slot_id, answers=answers,
+                                    platform_session=rater.platform_session, now=now)
+        if page is not None and page.counts is not None:
+            page.counts.served = page
+            return page.counts
+        rater = rater.find()
+    return _stored_in_general(rater=rater, slot_id=slot_id, answers=answers, now=now)
+
+
+def _stored_in_general(*, rater: Rater, slot_id: int, answers: Mapping[str, object],
+                       now: dt.datetime | None) -> StoreCounts:
+    """The general strategy: every case, with the ORM, under the seat's and the slot's locks."""
     now = now or timezone.now()
     with transaction.atomic():
         found = (
@@ -188,9 +165,10 @@ def judgment_submit(
         # need it: fetched only for them.
         shown = (shown_text(slot, study)
                  if any(c.rule.spec.slot_bound for c in criteria) else None)
-        cleaned, errors = clean_answers(criteria, answers, shown)
-        if errors:
-            raise SubmissionInvalid(errors)
+        checked = answers_checked(criteria, answers, shown, translate=gettext)
+        if checked.errors:
+            raise SubmissionInvalid(checked.errors)
+        cleaned = checked.answers
         if slot.completed_at is not None:
             stored = dict(slot.judgments.values_list("criterion__key", "value"))
             if stored == cleaned:

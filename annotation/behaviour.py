@@ -22,6 +22,7 @@ from evalstudy.models import AssignmentSlot, ItemMedia, Rater, Study
 
 from . import drift, integrity, quality
 from .models import Judgment, ListeningLog, SlotBehaviour
+from .rater_quality import compared_as_labels, judged_unit
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +31,6 @@ log = logging.getLogger(__name__)
 # A name no criterion key can take (keys are [A-Za-z0-9_-]+, evalstudy.spec.study.KEY_RE),
 # so the counters never collide with an answer.
 BEHAVIOUR_FIELD = "integrity.behaviour"
-
-
-def compared_as_labels(kind: rules.AnswerKind) -> bool:
-    """Whether agreement over time compares a kind's answers as labels: those of a declared
-    list of categories (a Likert point or a severity level is a label too: the others'
-    majority is a modal answer)."""
-    return kind.closed
 
 
 def slot_behaviour_record(*, slot_id: int, raw: object,
@@ -158,8 +152,6 @@ def study_integrity(study: Study, *, speeder_seconds: float | None = None,
 def study_drift(study: Study) -> dict[Hashable, list[drift.Window]]:
     """rater id -> their windows of agreement with the other raters (annotation.drift), over
     the study's `agreement_window` and `agreement_alert_threshold`."""
-    from .monitoring import _unit  # (monitoring imports this module)
-
     kinds = {pk: rules.kind_of(name) for pk, name in study.criteria.values_list("id", "kind")}
     criteria = {pk: kind for pk, kind in kinds.items() if compared_as_labels(kind)}
     votes = []
@@ -168,7 +160,7 @@ def study_drift(study: Study) -> dict[Hashable, list[drift.Window]]:
         rater__kind__in=list(Rater.HUMAN_KINDS), criterion_id__in=list(criteria),
     ).values_list("id", "rater_id", "criterion_id", "slot__output_id", "slot__output_b_id",
                   "value", "submitted_at"):
-        unit, value = _unit(output, output_b, criteria[criterion], value)
+        unit, value = judged_unit(output, output_b, criteria[criterion], value)
         votes.append(drift.Vote(rater, (unit, criterion), value, (at, pk)))
     return drift.agreement_windows(votes, window=study.agreement_window,
                                    threshold=study.agreement_alert_threshold)

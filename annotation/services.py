@@ -50,7 +50,7 @@ from .answer_checks import (
 from .flow import after_attention_check, after_calibration_item
 from .media import media_unfinished, must_finish_message
 from .models import Judgment, JudgmentRevision
-from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
+from .monitor_selectors import PROGRESS_COLUMNS, progress_rows, study_monitor
 from .rows import StudyRows
 from .selectors import slot_texts
 

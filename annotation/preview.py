@@ -58,7 +58,7 @@ from evalstudy.services import BUILDERS, TUPLE_DESIGNS, study_validate, tuple_si
 
 from .alignment import alignment_for
 from .answer_checks import SubmissionRefused, answer_posted, answers_checked
-from .media_views import _ranged
+from .media_views import media_response
 from .selectors import (
     Feedback,
     FeedbackLine,
@@ -453,4 +453,4 @@ def preview_media(request: HttpRequest, slug: str, media_id: int) -> HttpRespons
     media = get_object_or_404(ItemMedia, pk=media_id, item__study=study)
     if not media.file:
         raise Http404("No such media.")
-    return _ranged(request, media)
+    return media_response(request, media)

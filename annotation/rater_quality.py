@@ -90,13 +90,19 @@ def _target_judgments(study: Study) -> tuple[dict[int, Criterion], list[Row]]:
     return criteria, rows
 
 
+def _kinds(criteria: dict[int, Criterion]) -> dict[int, rules.AnswerKind]:
+    """Each criterion's kind, asked once per criterion rather than once per judgment."""
+    return {pk: criterion.rule.spec for pk, criterion in criteria.items()}
+
+
 def _answers(criteria: dict[int, Criterion], rows: list[Row]) -> list[quality.Answer]:
+    kinds = _kinds(criteria)
     answers = []
     for _pk, rater, criterion_id, output, output_b, value, number, _at in rows:
         criterion = criteria.get(criterion_id)
         if criterion is None:
             continue
-        unit, value = judged_unit(output, output_b, criterion.rule.spec, value)
+        unit, value = judged_unit(output, output_b, kinds[criterion_id], value)
         answers.append(quality.Answer(rater, unit, criterion.key, value, number))
     return answers
 
@@ -174,12 +180,13 @@ def rater_signals(study: Study) -> StudySignals:
     votes: list[drift.Vote] = []
     sequences: dict[tuple[int, int], list[str]] = defaultdict(list)
     counts: dict[int, Counter[str]] = defaultdict(Counter)
+    kinds = _kinds(criteria)
     for pk, rater, criterion_id, output, output_b, value, _number, at in rows:
-        criterion = criteria.get(criterion_id)
-        if criterion is None:
+        kind = kinds.get(criterion_id)
+        if kind is None:
             continue
-        unit, value = judged_unit(output, output_b, criterion.rule.spec, value)
-        if compared_as_labels(criterion.rule.spec):
+        unit, value = judged_unit(output, output_b, kind, value)
+        if compared_as_labels(kind):
             votes.append(drift.Vote(rater, (unit, criterion_id), value, (at, pk)))
         sequences[(rater, criterion_id)].append(value)
         counts[criterion_id][value] += 1

@@ -34,8 +34,8 @@ class JudgmentFilter:
     # Raters a researcher excluded from the analysis (annotation.rater_actions) are left out
     # unless this is set; their judgments stay stored either way.
     include_excluded: bool = False
-    # Leave out human raters whose MACE competence (annotation.monitoring.rater_signals, the
-    # mean over the study's categorical criteria) is below this, 0..1 (None: keep everyone).
+    # Leave out human raters whose MACE competence (annotation.rater_quality.rater_competences,
+    # the mean over the study's categorical criteria) is below this, 0..1 (None: keep everyone).
     min_competence: float | None = None
 
     def __post_init__(self) -> None:
@@ -177,10 +177,9 @@ def exclusions_describe(study: Study, filters: JudgmentFilter) -> list[str]:
 def rater_competences(study: Study) -> dict[int, float]:
     """rater id -> MACE competence (0..1) of the study's human raters on its categorical
     criteria, as the monitor shows it; raters with no shared categorical judgment are absent."""
-    from annotation.monitoring import rater_signals
+    from annotation.rater_quality import rater_competences as competences
 
-    return {rater: signal.competence for rater, signal in rater_signals(study).raters.items()
-            if signal.competence is not None}
+    return competences(study)
 
 
 def less_competent_raters(study: Study, minimum: float) -> list[int]:

@@ -46,7 +46,7 @@ from .idempotency import (
     request_fingerprint,
 )
 from .models import Judgment
-from .monitoring import study_monitor
+from .monitor_selectors import study_monitor
 from .selectors import slot_texts, tuple_panes
 from .services import SubmissionInvalid, SubmissionRefused, judgment_submit
 

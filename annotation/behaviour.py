@@ -22,6 +22,7 @@ from evalstudy.models import AssignmentSlot, ItemMedia, Rater, Study
 
 from . import drift, integrity, quality
 from .models import Judgment, ListeningLog, SlotBehaviour
+from .rater_quality import compared_as_labels, judged_unit
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +31,6 @@ log = logging.getLogger(__name__)
 # A name no criterion key can take (keys are [A-Za-z0-9_-]+, evalstudy.spec.study.KEY_RE),
 # so the counters never collide with an answer.
 BEHAVIOUR_FIELD = "integrity.behaviour"
-FREE_TEXT_KINDS = frozenset({rules.TEXT})
-# Kinds whose answers are compared as labels for agreement over time (a Likert point or a
-# severity level is a label: the others' majority is a modal answer).
-DRIFT_KINDS = frozenset({rules.BINARY, rules.CATEGORICAL, rules.PAIRWISE, rules.LIKERT,
-                         rules.SEVERITY})
 
 
 def slot_behaviour_record(*, slot_id: int, raw: object,
@@ -127,7 +123,7 @@ def study_integrity(study: Study, *, speeder_seconds: float | None = None,
         speeder_seconds = _speeder_seconds(study)
     # One query: each slot with its counters (a LEFT JOIN) and whether it has free text.
     free_text = Judgment.objects.filter(slot=OuterRef("pk"), criterion__kind__in=list(
-        FREE_TEXT_KINDS)).exclude(value="")
+        rules.kinds_where(lambda kind: kind.free_text))).exclude(value="")
     slots = list(AssignmentSlot.objects.filter(
         assignment__study=study, kind=AssignmentSlot.Kind.TARGET, completed_at__isnull=False,
         assignment__rater__kind__in=list(Rater.HUMAN_KINDS),
@@ -156,17 +152,15 @@ def study_integrity(study: Study, *, speeder_seconds: float | None = None,
 def study_drift(study: Study) -> dict[Hashable, list[drift.Window]]:
     """rater id -> their windows of agreement with the other raters (annotation.drift), over
     the study's `agreement_window` and `agreement_alert_threshold`."""
-    from .monitoring import _unit  # (monitoring imports this module)
-
-    criteria = {pk: kind for pk, kind in study.criteria.values_list("id", "kind")
-                if kind in DRIFT_KINDS}
+    kinds = {pk: rules.kind_of(name) for pk, name in study.criteria.values_list("id", "kind")}
+    criteria = {pk: kind for pk, kind in kinds.items() if compared_as_labels(kind)}
     votes = []
     for pk, rater, criterion, output, output_b, value, at in Judgment.objects.filter(
         slot__assignment__study=study, slot__kind=AssignmentSlot.Kind.TARGET,
         rater__kind__in=list(Rater.HUMAN_KINDS), criterion_id__in=list(criteria),
     ).values_list("id", "rater_id", "criterion_id", "slot__output_id", "slot__output_b_id",
                   "value", "submitted_at"):
-        unit, value = _unit(output, output_b, criteria[criterion], value)
+        unit, value = judged_unit(output, output_b, criteria[criterion], value)
         votes.append(drift.Vote(rater, (unit, criterion), value, (at, pk)))
     return drift.agreement_windows(votes, window=study.agreement_window,
                                    threshold=study.agreement_alert_threshold)

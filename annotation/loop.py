@@ -19,16 +19,19 @@ transaction's BEGIN and COMMIT around them: five statements, six for an account.
 would compile a dozen queries for the same work, and compiling them costs more than running
 them; the SQL here is written once per process from the models' table and column names.
 
-The general path (`annotation.services.judgment_submit`, `evalstudy.services.assignment_next`,
-`annotation.selectors.slot_view`) handles every case. This module only takes the cases that
-path would accept without question: a first answer to the current item, and the same answers
-to an answered item again (a double click or a retry: nothing stored, the rater gets the item
-they are on). For anything else (another database, a revision, invalid answers, a rater
-without a seat, a refused or stopped rater, a session bound under an old crowd session) it
-returns None and writes nothing, and the caller takes the general path.
-Every condition checked here is at least as strict as the general path's, so the fast path can
-never accept what the general path would refuse (tests/annotation/test_rater_loop.py runs the
-same scenarios through both).
+Storing an answer is `annotation.services.judgment_submit`'s, the one entry every interface
+calls: `submit_and_next` is its fast storage strategy, and nothing else calls it
+(tests/annotation/test_rater_loop.py checks). The general strategy (`judgment_submit`'s own,
+then `evalstudy.services.assignment_next` and `annotation.selectors.slot_view` for the page)
+handles every case. This module only takes the cases it would accept without question: a
+first answer to the current item, and the same answers to an answered item again (a double
+click or a retry: nothing stored, the rater gets the item they are on). For anything else
+(another database, a revision, invalid answers, a rater without a seat, a refused or stopped
+rater, a session bound under an old crowd session) it returns None and writes nothing, and
+`judgment_submit` stores the answer with its general strategy. The answers are checked by the
+same core (`annotation.answer_checks`), and every other condition checked here is at least as
+strict as the general strategy's, so the loop can never accept what the general strategy would
+refuse (tests/annotation/test_rater_loop.py runs the same scenarios through both).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import hashlib
 import json
 import re
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,11 +68,11 @@ from evalstudy.models import (
 from evalstudy.services import lease_renew
 
 from .alignment import alignment_for
+from .answer_checks import StoreCounts, SubmissionRefused, answers_checked
 from .flow import after_attention_check, after_calibration_item
 from .media import media_views
 from .models import Judgment, ListeningLog
-from .selectors import Question, SlotView, _choices, marked_sides, study_sides
-from .services import StoreCounts, SubmissionRefused, clean_answers
+from .selectors import SlotView, marked_sides, question_of, study_sides
 
 
 def _table(model: Any) -> str:
@@ -305,7 +309,7 @@ def _questions_html(rows_json: str, language: str, sides: tuple[str, str]) -> st
     from django.utils import translation
 
     with translation.override(language):
-        questions = [Question(c, _choices(c, sides), "") for c in _criteria(rows_json)]
+        questions = [question_of(c, sides) for c in _criteria(rows_json)]
         return render_to_string("annotation/_questions.html", {"questions": questions,
                                                                "errors": {}})
 
@@ -419,8 +423,7 @@ def _view(context: SeatContext) -> SlotView | None:
         slot=slot, kind=upcoming.kind, reference=reference,
         context=upcoming.context, text=upcoming.text, text_b=upcoming.text_b,
         position=upcoming.position + 1, total=context.total,
-        questions=[Question(c, _choices(c, study_sides(context.study)), "")
-                   for c in context.criteria],
+        questions=[question_of(c, study_sides(context.study)) for c in context.criteria],
         marked=marked_sides(context.criteria),
         media=(media_views(json.loads(upcoming.media_json), slot_id=upcoming.slot_id,
                            rater_id=context.rater.pk) if upcoming.media_json else []))
@@ -505,16 +508,17 @@ def fast_path_available() -> bool:
 
 
 def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slot_id: int,
-                    answers: dict[str, object], platform_session: str = "",
+                    answers: Mapping[str, object], platform_session: str = "",
                     now: dt.datetime | None = None) -> LoopPage | None:
     """Store the first answers to the rater's current slot and serve the next one, or return
-    None (nothing written) for the general path to decide (see the module's docstring).
+    None (nothing written) for `judgment_submit`'s general strategy to decide (see the
+    module's docstring). Only `annotation.services.judgment_submit` calls it.
 
     The rater is `rater_id` (a session bound by an entry link or a crowd URL, acting under the
     crowd `platform_session`) or the account `user_id`'s rater. Same guarantees as
     `judgment_submit` then `assignment_next`: under the seat's lock, so a double submit stores
     once and an expiry cannot interleave; the slot must be the first open one of a live seat;
-    the answers are checked by the same `clean_answers`.
+    the answers are checked by the same `annotation.answer_checks.answers_checked`.
     """
     if not fast_path_available() or not 0 < slot_id < _BIGINT_END:
         return None  # (an id no row can have: the general path answers 404)
@@ -525,18 +529,19 @@ def submit_and_next(*, slug: str, rater_id: int | None, user_id: int | None, slo
                                              bound=rater_id is not None)
                 or context.slot_id is None):
             return None
-        if any(c.kind in rules.SLOT_BOUND_KINDS for c in context.criteria):
-            # Span, ranking and best-worst answers are read against the answered slot (its
-            # text, the outputs it shows), which this read does not fetch.
+        if any(c.rule.spec.slot_bound for c in context.criteria):
+            # Some kinds' answers are read against the answered slot (its text, the outputs
+            # it shows), which this read does not fetch.
             return None
         if context.media_pending and not context.slot_completed:
             return None  # media to hear first: the general path refuses, saying so
         try:
-            cleaned, errors = clean_answers(context.criteria, answers)
-        except SubmissionRefused:  # a misconfigured condition: the general path says so
+            checked = answers_checked(context.criteria, answers)
+        except SubmissionRefused:  # a misconfigured condition: the general strategy says so
             return None
-        if errors:
+        if checked.errors:
             return None
+        cleaned = checked.answers
         if context.slot_completed:
             return _repeated(context, cleaned, now)
         if context.first_open_id != slot_id:
@@ -634,8 +639,8 @@ def serve_current(*, slug: str, rater_id: int | None, user_id: int | None,
         context = _read(slug=slug, rater_id=rater_id, user_id=user_id, slot_id=None)
         if (context is None or context.next is None
                 or not _may_rate(context, platform_session, bound=rater_id is not None)
-                or any(c.kind in rules.TUPLE_KINDS for c in context.criteria)):
-            return None  # (a ranking or best-worst slot shows outputs this read does not fetch)
+                or any(c.rule.spec.shows == rules.TUPLE for c in context.criteria)):
+            return None  # (a slot of a tuple shows outputs this read does not fetch)
         _serve(context, now)
         page = LoopPage(study=context.study, view=_view(context),
                         questions_html=questions_html(context.criteria_json, context.study))

@@ -59,9 +59,10 @@ def _chunks(media: ItemMedia, start: int, length: int) -> Iterator[bytes]:
             yield block
 
 
-def _ranged(request: HttpRequest, media: ItemMedia) -> HttpResponse:
-    """The file, or the one byte range asked for (206). Several ranges in one request are
-    answered with the whole file (allowed, and no player asks for them)."""
+def media_response(request: HttpRequest, media: ItemMedia) -> HttpResponse:
+    """The response serving a media file to whoever may see it (a rater's signed URL, a
+    researcher's preview): the file, or the one byte range asked for (206). Several ranges in
+    one request are answered with the whole file (allowed, and no player asks for them)."""
     size = media.size_bytes
     match = _RANGE.fullmatch(request.headers.get("Range", "").strip())
     start, end, status = 0, size - 1, 200
@@ -103,7 +104,7 @@ def media_file(request: HttpRequest, token: str) -> HttpResponse:
         raise Http404("No such media.")
     if settings.EVALSTUDY_MEDIA_REDIRECT:
         return _private(HttpResponseRedirect(_storage_url(media)))
-    return _ranged(request, media)
+    return media_response(request, media)
 
 
 def _storage_url(media: ItemMedia) -> str:

@@ -5,7 +5,7 @@ How nothing is stored, by construction rather than by rollback: the seat is plan
 with the design code the real build uses (`evalstudy.design`: the same list builder, the same
 seat seed and `order_seat`), and each slot is shown as an unsaved slot object with the rater
 pages' own pieces (`annotation.selectors`: texts, choices, panes; `_questions.html`); answers
-are checked with the real validation (`annotation.services.clean_answers`: conditional
+are checked with the real validation (`annotation.answer_checks.answers_checked`: conditional
 questions counted only when shown, the criteria's own rules), and the walk lives in the Django
 session only. No Rater, Enrollment, Assignment, AssignmentSlot, Judgment, listening log or
 audit event is written; media are served to the researcher by `preview_media` (their listening
@@ -38,6 +38,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import translation
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from evalstudy import criteria as rules
@@ -56,21 +57,21 @@ from evalstudy.permissions import VIEWER, study_for
 from evalstudy.services import BUILDERS, TUPLE_DESIGNS, study_validate, tuple_size_of
 
 from .alignment import alignment_for
-from .media_views import _ranged
+from .answer_checks import SubmissionRefused, answer_posted, answers_checked
+from .media_views import media_response
 from .selectors import (
     Feedback,
     FeedbackLine,
-    Question,
     SlotView,
-    _choices,
-    _label,
+    answer_label,
     marked_sides,
+    question_of,
     render_markdown,
     slot_texts,
     study_sides,
     tuple_panes,
 )
-from .services import SubmissionRefused, clean_answers, collected_answer, shown_text
+from .services import shown_text
 
 SESSION_KEY = "evalstudy.preview"
 # A planned slot, as the session keeps it: ["c", calibration item id], ["a", attention check
@@ -239,8 +240,7 @@ def preview_slot_view(study: Study, slot: AssignmentSlot, *, total: int,
         alignment=None if text_b else alignment_for(study, shown_reference, text),
         slot=slot, kind=slot.kind, reference=shown_reference, context=context, text=text,
         text_b=text_b, position=slot.position + 1, total=total,
-        questions=[Question(criterion, _choices(criterion, sides), answers.get(criterion.key, ""),
-                            letters if criterion.kind in rules.TUPLE_KINDS else "")
+        questions=[question_of(criterion, sides, answers.get(criterion.key, ""), letters)
                    for criterion in criteria],
     )
 
@@ -270,8 +270,9 @@ def preview_feedback(study: Study, slot: AssignmentSlot, given: dict[str, str],
     control = slot.calibration_item
     by_key = {c.key: c for c in criteria}
     sides = study_sides(study)
-    lines = [FeedbackLine(by_key[key].prompt, _label(by_key[key], given.get(key, ""), sides),
-                          _label(by_key[key], str(value), sides),
+    lines = [FeedbackLine(by_key[key].prompt,
+                          answer_label(by_key[key], given.get(key, ""), sides),
+                          answer_label(by_key[key], str(value), sides),
                           rules.expected_met(given.get(key), value))
              for key, value in control.expected.items() if key in by_key]
     return Feedback(lines, control.feedback)
@@ -360,7 +361,8 @@ def preview_page(request: HttpRequest, slug: str) -> HttpResponse:
     raw = {key: request.POST.get(key) for key in request.POST
            if key not in ("csrfmiddlewaretoken", "position")}
     try:
-        cleaned, errors = clean_answers(criteria, raw, shown_text(slot, study))
+        checked = answers_checked(criteria, raw, shown_text(slot, study), translate=gettext)
+        cleaned, errors = checked.answers, checked.errors
     except SubmissionRefused as refused:
         return render(request, "annotation/preview_problem.html",
                       {"study": study, "message": str(refused)}, status=refused.status)
@@ -399,7 +401,7 @@ def _render_item(request, study, total, slot, criteria, posted, *, errors=None, 
     view = preview_slot_view(study, slot, total=total, criteria=criteria, answers={})
     if posted:
         for question in view.questions:
-            question.answer = str(collected_answer(question.criterion, posted) or "")
+            question.answer = str(answer_posted(question.criterion, posted) or "")
     return render(request, "annotation/preview.html", {
         "study": study, "view": view, "errors": errors or {},
         "media": preview_media_of(study, slot),
@@ -451,4 +453,4 @@ def preview_media(request: HttpRequest, slug: str, media_id: int) -> HttpRespons
     media = get_object_or_404(ItemMedia, pk=media_id, item__study=study)
     if not media.file:
         raise Http404("No such media.")
-    return _ranged(request, media)
+    return media_response(request, media)

@@ -1,7 +1,7 @@
 """Live quality control of raters, on plain data (a Django-free core): speeding, straight-lining,
 leave-one-out agreement with the other raters, and rater competence by MACE.
 
-The monitor (`annotation.monitoring`) reads the judgments of a study into the plain values
+`annotation.rater_quality` reads the judgments of a study into the plain values
 these functions take; the analysis (`analysis.selectors`) uses the MACE competences to leave
 raters out. Nothing here knows about the database.
 

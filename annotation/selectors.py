@@ -80,46 +80,32 @@ def rater_invitations(rater: Rater | None) -> list[Study]:
 
 
 @dataclass
-class Choice:
-    value: str
-    label: str
-    key: str  # keyboard shortcut
-
-
-@dataclass
 class Question:
+    """One question of a rater's page: its criterion, the choices as the rater sees them
+    (None where nothing is picked), the answer so far, and for kinds that judge a tuple the
+    letters of the outputs shown. Its kind says which template shows it and what that template
+    needs (`widget`)."""
+
     criterion: Criterion
-    choices: list[Choice] | None  # None: free text
+    choices: list[rules.ChoiceView] | None  # None: nothing to pick (free text, a slider...)
     answer: str
-    letters: str = ""  # ranking and best-worst questions: the letters of the outputs shown
+    letters: str = ""  # kinds that judge a tuple: the letters of the outputs shown
 
     @property
-    def ranks(self) -> list[dict[str, object]] | None:
-        """A ranking question's rows: each output's letter and the rank given (if any), with
-        the ranks 1..k to choose from; None for other kinds."""
-        if self.criterion.kind != rules.RANKING or not self.letters:
-            return None
-        given: dict[str, str] = {}
-        if "=" in self.answer:  # as posted: "A=2;B=1"
-            for piece in self.answer.split(";"):
-                letter, _, rank = piece.partition("=")
-                given[letter] = rank
-        elif self.answer:
-            given = {letter: str(rank) for rank, letter in
-                     enumerate(rules.ranking_of(self.answer), start=1)}
-        choices = [str(rank) for rank in range(1, len(self.letters) + 1)]
-        return [{"letter": letter, "rank": given.get(letter, ""), "choices": choices}
-                for letter in self.letters]
+    def kind(self) -> rules.AnswerKind:
+        return self.criterion.rule.spec
 
     @property
-    def best_worst(self) -> dict[str, str] | None:
-        """A best-worst question's letters and the answer given; None for other kinds."""
-        if self.criterion.kind != rules.BEST_WORST or not self.letters:
-            return None
-        parts = dict(piece.partition("=")[::2] for piece in self.answer.split(";")
-                     if "=" in piece)
-        return {"letters": self.letters, "best": parts.get("best", ""),
-                "worst": parts.get("worst", "")}
+    def template(self) -> str:
+        """The kind's own question template (templates/annotation/questions/<kind>.html)."""
+        return self.kind.template
+
+    @property
+    def widget(self) -> dict[str, object] | None:
+        """What the kind's template needs beyond the choices (a slider's range, a ranking's
+        rows...), in the active language; None where it needs nothing or cannot show it yet
+        (a tuple's rows before its letters are known: the template shows a text box)."""
+        return self.kind.widget(self.criterion.rule, self.answer, self.letters, gettext)
 
     @property
     def depends_on(self) -> str:
@@ -130,87 +116,22 @@ class Question:
     def depends_values(self) -> str:
         return "|".join(str(v) for v in self.criterion.show_if_values)
 
-    @property
-    def slider(self) -> dict[str, object] | None:
-        """A slider's range, its middle (where the handle starts: no answer until moved) and
-        its anchor labels in order; None for other kinds."""
-        if self.criterion.kind != rules.SLIDER:
-            return None
-        low, high = self.criterion.rule.slider_range
-        labels = self.criterion.labels if isinstance(self.criterion.labels, dict) else {}
-        anchors = sorted(((int(point), text) for point, text in labels.items()
-                          if str(point).lstrip("-").isdigit()), key=lambda pair: pair[0])
-        return {"min": low, "max": high, "middle": (low + high) // 2,
-                "anchors": [{"value": v, "label": t} for v, t in anchors]}
 
-    @property
-    def span(self) -> dict[str, object] | None:
-        """A span criterion's error categories and severities (with their weights); None
-        for other kinds."""
-        if self.criterion.kind != rules.SPAN:
-            return None
-        rule = self.criterion.rule
-        return {"categories": list(rule.options),
-                # MQM's own severity names are translated for the rater; a study's are its own.
-                "severities": [{"name": name, "weight": weight,
-                                "label": gettext(name) if name in rules.MQM_DEFAULT_WEIGHTS
-                                else name}
-                               for name, weight in rule.weights.items()],
-                "reference": rule.span_reference}
+def question_choices(criterion: Criterion, sides: tuple[str, str] = ("A", "B")
+                     ) -> list[rules.ChoiceView] | None:
+    """The choices of `criterion` as the rater sees them (label and keyboard key), in the
+    active language; `sides`: what the study calls outputs A and B (its `output_a` and
+    `output_b` labels). None where answers are not picked from a list."""
+    return criterion.rule.spec.choice_views(criterion.rule, sides, gettext)
 
 
-# The keys of the first eleven choices: 1..9, then 0 for the tenth and - for the eleventh (a
-# Likert scale has up to 11 points), in the order of the keyboard's number row.
-DIGIT_KEYS = ("1", "2", "3", "4", "5", "6", "7", "8", "9", "0", "-")
-
-
-def _digit_key(index: int) -> str:
-    return DIGIT_KEYS[index] if index < len(DIGIT_KEYS) else ""
-
-
-# The keys of a pairwise criterion's answers: a, b, t (tie), g (both good), x (both bad: "b"
-# is taken by output B); none of them is a media player's (p, r, j, s) or the span marker's (m).
-PAIRWISE_KEYS = {"A": "a", "B": "b", rules.TIE: "t", rules.BOTH_GOOD: "g", rules.BOTH_BAD: "x"}
-
-
-def _pairwise_choice(value: str, sides: tuple[str, str]) -> tuple[str, str]:
-    """(label, key) of a pairwise answer, in the active language."""
-    if value == rules.TIE:
-        label = gettext("Tie")
-    elif value == rules.BOTH_GOOD:
-        label = gettext("Both are good")
-    elif value == rules.BOTH_BAD:
-        label = gettext("Both are bad")
-    else:
-        label = gettext("%(side)s is better") % {"side": sides[0] if value == "A" else sides[1]}
-    return label, PAIRWISE_KEYS[value]
-
-
-def _choices(criterion: Criterion, sides: tuple[str, str] = ("A", "B")) -> list[Choice] | None:
-    """The choices of `criterion` as the rater sees them, in the active language; `sides`:
-    what the study calls outputs A and B (its `output_a` and `output_b` labels)."""
-    values = criterion.rule.choices()
-    if values is None:
-        return None
-    labels = criterion.labels or {}
-    out = []
-    for index, value in enumerate(values):
-        if criterion.kind == "severity":
-            names = labels if isinstance(labels, list) and len(labels) == 3 else (
-                [gettext(label) for label in rules.SEVERITY_DEFAULT_LABELS]
-            )
-            label, key = names[index], value
-        elif criterion.kind == "likert":
-            anchor = labels.get(value, "") if isinstance(labels, dict) else ""
-            label, key = anchor, _digit_key(index)
-        elif criterion.kind == "binary":
-            label, key = (gettext("Yes") if value == "yes" else gettext("No")), value[0]
-        elif criterion.kind == "pairwise":
-            label, key = _pairwise_choice(value, sides)
-        else:
-            label, key = value, _digit_key(index)
-        out.append(Choice(value, label, key))
-    return out
+def question_of(criterion: Criterion, sides: tuple[str, str], answer: str = "",
+                letters: str = "") -> Question:
+    """The question of `criterion` on a page showing the outputs `letters` (kinds that judge
+    a tuple read them; others ignore them)."""
+    shows_tuple = criterion.rule.spec.shows == rules.TUPLE
+    return Question(criterion, question_choices(criterion, sides), answer,
+                    letters if shows_tuple else "")
 
 
 @dataclass
@@ -243,7 +164,7 @@ class SlotView:
 def marked_sides(criteria: Iterable[Criterion]) -> tuple[str, ...]:
     """The panes raters mark errors in (span criteria): "output", and "reference" where a span
     criterion allows it; the page makes them markable and carries their exact text."""
-    rules_ = [c.rule for c in criteria if c.kind == rules.SPAN]
+    rules_ = [c.rule for c in criteria if c.rule.spec.marks_spans]
     if not rules_:
         return ()
     return ("output", "reference") if any(r.span_reference for r in rules_) else ("output",)
@@ -279,12 +200,9 @@ def slot_view(slot: AssignmentSlot) -> SlotView:
         slot=slot, kind=slot.kind, reference=shown_reference,
         context=context, text=text, text_b=text_b, position=slot.position + 1,
         total=slot.assignment.slots.count(),
-        questions=[
-            Question(criterion, _choices(criterion, study_sides(study)),
-                     answers.get(criterion.key, ""),
-                     letters if criterion.kind in rules.TUPLE_KINDS else "")
-            for criterion in criteria
-        ],
+        questions=[question_of(criterion, study_sides(study), answers.get(criterion.key, ""),
+                               letters)
+                   for criterion in criteria],
     )
 
 
@@ -334,12 +252,12 @@ def study_sides(study: Study) -> tuple[str, str]:
     return labels["output_a"], labels["output_b"]
 
 
-def _label(criterion: Criterion, value: str, sides: tuple[str, str]) -> str:
-    for choice in _choices(criterion, sides) or []:
+def answer_label(criterion: Criterion, value: str, sides: tuple[str, str]) -> str:
+    """An answer as a practice item's feedback shows it (its choice's label, as its kind
+    words it), or the value itself where it is not a choice."""
+    for choice in question_choices(criterion, sides) or []:
         if choice.value == value:
-            if criterion.kind in ("severity", "likert"):
-                return f"{value}: {choice.label}" if choice.label else value
-            return choice.label
+            return criterion.rule.spec.feedback_label(value, choice.label)
     return value or gettext("(no answer)")
 
 
@@ -351,8 +269,9 @@ def calibration_feedback(slot: AssignmentSlot) -> Feedback:
     criteria = {c.key: c for c in study.criteria.all()}
     sides = study_sides(study)
     lines = [
-        FeedbackLine(criteria[key].prompt, _label(criteria[key], given.get(key, ""), sides),
-                     _label(criteria[key], str(value), sides),
+        FeedbackLine(criteria[key].prompt,
+                     answer_label(criteria[key], given.get(key, ""), sides),
+                     answer_label(criteria[key], str(value), sides),
                      rules.expected_met(given.get(key), value))
         for key, value in control.expected.items() if key in criteria
     ]

@@ -1,14 +1,23 @@
-"""Storing judgments: from a rater's browser (`judgment_submit`) and from files
-(`judgments_import`). Both go through `_store_value`, so a repeated answer is a no-op and a
-changed one keeps the earlier value in history.
+"""Storing judgments: a rater's answers (`judgment_submit`, the one entry every interface
+calls: the rating page, the rater API) and judgments made elsewhere (`judgments_import`).
+
+`judgment_submit` chooses how an answer is stored. A browser session's first answer to its
+current item (and the same answers again) is stored by the rater's loop
+(`annotation.loop.submit_and_next`: one locking read and one write on PostgreSQL, the next
+item served with it); everything else (a revision, a refusal, invalid answers, a rater of the
+API, another database) by the general strategy here, through `_store_value`, so a repeated
+answer is a no-op and a changed one keeps the earlier value in history. Both strategies check
+the answers with the same Django-free core (`annotation.answer_checks`), and the loop takes
+only what the general strategy would accept, so which one stored an answer never shows in the
+rows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from django.db import transaction
@@ -31,39 +40,37 @@ from evalstudy.spec.errors import SpecError, SpecInvalid
 from evalstudy.spec.files import JudgmentRow
 from kit.csvsafe import SafeDictWriter
 
+from . import loop
+from .answer_checks import (
+    StoreCounts,
+    SubmissionInvalid,
+    SubmissionRefused,
+    answers_checked,
+)
 from .flow import after_attention_check, after_calibration_item
 from .media import media_unfinished, must_finish_message
 from .models import Judgment, JudgmentRevision
-from .monitoring import PROGRESS_COLUMNS, progress_rows, study_monitor
+from .monitor_selectors import PROGRESS_COLUMNS, progress_rows, study_monitor
 from .rows import StudyRows
 from .selectors import slot_texts
 
-
-class SubmissionRefused(Exception):
-    """The post is not allowed at all (not the rater's slot, not the current slot, closed)."""
-
-    def __init__(self, message: str, *, status: int = 403):
-        super().__init__(message)
-        self.status = status
+__all__ = ["SessionRater", "StoreCounts", "SubmissionInvalid", "SubmissionRefused",
+           "judgment_submit", "judgments_import", "progress_export", "shown_text"]
 
 
-class SubmissionInvalid(Exception):
-    """Some answers are missing or invalid; `errors` maps criterion key -> reason."""
+@dataclass(frozen=True)
+class SessionRater:
+    """The rater a browser session acts for, as the session names them: the rater bound to it
+    by an entry link or a crowd URL (`rater_id`, under the crowd `platform_session`), else the
+    signed-in account `user_id`'s rater, in the study `slug`. The loop's strategy finds the
+    rater under the seat's lock from these; the general strategy asks `find` for the rater
+    (the interface's own checks: a study that did not admit them is its 404)."""
 
-    def __init__(self, errors: dict[str, str]):
-        super().__init__("; ".join(f"{key}: {reason}" for key, reason in errors.items()))
-        self.errors = errors
-
-
-@dataclass
-class StoreCounts:
-    created: int = 0
-    revised: int = 0
-    unchanged: int = 0
-    removed: int = 0
-    slot_kind: str = ""
-    # the rater was stopped by this submission (attention-check limit, calibration pass mark)
-    stopped: bool = False
+    slug: str
+    rater_id: int | None
+    user_id: int | None
+    find: Callable[[], Rater] = field(compare=False)
+    platform_session: str = ""
 
 
 def _store_value(
@@ -92,90 +99,35 @@ def _store_value(
         counts.revised += 1
 
 
-def clean_answers(
-    criteria: list[Criterion], raw: Mapping[str, object], shown: rules.ShownText | None = None,
-) -> tuple[dict[str, str], dict[str, str]]:
-    """(answers, errors) for a posted form: canonical values of the criteria that are shown.
-
-    A conditional criterion counts only when its condition holds on the other answers; then
-    it is required if it says so. Hidden criteria are dropped even when posted. `shown`: the
-    texts of the slot as the rater saw them, which span answers are checked against.
-    """
-    answers: dict[str, str] = {}
-    errors: dict[str, str] = {}
-    earlier: set[str] = set()
-    for criterion in criteria:  # in display order: a condition names an earlier criterion
-        parent = criterion.show_if_criterion
-        if parent is not None and parent.key not in earlier:
-            # A condition on a later criterion (or a cycle) is never met, so the question is
-            # never shown; were all hidden, an empty post would complete the slot. study_open
-            # refuses such studies (evalstudy.spec.study.show_if_problems), but rows can change
-            # after: fail closed.
-            raise SubmissionRefused(gettext(
-                "This study's questions are misconfigured (a question depends on a later one); "
-                "please tell the researcher."), status=409)
-        earlier.add(criterion.key)
-        if not criterion.shown_for(answers):
-            continue
-        value = collected_answer(criterion, raw)
-        if value is None or (isinstance(value, str) and value.strip() == ""):
-            if criterion.required:
-                errors[criterion.key] = gettext("an answer is required")
-            continue
-        try:
-            answers[criterion.key] = criterion.rule.normalise(value, shown)
-        except ValueError as error:
-            errors[criterion.key] = _answer_error(criterion, error)
-    return answers, errors
-
-
-def collected_answer(criterion: Criterion, raw: Mapping[str, object]) -> object:
-    """A criterion's answer as posted. A ranking comes as one rank per output shown
-    (`key__A=2`, `key__B=1`, ...: the form works without JavaScript) and becomes "A=2;B=1";
-    a best-worst answer as `key__best` and `key__worst`. The rule checks what comes out."""
-    key = criterion.key
-    if criterion.kind == rules.RANKING:
-        ranks = {letter: raw.get(f"{key}__{letter}") for letter in rules.LETTERS}
-        given = {letter: str(rank).strip() for letter, rank in ranks.items() if rank is not None}
-        if given:
-            return ";".join(f"{letter}={rank}" for letter, rank in given.items())
-    elif criterion.kind == rules.BEST_WORST:
-        best, worst = raw.get(f"{key}__best"), raw.get(f"{key}__worst")
-        if best is not None or worst is not None:
-            return f"best={best or ''};worst={worst or ''}"
-    return raw.get(key)
-
-
-def _answer_error(criterion: Criterion, error: ValueError) -> str:
-    """Why an answer was refused, in the rater's language. The rule's own reason names values
-    a rater never typed (the form offers only valid choices): say what to do instead. A span
-    answer keeps the rule's reason (an overlap, a text changed since it was shown)."""
-    rule = criterion.rule
-    if criterion.kind == rules.TEXT:
-        return (gettext("the answer is longer than %(limit)s characters")
-                % {"limit": rules.TEXT_MAX_LENGTH})
-    if criterion.kind == rules.SLIDER:
-        low, high = rule.slider_range
-        return (gettext("give a whole number from %(low)s to %(high)s")
-                % {"low": low, "high": high})
-    if criterion.kind == rules.SPAN:
-        return gettext("the marked errors could not be saved: %(reason)s") % {"reason": error}
-    if criterion.kind == rules.RANKING:
-        return gettext("give each output a different rank, from 1 (best) down")
-    if criterion.kind == rules.BEST_WORST:
-        return gettext("choose the best output and a different worst one")
-    return gettext("choose one of: %(choices)s") % {"choices": ", ".join(rule.choices() or [])}
-
-
 def judgment_submit(
-    *, rater: Rater, slot_id: int, answers: Mapping[str, object], now: dt.datetime | None = None
+    *, rater: Rater | SessionRater, slot_id: int, answers: Mapping[str, object],
+    now: dt.datetime | None = None,
 ) -> StoreCounts:
     """Store a rater's answers to one slot. Idempotent: the same post twice stores one judgment.
 
     Refused (nothing stored) unless the slot is in the rater's own active seat and is either
     the current slot (the first not completed) or, when the study allows revisions, an earlier
     completed one. Raises SubmissionRefused or SubmissionInvalid.
+
+    `rater`: a Rater (the API), or a browser session's `SessionRater`, whose first answer to
+    its current item the rater's loop stores and answers with the next item, served
+    (`StoreCounts.served`, an `annotation.loop.LoopPage`); what the loop leaves (it writes
+    nothing then) is stored here like any other answer.
     """
+    if isinstance(rater, SessionRater):
+        page = loop.submit_and_next(slug=rater.slug, rater_id=rater.rater_id,
+                                    user_id=rater.user_id, slot_id=slot_id, answers=answers,
+                                    platform_session=rater.platform_session, now=now)
+        if page is not None and page.counts is not None:
+            page.counts.served = page
+            return page.counts
+        rater = rater.find()
+    return _stored_in_general(rater=rater, slot_id=slot_id, answers=answers, now=now)
+
+
+def _stored_in_general(*, rater: Rater, slot_id: int, answers: Mapping[str, object],
+                       now: dt.datetime | None) -> StoreCounts:
+    """The general strategy: every case, with the ORM, under the seat's and the slot's locks."""
     now = now or timezone.now()
     with transaction.atomic():
         found = (
@@ -209,13 +161,14 @@ def judgment_submit(
             # The study's "hear it to the end first" (annotation.media), whatever the browser.
             if media_unfinished(slot, study):
                 raise SubmissionRefused(must_finish_message(), status=409)
-        # Only span, ranking and best-worst answers are read against the slot (fetched only
-        # for them).
+        # Only the answers of kinds read against the slot (its text, the outputs it shows)
+        # need it: fetched only for them.
         shown = (shown_text(slot, study)
-                 if any(c.kind in rules.SLOT_BOUND_KINDS for c in criteria) else None)
-        cleaned, errors = clean_answers(criteria, answers, shown)
-        if errors:
-            raise SubmissionInvalid(errors)
+                 if any(c.rule.spec.slot_bound for c in criteria) else None)
+        checked = answers_checked(criteria, answers, shown, translate=gettext)
+        if checked.errors:
+            raise SubmissionInvalid(checked.errors)
+        cleaned = checked.answers
         if slot.completed_at is not None:
             stored = dict(slot.judgments.values_list("criterion__key", "value"))
             if stored == cleaned:
@@ -268,7 +221,7 @@ def judgments_import(
     rows_of = StudyRows.of(study)
     criteria = rows_of.criteria
     texts: dict[int, rules.ShownText] = {}
-    if any(c.kind == rules.SPAN for c in criteria.values()):
+    if any(c.rule.spec.marks_spans for c in criteria.values()):
         texts = {pk: rules.ShownText(text, reference) for pk, text, reference in
                  Output.objects.filter(item__study=study)
                  .values_list("id", "text", "item__reference")}
@@ -284,13 +237,13 @@ def judgments_import(
         found = rows_of.resolve(row, fail, lambda c: (
             f"criterion {c.key!r} is {c.kind}: its answers name outputs by the position they "
             "were shown in, which a tidy row (item, system) cannot say; they are not imported"
-            if c.kind in rules.TUPLE_KINDS else None))
+            if c.rule.spec.shows == rules.TUPLE else None))
         if found is None:
             continue
         criterion, output, output_b = found
         try:
             value = criterion.rule.normalise(
-                *_imported_spans(row.value, output, texts) if criterion.kind == rules.SPAN
+                *_imported_spans(row.value, output, texts) if criterion.rule.spec.marks_spans
                 else (row.value,))
         except ValueError as error:
             fail("value", f"criterion {criterion.key!r}: {error}")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import media_views, monitor, preview, views
+from . import media_views, monitor_views, preview, views
 
 app_name = "annotation"
 
@@ -18,11 +18,11 @@ urlpatterns = [
     # Media stimuli: a signed, expiring URL per rater, slot and file; the player's reports.
     path("m/<str:token>", media_views.media_file, name="media"),
     path("listening/<int:slot_id>/<str:which>/", media_views.listening, name="listening"),
-    path("monitor/<slug:slug>/", monitor.monitor_page, name="monitor"),
-    path("monitor/<slug:slug>/live/", monitor.monitor_fragment, name="monitor_fragment"),
-    path("monitor/<slug:slug>/raters/<int:rater_id>/<str:action>/", monitor.rater_action,
+    path("monitor/<slug:slug>/", monitor_views.monitor_page, name="monitor"),
+    path("monitor/<slug:slug>/live/", monitor_views.monitor_fragment, name="monitor_fragment"),
+    path("monitor/<slug:slug>/raters/<int:rater_id>/<str:action>/", monitor_views.rater_action,
          name="rater_action"),
-    path("monitor/<slug:slug>/progress.csv", monitor.monitor_csv, name="monitor_csv"),
+    path("monitor/<slug:slug>/progress.csv", monitor_views.monitor_csv, name="monitor_csv"),
     # Preview as a rater: the first seat walked by a researcher, nothing stored.
     path("preview/<slug:slug>/", preview.preview_page, name="preview"),
     path("preview/<slug:slug>/start/", preview.preview_start, name="preview_start"),

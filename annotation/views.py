@@ -6,6 +6,8 @@ another rater's slot is a 404 whatever the id.
 
 from __future__ import annotations
 
+import functools
+
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -27,6 +29,7 @@ from evalstudy.services import (
 )
 
 from . import flow, loop
+from .answer_checks import answer_posted
 from .behaviour import BEHAVIOUR_FIELD, slot_behaviour_record
 from .rater import PLATFORM_SESSION_KEY, SESSION_KEY, bind_rater, current_rater
 from .selectors import (
@@ -37,7 +40,7 @@ from .selectors import (
     render_markdown,
     slot_view,
 )
-from .services import SubmissionInvalid, SubmissionRefused, collected_answer, judgment_submit
+from .services import SessionRater, SubmissionInvalid, SubmissionRefused, judgment_submit
 
 
 def enter(request: HttpRequest, token: str) -> HttpResponse:
@@ -224,7 +227,7 @@ def _render_slot(request, study, slot, errors=None, posted=None, status=200):
     view = slot_view(slot)
     if posted is not None:
         for question in view.questions:
-            question.answer = str(collected_answer(question.criterion, posted) or "")
+            question.answer = str(answer_posted(question.criterion, posted) or "")
     previous = previous_revisable_slot(slot)
     return _render_item(request, study, view, previous_id=previous.pk if previous else None,
                         errors=errors, revising=slot.completed_at is not None, status=status)
@@ -248,33 +251,33 @@ def slot(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
 
 @require_POST
 def submit(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:
-    """Store the answers to one slot; answer with the next item (htmx) or a redirect to it.
-    The first answer to the current item takes the loop's fast path; a revision, a repeat,
-    invalid answers and every refusal take the general path (`judgment_submit`)."""
+    """Store the answers to one slot (`judgment_submit`, which chooses how they are stored);
+    answer with the next item (htmx, when it was served with the answer) or a redirect to
+    it."""
     answers = {key: request.POST.get(key) for key in request.POST
                if key not in ("csrfmiddlewaretoken", BEHAVIOUR_FIELD)}
     # The page's integrity counters (annotation.behaviour): recorded once the answer is
     # stored, never a reason to refuse it.
     behaviour = request.POST.get(BEHAVIOUR_FIELD)
-    page = loop.submit_and_next(slug=slug, slot_id=slot_id, answers=answers,
-                                **_session_identity(request))
-    if page is not None:
-        if behaviour is not None and page.counts is not None and page.counts.created:
-            slot_behaviour_record(slot_id=slot_id, raw=behaviour)
-        return _after_loop(request, slug, page)
-    rater, study = _rater_and_study(request, slug)
+    # The rater and their study, looked up once and only when needed: the loop finds the
+    # rater under the seat's lock itself.
+    found = functools.cache(lambda: _rater_and_study(request, slug))
+    submitter = SessionRater(slug=slug, find=lambda: found()[0], **_session_identity(request))
     try:
-        outcome = judgment_submit(rater=rater, slot_id=slot_id, answers=answers)
+        outcome = judgment_submit(rater=submitter, slot_id=slot_id, answers=answers)
     except SubmissionRefused as error:
-        return _message(request, study, str(error), status=error.status)
+        return _message(request, found()[1], str(error), status=error.status)
     except SubmissionInvalid as error:
+        rater, study = found()
         return _render_slot(request, study, _own_slot(rater, study, slot_id),
                             errors=error.errors, posted=answers, status=400)
     if behaviour is not None and (outcome.created or outcome.revised):
         slot_behaviour_record(slot_id=slot_id, raw=behaviour)
+    if outcome.served is not None:
+        return _after_loop(request, slug, outcome.served)
     if outcome.slot_kind == AssignmentSlot.Kind.CALIBRATION:
-        return _go(request, reverse("annotation:feedback", args=[study.slug, slot_id]))
-    return _go(request, reverse("annotation:rate", args=[study.slug]))
+        return _go(request, reverse("annotation:feedback", args=[slug, slot_id]))
+    return _go(request, reverse("annotation:rate", args=[slug]))
 
 
 def feedback(request: HttpRequest, slug: str, slot_id: int) -> HttpResponse:

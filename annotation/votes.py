@@ -32,11 +32,13 @@ from .rows import StudyRows
 
 Position = Literal["shown", "unknown"]
 POSITIONS = ("shown", "unknown")
-# Kinds whose answer is one value per output or pair, so that counting people per answer
-# means something (a span or a free text is one person's own answer; a ranking names
-# outputs by the place they were shown in).
-COUNTABLE_KINDS = (rules.BINARY, rules.SEVERITY, rules.LIKERT, rules.CATEGORICAL,
-                   rules.PAIRWISE)
+
+
+def countable(kind: rules.AnswerKind) -> bool:
+    """Whether counting people per answer means something for a kind: its answer is one of a
+    declared list per output or pair (a span or a free text is one person's own answer; a
+    ranking names outputs by the place they were shown in)."""
+    return kind.closed
 
 
 @dataclass
@@ -66,7 +68,7 @@ def vote_counts_import(*, study: Study, rows: list[VoteRow], file_name: str,
         found = rows_of.resolve(row, fail, lambda c: (
             f"criterion {c.key!r} is {c.kind}: counts of people per answer are taken for "
             "binary, severity, Likert, categorical and pairwise criteria"
-            if c.kind not in COUNTABLE_KINDS else None))
+            if not countable(c.rule.spec) else None))
         if found is None:
             continue
         criterion, output, output_b = found

@@ -6,7 +6,7 @@ class ProlificConfig(AppConfig):
     verbose_name = "Prolific"
 
     def ready(self):
-        from annotation.monitor import monitor_section_register
+        from annotation.monitor_views import monitor_section_register
         from evalstudy.privacy import privacy_contribution_register
 
         from .privacy import CONTRIBUTION

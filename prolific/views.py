@@ -1,4 +1,4 @@
-"""The Prolific section of the study monitor (registered with annotation.monitor) and its
+"""The Prolific section of the study monitor (registered with annotation.monitor_views) and its
 actions: create the Prolific study, sync now, and approve, reject, pay a bonus to or message
 one participant (editors). Each action calls one service and goes back to the monitor with a
 message; Prolific's refusals are shown as it words them."""

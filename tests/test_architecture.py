@@ -36,6 +36,7 @@ CORES = (
     "annotation.preferences",
     "annotation.integrity",
     "annotation.drift",
+    "annotation.answer_checks",
     "prolific.client",
     "metrics.scorers",
     "proxies.judges",

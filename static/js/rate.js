@@ -67,7 +67,9 @@
     const q = offers.find((q) => !answer(f, q.dataset.key)) || offers[0];
     if (!q) return;
     const input = q.querySelector(`input[data-shortcut="${CSS.escape(key)}"]`);
-    input.checked = true;
+    // Whatever the kind: a key sets a radio button's answer and toggles a checkbox's (the
+    // kind's template says which inputs it offers and under which keys).
+    input.checked = input.type === "checkbox" ? !input.checked : true;
     input.focus();
     refresh();
   });

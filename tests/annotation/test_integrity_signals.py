@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from annotation.models import AgreementAlert, Judgment, RecalibrationRound, SlotBehaviour
-from annotation.monitoring import study_monitor
+from annotation.monitor_selectors import study_monitor
 from annotation.recalibration import (
     RecalibrationNotPossible,
     integrity_scan,

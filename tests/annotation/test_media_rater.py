@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from annotation.media import media_token
 from annotation.models import Judgment, ListeningLog
-from annotation.monitoring import progress_rows, study_monitor
+from annotation.monitor_selectors import progress_rows, study_monitor
 from evalstudy.media import item_media_upload
 from evalstudy.models import AssignmentSlot, Item, ItemMedia, Study
 from evalstudy.services import study_open

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.monitoring import study_monitor
+from annotation.monitor_selectors import study_monitor
 from annotation.services import judgment_submit
 from evalstudy.models import AssignmentSlot, Study
 from evalstudy.services import assignment_next

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from analysis.selectors import JudgmentFilter, exclusions_describe, judgments_tidy
 from annotation.models import Judgment
-from annotation.monitoring import study_monitor
+from annotation.monitor_selectors import study_monitor
 from annotation.rater_actions import rater_exclude
 from annotation.services import judgment_submit, progress_export
 from evalstudy.models import Assignment, AuditEvent, Enrollment, Study, StudyCollaborator
@@ -261,6 +261,31 @@ def test_min_competence_leaves_out_the_raters_mace_distrusts(rated_study):
         "included (include_excluded) (reasons given: 1 s per item)")
     with pytest.raises(TypeError):
         JudgmentFilter(min_competence=2)
+
+
+def test_the_analysis_reads_competence_from_the_rater_quality_selector_not_the_monitor(
+        rated_study, monkeypatch):
+    """The analysis asks for MACE competence alone (annotation.rater_quality), not for the
+    monitor's every signal (straight-lining, agreement, drift windows) to keep one number, and
+    gets the number the monitor shows."""
+    from analysis.selectors import rater_competences
+    from annotation import rater_quality
+
+    shown = {row.rater_id: row.competence for row in study_monitor(rated_study).raters
+             if row.competence is not None}
+    monkeypatch.setattr(rater_quality, "rater_signals",
+                        lambda study: pytest.fail("the analysis computed the monitor's signals"))
+    assert rater_competences(rated_study) == pytest.approx(shown)
+    assert len(shown) == 6
+
+
+def test_the_analysis_reads_nothing_of_the_monitor_page():
+    from tests.test_architecture import ROOT, imports_of, source_files
+
+    readers = sorted({imp.module for path in source_files(ROOT, packages=("analysis",))
+                      for imp in imports_of(path, ROOT)
+                      if imp.target.startswith("annotation.monitor")})
+    assert readers == []
 
 
 def test_reopen_hands_the_unjudged_slots_on_and_keeps_the_judgments(db):

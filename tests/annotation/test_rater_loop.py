@@ -1,13 +1,17 @@
 """The rater's loop in one round trip and a handful of statements (annotation.loop), with every
 guarantee of the general path: the same answers stored, the same refusals, one judgment per
-double submit. The same scenarios run with the fast path on and off, and must leave the same
-rows behind."""
+double submit. The loop is the fast storage strategy of the one entry for storing an answer
+(`annotation.services.judgment_submit`, which chooses it): the same scenarios run through that
+entry with the fast strategy available and not, and must leave the same rows behind; and no
+interface calls the loop's write path itself."""
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import re
 import threading
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -18,8 +22,10 @@ from django.utils import timezone
 
 from annotation import loop
 from annotation.models import Judgment, JudgmentRevision
+from annotation.services import SessionRater, SubmissionRefused, judgment_submit
 from evalstudy.models import Assignment, AssignmentSlot, AttentionCheck, Enrollment, Study
 from tests.factories import UserFactory, invite, make_study
+from tests.test_architecture import ROOT, source_files
 
 HX = {"HTTP_HX_REQUEST": "true"}
 GOOD = {"severity": "0", "usable": "yes"}
@@ -219,7 +225,8 @@ def _scenario(slug_suffix: str) -> tuple:
     return stored, seat.state, enrollment.stop_reason, page.count("rate-form")
 
 
-def test_the_fast_and_the_general_path_leave_the_same_rows(db, monkeypatch):
+def test_the_fast_and_the_general_strategy_of_the_rating_page_leave_the_same_rows(
+        db, monkeypatch):
     fast = _scenario("fast")
     monkeypatch.setattr(loop, "fast_path_available", lambda: False)
     general = _scenario("general")
@@ -304,3 +311,99 @@ def test_a_slot_id_no_row_can_have_is_a_404_not_a_500(study):
     _enter(client, study)
     response = client.post(f"/s/{study.slug}/slots/99999999999999999999/", GOOD, **HX)
     assert response.status_code == 404
+
+
+# --- one entry for storing an answer: judgment_submit chooses the strategy ----------------------
+def _submitted_through_the_one_entry(slug_suffix: str) -> tuple:
+    """A rater's answers stored by calling `judgment_submit` alone (as every interface does):
+    practice, items, a failed attention check, a double submit and a refused change; returns
+    what each call came to and what is stored, in a form that does not depend on ids."""
+    study = make_study(n_items=4, n_systems=2, status=Study.Status.OPEN, slug=f"e-{slug_suffix}",
+                       attention_check_every=2, attention_fail_limit=2, seed=7)
+    AttentionCheck.objects.filter(study=study).update(expected={"severity": "2"})
+    client = Client()
+    rater = invite(study, external_id="same-person")
+    client.get(reverse("annotation:enter", args=[rater.access_token]))
+    client.get(reverse("annotation:rate", args=[study.slug]))  # the seat, its first slot served
+    submitter = SessionRater(slug=study.slug, rater_id=rater.pk, user_id=None,
+                             find=lambda: rater)
+    seat = Assignment.objects.get(study=study, rater=rater)
+    answers = [{"severity": "0", "usable": "yes"}, {"severity": "2", "usable": "no",
+                                                     "note": "garbled"},
+               {"severity": "1", "usable": "yes"}, {"severity": "0", "usable": "no"}]
+    outcomes, served = [], []
+    for step in range(12):
+        slot = seat.slots.filter(completed_at__isnull=True).order_by("position").first()
+        if slot is None:
+            break
+        for _ in range(2 if step == 3 else 1):  # step 3: the same answers sent again
+            try:
+                counts = judgment_submit(rater=submitter, slot_id=slot.pk,
+                                         answers=answers[step % len(answers)])
+            except SubmissionRefused as refused:  # the rater was stopped
+                outcomes.append(("refused", refused.status))
+                break
+            outcomes.append((counts.created, counts.revised, counts.unchanged, counts.removed,
+                             counts.slot_kind, counts.stopped))
+            served.append(counts.served is not None)
+        else:
+            continue
+        break
+    answered = seat.slots.filter(completed_at__isnull=False).order_by("-position").first()
+    try:  # a change to an answered item: this study allows none, whoever stores it
+        judgment_submit(rater=submitter, slot_id=answered.pk, answers={"severity": "1",
+                                                                       "usable": "no"})
+    except SubmissionRefused as refused:
+        outcomes.append(("refused", refused.status))
+    stored = [(s.position, s.kind, s.completed_at is not None,
+               tuple(sorted(Judgment.objects.filter(slot=s).values_list("criterion__key",
+                                                                       "value"))))
+              for s in seat.slots.order_by("position")]
+    seat.refresh_from_db()
+    return (outcomes, stored, seat.state, Enrollment.objects.get(study=study).stop_reason,
+            JudgmentRevision.objects.filter(judgment__slot__assignment=seat).count()), served
+
+
+def test_judgment_submit_stores_the_same_rows_whichever_strategy_it_chooses(db, monkeypatch):
+    fast, served_fast = _submitted_through_the_one_entry("fast")
+    monkeypatch.setattr(loop, "fast_path_available", lambda: False)
+    general, served_general = _submitted_through_the_one_entry("general")
+    assert fast == general
+    assert any(served_fast) and not any(served_general)  # the loop did store in the first
+    assert any(kind == "attention" for _, kind, *_ in fast[1])
+
+
+def test_a_rater_of_the_api_is_stored_by_the_general_strategy(study, monkeypatch):
+    client = Client()
+    rater = invite(study)
+    client.get(reverse("annotation:enter", args=[rater.access_token]))
+    client.get(reverse("annotation:rate", args=[study.slug]))
+    slot = Assignment.objects.get(rater=rater).slots.order_by("position").first()
+    monkeypatch.setattr(loop, "submit_and_next", lambda **kwargs: pytest.fail(kwargs))
+    counts = judgment_submit(rater=rater, slot_id=slot.pk, answers=GOOD)
+    assert counts.created == 2 and counts.served is None
+
+
+def _names_the_loops_write_path(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return any((isinstance(node, ast.Name) and node.id == "submit_and_next")
+               or (isinstance(node, ast.Attribute) and node.attr == "submit_and_next")
+               or (isinstance(node, ast.alias) and node.name == "submit_and_next")
+               for node in ast.walk(tree))
+
+
+def test_only_judgment_submit_reaches_the_loops_write_path():
+    """Views, the API, commands and tasks store an answer through `judgment_submit` alone: the
+    loop's fast write is its storage strategy, never an interface's choice."""
+    callers = sorted(str(path.relative_to(ROOT)) for path in source_files(ROOT)
+                     if _names_the_loops_write_path(path))
+    assert callers == ["annotation/services.py"]  # (annotation/loop.py defines it)
+
+
+def test_the_checker_sees_a_view_that_calls_the_loop(tmp_path):
+    view = tmp_path / "views.py"
+    view.write_text("from annotation import loop\n\ndef submit(request):\n"
+                    "    return loop.submit_and_next(slug='s')\n", encoding="utf-8")
+    assert _names_the_loops_write_path(view)
+    view.write_text("from annotation.services import judgment_submit\n", encoding="utf-8")
+    assert not _names_the_loops_write_path(view)

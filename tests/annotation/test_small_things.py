@@ -7,18 +7,18 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from annotation.selectors import _choices
+from annotation.selectors import question_choices
 from evalstudy.models import Criterion, Study
 from tests.factories import UserFactory
 
 
 def test_every_point_of_an_eleven_point_scale_has_a_key(db):
     criterion = Criterion(kind="likert", scale_points=11, key="x", prompt="?")
-    keys = [choice.key for choice in _choices(criterion)]
+    keys = [choice.key for choice in question_choices(criterion)]
     assert keys == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "0", "-"]
     options = Criterion(kind="categorical", options=[f"o{n}" for n in range(12)], key="y",
                         prompt="?")
-    assert [choice.key for choice in _choices(options)][9:] == ["0", "-", ""]
+    assert [choice.key for choice in question_choices(options)][9:] == ["0", "-", ""]
 
 
 @pytest.mark.django_db

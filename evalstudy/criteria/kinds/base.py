@@ -267,6 +267,20 @@ class AnswerKind:
     #: Whether a practice item or an attention check may expect an answer of it (span: there
     #: is no single right marking).
     takes_expected: ClassVar[bool] = True
+    # --- added for annotation ---
+    #: Whether a rater marks spans of the text shown (the rater page makes its panes
+    #: markable; an imported answer is read against the output's text).
+    marks_spans: ClassVar[bool] = False
+
+    def value_range(self, rule: CriterionRule) -> tuple[float, float] | None:
+        """The lowest and highest number its answers stand for, where they are points on a
+        scale (what agreement between raters measures distances on); None for categories
+        and for answers that are not numbers on a scale. By default the numeric choices of
+        an ordered scale."""
+        if self.level != "ordinal":
+            return None
+        points = [float(choice) for choice in self.choices(rule) or []]
+        return (min(points), max(points)) if points else None
 
 
 # --- helpers the kinds share ------------------------------------------------------------------

@@ -100,5 +100,10 @@ class Slider(AnswerKind):
         return (translate(gettext_noop("give a whole number from %(low)s to %(high)s"))
                 % {"low": low, "high": high})
 
+    # --- added for annotation ---
+    def value_range(self, rule: CriterionRule) -> tuple[float, float] | None:
+        low, high = slider_range(rule)
+        return float(low), float(high)
+
 
 KIND = Slider()

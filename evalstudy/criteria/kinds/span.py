@@ -50,6 +50,7 @@ class Span(AnswerKind):
     slot_bound = True
     score = "penalty"
     analysis = ("spans",)
+    marks_spans = True
 
     def normalise(self, rule: CriterionRule, raw: object, shown: ShownText | None) -> str:
         if shown is None:

@@ -16,7 +16,7 @@ from evalstudy.audit import WEB
 from evalstudy.permissions import EDITOR, has_role, study_for
 
 from . import rater_actions, recalibration
-from .monitoring import study_monitor
+from .monitor_selectors import study_monitor
 from .plan_monitor import plan_monitor
 from .services import progress_export
 

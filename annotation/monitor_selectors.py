@@ -1,6 +1,7 @@
-"""The researcher's live view of a study: seats, coverage of outputs, and every rater's progress
-and quality signals (listening to media among them). Read-only; a handful of queries whatever
-the study's size."""
+"""What the study monitor shows (selectors of the monitor page, `annotation.monitor_views`): the
+researcher's live view of a study: seats, coverage of outputs, and every rater's progress and
+quality signals (listening to media among them; the rater-quality signals themselves are
+`annotation.rater_quality`'s). Read-only; a handful of queries whatever the study's size."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from datetime import datetime
 from django.db.models import Count, Q
 
 from evalstudy import criteria as rules
-from evalstudy.models import Assignment, AssignmentSlot, Criterion, Enrollment, Rater, Study
+from evalstudy.models import Assignment, AssignmentSlot, Enrollment, Study
 
 from . import drift, integrity, quality
-from .behaviour import DRIFT_KINDS, study_integrity
+from .behaviour import study_integrity
 from .media import listening_by_seat
 from .models import Judgment
+from .rater_quality import rater_signals
 
 
 @dataclass
@@ -228,152 +230,6 @@ def study_monitor(study: Study) -> StudyMonitor:
         competence_criteria=signals.competence_criteria,
         agreement_alerts=_recorded_alerts(study),
     )
-
-
-# --- quality signals from the judgments (annotation.quality on the study's rows) -------------
-# Criterion kinds MACE reads as categories (ordinal scales too: a point is a label), and how
-# leave-one-out agreement compares each kind's answers.
-MACE_KINDS = frozenset({rules.BINARY, rules.CATEGORICAL, rules.SEVERITY, rules.PAIRWISE,
-                        rules.LIKERT})
-RATER_HUMAN_KINDS = list(Rater.HUMAN_KINDS)
-NOMINAL_KINDS = frozenset({rules.BINARY, rules.CATEGORICAL, rules.PAIRWISE})
-ORDINAL_KINDS = frozenset({rules.LIKERT, rules.SEVERITY, rules.SLIDER})
-
-
-@dataclass
-class RaterSignal:
-    straightlining: bool = False
-    detail: str = ""
-    agreement: float | None = None
-    agreement_units: int = 0
-    competence: float | None = None
-
-
-@dataclass
-class StudySignals:
-    raters: dict[int, RaterSignal]
-    competence_criteria: list[str]
-    # rater id -> criterion key -> MACE competence (for the analysis's `min_competence`)
-    competence_by_criterion: dict[int, dict[str, float]] = field(default_factory=dict)
-    # rater id -> agreement over time (annotation.drift), from the same rows
-    agreement_windows: dict[int, list[drift.Window]] = field(default_factory=dict)
-
-
-def _scale(criterion: Criterion) -> quality.Scale | None:
-    rule = criterion.rule
-    if criterion.kind in NOMINAL_KINDS:
-        return quality.Scale(quality.NOMINAL)
-    if criterion.kind == rules.SLIDER:
-        low, high = rule.slider_range
-        return quality.Scale(quality.ORDINAL, low, high)
-    if criterion.kind in ORDINAL_KINDS:
-        choices = [float(c) for c in rule.choices() or []]
-        return quality.Scale(quality.ORDINAL, min(choices), max(choices)) if choices else None
-    return None
-
-
-def _unit(output: int | None, output_b: int | None, kind: str, value: str
-          ) -> tuple[tuple[int | None, int | None], str]:
-    """The unit several raters judged, and the answer read in its terms: a pair of outputs is
-    the same unit whichever side each rater saw it on (a pairwise answer follows the swap)."""
-    if output_b is not None and output is not None and output_b < output:
-        if kind == rules.PAIRWISE and value in ("A", "B"):
-            value = "B" if value == "A" else "A"
-        return (output_b, output), value
-    return (output, output_b), value
-
-
-_MACE_CACHE: dict[tuple[int, str], tuple[tuple, quality.MaceResult]] = {}
-_MACE_CACHE_SIZE = 64
-
-
-def _mace_cached(study_id: int, key: str, signature: tuple,
-                 triples: list[tuple], labels: list[str]) -> quality.MaceResult:
-    """MACE for one criterion, computed again only when its judgments changed (the monitor
-    polls every few seconds; EM over a large study takes a moment)."""
-    cached = _MACE_CACHE.get((study_id, key))
-    if cached is not None and cached[0] == signature:
-        return cached[1]
-    result = quality.mace(triples, labels=labels, restarts=3, iterations=50)
-    if len(_MACE_CACHE) >= _MACE_CACHE_SIZE:
-        _MACE_CACHE.pop(next(iter(_MACE_CACHE)))
-    _MACE_CACHE[(study_id, key)] = (signature, result)
-    return result
-
-
-def rater_signals(study: Study) -> StudySignals:
-    """Straight-lining, leave-one-out agreement and MACE competence of every human rater of
-    `study` from their answers to target items: two queries whatever the study's size."""
-    criteria = {c.pk: c for c in study.criteria.all()}
-    rows = list(Judgment.objects.filter(
-        slot__assignment__study=study, slot__kind=AssignmentSlot.Kind.TARGET,
-        rater__kind__in=RATER_HUMAN_KINDS,
-    ).values_list("id", "rater_id", "criterion_id", "slot__output_id", "slot__output_b_id",
-                  "value", "numeric_value", "submitted_at").order_by("submitted_at", "id"))
-    answers: list[quality.Answer] = []
-    votes: list[drift.Vote] = []
-    sequences: dict[tuple[int, int], list[str]] = defaultdict(list)
-    counts: dict[int, Counter[str]] = defaultdict(Counter)
-    for _pk, rater, criterion_id, output, output_b, value, number, _at in rows:
-        criterion = criteria.get(criterion_id)
-        if criterion is None:
-            continue
-        unit, value = _unit(output, output_b, criterion.kind, value)
-        answers.append(quality.Answer(rater, unit, criterion.key, value, number))
-        if criterion.kind in DRIFT_KINDS:
-            votes.append(drift.Vote(rater, (unit, criterion_id), value, (_at, _pk)))
-        sequences[(rater, criterion_id)].append(value)
-        counts[criterion_id][value] += 1
-    signals: dict[int, RaterSignal] = defaultdict(RaterSignal)
-    for (rater, criterion_id), values in sequences.items():
-        criterion = criteria[criterion_id]
-        points = len(criterion.rule.choices() or [])
-        mine = Counter(values)
-        top = mine.most_common(1)[0][0]
-        others_total = sum(counts[criterion_id].values()) - len(values)
-        others_share = ((counts[criterion_id][top] - mine[top]) / others_total
-                        if others_total else None)
-        found = quality.straightlining(values, points=points, others_share=others_share)
-        if found.flagged:
-            signal = signals[rater]
-            signal.straightlining = True
-            signal.detail = "; ".join(filter(None, [signal.detail, (
-                f"{criterion.key}: {found.share:.0%} {found.value!r} "
-                f"(longest run {found.longest_run} of {found.answers})")]))
-    scales = {c.key: scale for c in criteria.values() if (scale := _scale(c)) is not None}
-    for rater, agreement in quality.leave_one_out_agreement(answers, scales).items():
-        signals[rater].agreement, signals[rater].agreement_units = (agreement.score,
-                                                                    agreement.units)
-    # MACE per categorical criterion; a rater's competence is the mean over the criteria they
-    # answered, weighted by their answers to each.
-    mace_criteria = [c for c in criteria.values() if c.kind in MACE_KINDS]
-    weighted: dict[int, list[tuple[float, int]]] = defaultdict(list)
-    by_criterion: dict[int, dict[str, float]] = defaultdict(dict)
-    used = []
-    for criterion in sorted(mace_criteria, key=lambda c: (c.order, c.pk)):
-        triples = [(a.unit, a.rater, a.value) for a in answers if a.criterion == criterion.key]
-        raters = {rater for _, rater, _ in triples}
-        if len(raters) < 2 or len({unit for unit, _, _ in triples}) == len(triples):
-            continue  # no unit judged twice: nothing to learn competence from
-        used.append(criterion.key)
-        ids = [pk for pk, _r, c, *_rest in rows if c == criterion.pk]
-        signature = (len(ids), max(ids, default=0),
-                     max((at for _pk, _r, c, *_x, at in rows if c == criterion.pk),
-                         default=None))
-        result = _mace_cached(study.pk, criterion.key, signature, triples,
-                              criterion.rule.choices() or [])
-        answered = Counter(rater for _, rater, _ in triples)
-        for rater, theta in result.competence.items():
-            weighted[rater].append((theta, answered[rater]))
-            by_criterion[rater][criterion.key] = theta
-    for rater, values in weighted.items():
-        total = sum(n for _, n in values)
-        signals[rater].competence = sum(t * n for t, n in values) / total if total else None
-    windows = drift.agreement_windows(votes, window=study.agreement_window,
-                                      threshold=study.agreement_alert_threshold)
-    return StudySignals(raters=dict(signals), competence_criteria=used,
-                        competence_by_criterion=dict(by_criterion),
-                        agreement_windows=windows)  # type: ignore[arg-type]
 
 
 def _recorded_alerts(study: Study) -> list:

@@ -31,18 +31,18 @@ from config.celery import app
 with app.connection_for_write() as conn:
     client = conn.default_channel.client
     if sys.argv[1] == "put":
-        client.delete(%(queue)r)
-        conn.SimpleQueue(%(queue)r).put({"from": settings.XDIST_WORKER})
-    length = client.llen(%(queue)r)
+        client.delete(QUEUE)
+        conn.SimpleQueue(QUEUE).put({"from": settings.XDIST_WORKER})
+    length = client.llen(QUEUE)
     if sys.argv[1] == "clean":
-        client.delete(%(queue)r)
+        client.delete(QUEUE)
 print(json.dumps({
     "keyprefix": settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix"),
     "var": str(settings.VAR_DIR), "media": settings.MEDIA_ROOT,
     "proxies": settings.EVALSTUDY_PROXY_DIR, "models": settings.EVALSTUDY_MODEL_DIRS,
     "queue_length": length,
 }))
-""" % {"queue": QUEUE}
+""".replace("QUEUE", repr(QUEUE))
 
 
 def _in_worker(worker: str, action: str) -> dict:
@@ -82,7 +82,7 @@ def test_this_worker_has_its_own_database_and_keys():
     from django.db import connection
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    assert settings.XDIST_WORKER == worker
+    assert worker == settings.XDIST_WORKER
     if not worker:
         pytest.skip("one process: nothing to isolate from")
     assert connection.settings_dict["NAME"].endswith(f"_{worker}")

@@ -49,7 +49,7 @@ def _in_worker(worker: str, action: str) -> dict:
     env = {k: v for k, v in STARTUP_ENVIRONMENT.items()
            if k not in ("EVALSTUDY_VAR_DIR", "MEDIA_ROOT", "EVALSTUDY_PROXY_DIR")}
     env.update({"DJANGO_SETTINGS_MODULE": "config.settings.test",
-                "PYTEST_XDIST_WORKER": worker,
+                "PYTEST_XDIST_WORKER": worker, "PYTEST_XDIST_TESTRUNUID": "probe123run",
                 "CELERY_BROKER_URL": settings.CELERY_BROKER_URL})
     done = subprocess.run([sys.executable, "-c", PROBE, action], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
@@ -66,7 +66,7 @@ def test_two_workers_share_no_broker_keys_and_no_directories():
         again = _in_worker("gw0", "look")
     finally:
         _in_worker("gw0", "clean")
-    assert first["keyprefix"] == "gw0:" and second["keyprefix"] == "gw1:"
+    assert first["keyprefix"] == "gw0-probe123:" and second["keyprefix"] == "gw1-probe123:"
     # The message gw0 put is in gw0's queue and not in gw1's of the same name.
     assert first["queue_length"] == again["queue_length"] == 1
     assert second["queue_length"] == 0
@@ -86,5 +86,6 @@ def test_this_worker_has_its_own_database_and_keys():
     if not worker:
         pytest.skip("one process: nothing to isolate from")
     assert connection.settings_dict["NAME"].endswith(f"_{worker}")
-    assert settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] == f"{worker}:"
+    run = os.environ["PYTEST_XDIST_TESTRUNUID"][:8]
+    assert settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] == f"{worker}-{run}:"
     assert Path(settings.VAR_DIR) == ROOT / "var" / "xdist" / worker

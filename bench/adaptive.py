@@ -76,7 +76,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--seat-size", type=int, default=40)
     parser.add_argument("--width", type=float, default=0.8)
+    parser.add_argument("--smoke", action="store_true",
+                        help="2 studies per design, 5 for the error rates, no goal (make test)")
     args = parser.parse_args()
+    if args.smoke:
+        args.repetitions, args.fpr_repetitions = 2, 5
 
     print(f"load average before: {_load()}  (cpus: {os.cpu_count()})")
     k = 10
@@ -118,6 +122,9 @@ def main() -> None:
     print(f"  one contrast (2 systems), the same looks: {rate:.4f} +- {se:.4f} (nominal 0.05; "
           f"fixed-sample z at every look: {naive:.4f} +- {naive_se:.4f})")
     print(f"load average after: {_load()}")
+    if args.smoke:
+        print("smoke: tiny sizes, no goal")
+        return
     print(f"target adaptive_judgments_vs_fixed: ratio {main_result.ratio:.3f} (goal <= 0.8)")
 
 

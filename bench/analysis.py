@@ -745,7 +745,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="also cProfile fit_binomial_glmm, the crowd analysis and "
                              "krippendorff_alpha once")
     parser.add_argument("--profile-top", type=int, default=25)
+    parser.add_argument("--smoke", action="store_true",
+                        help="no section 1, tiny GLMM, crowd and alpha runs, no goal (make test)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.skip_pipeline, args.glmm_sizes, args.glmm_raters, args.glmm_repeat = (
+            True, [400], 20, 1)
+        args.crowd_raters, args.crowd_items = 300, 40
+        args.alpha_judgments, args.alpha_raters, args.alpha_units, args.repeat = 3000, 40, 100, 1
     if min(args.raters, args.items, args.ratings_per_item, args.repeat, args.glmm_raters,
            args.glmm_repeat, args.crowd_raters, args.crowd_items) < 1:
         parser.error("counts and --repeat must be at least 1")
@@ -777,6 +784,9 @@ def main(argv: list[str] | None = None) -> None:
     ratios["alpha_vs_pivot_package"] = run_alpha(args)
     print(f"\nload:       at the end: {load_average()}; whole bench "
           f"{time.perf_counter() - started:.0f} s")
+    if args.smoke:
+        print("smoke: tiny sizes, no goal")
+        return
     for name, goal in GOALS.items():
         print(f"target {name}: ratio {ratios[name]:.3f} (goal <= {goal})")
 

@@ -25,7 +25,7 @@ API is slower); ``API/ORM time`` is its inverse. No goal is set for these ratios
 load average is printed before and after, since a loaded machine makes them noisy. The two
 studies are deleted afterwards.
 
-Run: ``.venv/bin/python bench/api.py [--outputs 100000 --batch 5000]`` (PostgreSQL:
+Run: ``.venv/bin/python bench/api.py [--outputs 100000 --batch 5000] [--smoke]`` (PostgreSQL:
 DATABASE_URL, default the evalstudy_bench database, created if needed; bench/common.py).
 """
 
@@ -76,7 +76,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--outputs", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=5_000)
+    parser.add_argument("--smoke", action="store_true",
+                        help="40 outputs in batches of 10, no figures to keep (for make test)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.outputs, args.batch = 40, 10
     setup_django("bench/api.py")
     load_before = load_average()
 
@@ -157,6 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     # Equal but for the pages' next/previous links: the reference renders what the API does.
     print(f"read bodies: API {api_bytes:,} bytes, ORM reference {orm_bytes:,} bytes")
     print(f"load: {load_average()} after")
+    if args.smoke:
+        print("smoke: tiny sizes, no goal")
 
 
 if __name__ == "__main__":

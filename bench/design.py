@@ -35,9 +35,11 @@ over the bare COPY's, both from this run. The machine's load average is printed 
 after: on a shared machine a high load makes the figures noisy.
 
 Run: ``.venv/bin/python bench/design.py [--items 10000 --systems 4 --ratings 3
---items-per-rater N --repeat 1 --keep --profile]``. DATABASE_URL defaults to
-``postgres://postgres@127.0.0.1:5432/evalstudy_bench``; the database is created if missing and
-migrated. The bench study (slug ``bench-latin-square``) is deleted at the end unless ``--keep``.
+--items-per-rater N --repeat 1 --keep --profile --smoke]``; ``--smoke``: 12 items x 2 systems,
+no goal (make test runs it, so that a schema change cannot break the references unseen).
+DATABASE_URL defaults to ``postgres://postgres@127.0.0.1:5432/evalstudy_bench``; the database
+is created if missing and migrated. The bench study (slug ``bench-latin-square``) is deleted
+at the end unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import os
 import platform
 import pstats
@@ -62,10 +65,7 @@ if str(ROOT) not in sys.path:  # run as a script: bench/ is on the path, the rep
 from bench.common import setup_django  # noqa: E402
 
 SLUG = "bench-latin-square"
-# Columns written by the references, in this order: every column the service fills (the rest
-# of a new slot is NULL either way).
-SLOT_COLUMNS = ("assignment_id", "position", "kind", "output_id", "output_b_id",
-                "calibration_item_id", "attention_check_id")
+
 DESIGN_GOAL = 1.3  # service / bare COPY, from the issue
 
 
@@ -163,8 +163,20 @@ def create_study(args: argparse.Namespace):
     return study
 
 
+def slot_columns() -> tuple[str, ...]:
+    """The columns the references write, in this order: every column of the slot table but
+    its id, read from the model (a hand-kept list once missed `shown_outputs`, NOT NULL, and
+    the COPY failed), the seat first."""
+    from evalstudy.models import AssignmentSlot
+
+    columns = [f.column for f in AssignmentSlot._meta.concrete_fields if not f.primary_key]
+    columns.remove("assignment_id")
+    return ("assignment_id", *columns)
+
+
 def slot_rows(study_id: int) -> tuple[int, list[tuple]]:
-    """The study's seats count and slot rows: (seat number, then SLOT_COLUMNS after the first)."""
+    """The study's seats count and slot rows: (seat number, then slot_columns() after the
+    first)."""
     from evalstudy.models import Assignment, AssignmentSlot
 
     seat_ids = list(
@@ -177,7 +189,7 @@ def slot_rows(study_id: int) -> tuple[int, list[tuple]]:
         for assignment_id, *rest in (
             AssignmentSlot.objects.filter(assignment__study_id=study_id)
             .order_by("assignment_id", "position")
-            .values_list(*SLOT_COLUMNS)
+            .values_list(*slot_columns())
         )
     ]
     return len(seat_ids), rows
@@ -225,12 +237,14 @@ def time_orm_bulk_create(study, n_seats: int, rows: list[tuple]) -> float:
     seat_ids = create_seats(study, n_seats)
     vacuum_analyze()
 
+    columns = slot_columns()
+
     def insert() -> None:
         with transaction.atomic():
             batch: list[AssignmentSlot] = []
             for seat, *rest in rows:
                 batch.append(AssignmentSlot(
-                    **dict(zip(SLOT_COLUMNS, (seat_ids[seat], *rest), strict=True))
+                    **dict(zip(columns, (seat_ids[seat], *rest), strict=True))
                 ))
                 if len(batch) >= SLOT_BATCH_SIZE:
                     AssignmentSlot.objects.bulk_create(batch)
@@ -251,14 +265,17 @@ def time_copy(study, n_seats: int, rows: list[tuple]) -> float:
     seat_ids = create_seats(study, n_seats)
     vacuum_analyze()
 
-    def field(value: object) -> str:
-        return r"\N" if value is None else str(value)
+    def field(value: object) -> str:  # COPY's text format; JSON columns as JSON
+        if value is None:
+            return r"\N"
+        text = json.dumps(value) if isinstance(value, list | dict) else str(value)
+        return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
 
     text = "".join(
         "\t".join(field(v) for v in (seat_ids[seat], *rest)) + "\n" for seat, *rest in rows
     )
     statement = (
-        f'COPY "{AssignmentSlot._meta.db_table}" ({", ".join(SLOT_COLUMNS)}) FROM STDIN'
+        f'COPY "{AssignmentSlot._meta.db_table}" ({", ".join(slot_columns())}) FROM STDIN'
     )
 
     def copy() -> None:
@@ -326,7 +343,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true",
                         help="also run the service once under cProfile")
     parser.add_argument("--profile-top", type=int, default=25)
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny sizes (12 items x 2 systems), no goal (for make test)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.items, args.systems, args.ratings, args.repeat = 12, 2, 1, 1
     if min(args.items, args.systems, args.ratings, args.repeat) < 1:
         parser.error("--items, --systems, --ratings and --repeat must be at least 1")
     return args
@@ -367,6 +388,9 @@ def main(argv: list[str] | None = None) -> None:
     else:
         delete_bench_study()
     print(f"load:       {load_average()} after")
+    if args.smoke:
+        print("smoke: tiny sizes, no goal")
+        return
     ratio = best["study_build_assignments"] / best["copy"]
     print(f"target design_vs_copy: ratio {ratio:.2f} (goal <= {DESIGN_GOAL})")
 

@@ -236,7 +236,12 @@ def main(argv: list[str] | None = None) -> int:
                              "(bench/judges_learned.py; 0 skips it)")
     parser.add_argument("--learned-kinds", default=None,
                         help="comma-separated learned proxy kinds (default: all)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="20 requests at 5 ms, no learned proxies, no goal (for make test)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.requests, args.concurrency, args.service_ms = 20, 2, 5.0
+        args.repeat, args.learned_pairs = 1, 0
     if args.requests < 1 or args.concurrency < 1 or args.service_ms <= 0:
         parser.error("--requests and --concurrency must be >= 1, --service-ms > 0")
 
@@ -271,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"usage: {usage['requests']:.0f} requests, {usage['tokens_in']:.0f} tokens in, "
           f"{usage['tokens_out']:.0f} out, {usage['retries']:.0f} retries, "
           f"summed latency {usage['latency_s']:.1f} s")
+    if args.smoke:
+        for failure in failures:
+            print(f"CHECK FAILED: {failure}")
+        print("smoke: tiny sizes, no goal")
+        return 1 if failures else 0
     verdict = "met" if best["ratio"] >= args.target else "NOT met"
     print(f"best ratio {best['ratio']:.3f} of capacity ({best['achieved']:.1f} of "
           f"{best['capacity']:.1f} req/s): target {args.target:g} {verdict}")

@@ -21,7 +21,7 @@ Cross-encoder settings are the library's defaults (3 epochs, batch 16, max_lengt
 lr 1e-4) unless ``--epochs`` / ``--max-length`` say otherwise.
 
 Run: ``.venv/bin/python bench/judges_learned.py [--pairs 3000 --kinds wer_bertscore,...
---device cpu|cuda --epochs 3 --max-length 128 --seed 0]``. No Django, no database.
+--device cpu|cuda --epochs 3 --max-length 128 --seed 0 --smoke]``. No Django, no database.
 """
 
 from __future__ import annotations
@@ -57,7 +57,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-length", type=int, default=None,
                         help="cross-encoder tokens per pair")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true",
+                        help="60 pairs, one cross-encoder epoch of 32 tokens (for make test)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.pairs, args.epochs, args.max_length = 60, 1, 32
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -145,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after "
           f"({os.cpu_count()} CPUs)")
+    if args.smoke:
+        print("smoke: tiny sizes, no goal")
 
 
 if __name__ == "__main__":

@@ -687,7 +687,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true",
                         help="also run the suite once under cProfile")
     parser.add_argument("--profile-top", type=int, default=30)
+    parser.add_argument("--smoke", action="store_true",
+                        help="12 pairs, one round on the CPU, no goal (for make test)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.pairs, args.repeat, args.device = 12, 1, "cpu"
     if min(args.pairs, args.repeat) < 1 or (args.threads is not None and args.threads < 1):
         parser.error("--pairs, --repeat and --threads must be at least 1")
     return args

@@ -99,7 +99,10 @@ PID_PREFIX = "BENCH-rater-"
 # (severity 0 hides the conditional "note" question).
 ANSWERS = {"severity": "0", "usable": "yes"}
 REQUEST_TIMEOUT_S = 60
-READY_TIMEOUT_S = 30
+# How long gunicorn's workers may take to import Django and answer, while the master runs:
+# seconds on a quiet machine, but a loaded one once took more than the 30 s allowed then, and
+# the bench gave up on a server that was coming up (--ready-timeout).
+READY_TIMEOUT_S = 300
 
 FORM_RE = re.compile(r'<form[^>]*\baction="(/s/[^/"]+/slots/(\d+)/)"')
 # What the rating page's htmx sends with a submission.
@@ -194,7 +197,10 @@ class Server:
     """gunicorn serving config.wsgi with the bench settings on 127.0.0.1:<free port>, gthread
     workers keeping connections alive as a browser's are."""
 
-    def __init__(self, workers: int, threads: int, url: str):
+    def __init__(self, workers: int, threads: int, url: str,
+                 ready_timeout: float = READY_TIMEOUT_S):
+        self.ready_timeout = ready_timeout
+        self.ready_s: float | None = None
         self.workers = workers
         self.threads = threads
         self.port = free_port()
@@ -220,21 +226,27 @@ class Server:
         self.wait_ready()
 
     def wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
+        """Return once a worker answers an HTTP request (Django imported, the app loaded),
+        for as long as the gunicorn master runs, up to `ready_timeout` seconds. A connection
+        the master accepts before any worker has booted waits in its backlog: each attempt
+        gives it 10 s, then tries again."""
+        started = time.monotonic()
+        while (waited := time.monotonic() - started) < self.ready_timeout:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"gunicorn exited with {self.process.returncode}:\n"
-                                   f"{self.log_tail()}")
+                raise RuntimeError(f"gunicorn exited with {self.process.returncode} after "
+                                   f"{waited:.0f} s:\n{self.log_tail()}")
             try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
                 conn.request("GET", "/bench/insert/")  # POST only: any answer means it is up
                 conn.getresponse().read()
                 conn.close()
+                self.ready_s = time.monotonic() - started
                 return
             except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"gunicorn did not answer within {READY_TIMEOUT_S} s:\n"
-                           f"{self.log_tail()}")
+                time.sleep(0.2)
+        raise RuntimeError(f"gunicorn is running but no worker answered within "
+                           f"{self.ready_timeout:.0f} s (--ready-timeout; load average "
+                           f"{os.getloadavg()[0]:.1f}):\n{self.log_tail()}")
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -652,7 +664,8 @@ def print_environment(args: argparse.Namespace, url: str, server: Server,
           f"/{connection.settings_dict['NAME']} (CONN_MAX_AGE "
           f"{connection.settings_dict['CONN_MAX_AGE']})")
     print(f"gunicorn:   {args.workers} gthread workers x {args.threads} threads, keep-alive "
-          f"{KEEPALIVE_S} s, on 127.0.0.1:{server.port}")
+          f"{KEEPALIVE_S} s, on 127.0.0.1:{server.port}, first answer after "
+          f"{server.ready_s or 0:.1f} s")
     if idle_check is not None:
         print(f"load:       {idle_check:.0%} of all cores busy in a second before the bench "
               f"started, load average {os.getloadavg()[0]:.2f}"
@@ -680,7 +693,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="share of submissions sent twice (retry or concurrent double)")
     parser.add_argument("--keep", action="store_true",
                         help="keep the bench study, its raters and bench_insert at the end")
+    parser.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT_S,
+                        help="seconds gunicorn's workers may take to answer a first request "
+                             f"({READY_TIMEOUT_S})")
+    parser.add_argument("--smoke", action="store_true",
+                        help="4 raters x 3 items, 2 workers, no realistic phase, no goal "
+                             "(for make test)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.raters, args.judgments_per_rater, args.workers = 4, 3, 2
+        args.realistic_raters, args.double_rate = 0, 0.5
     if min(args.raters, args.judgments_per_rater, args.workers, args.threads) < 1:
         parser.error("--raters, --judgments-per-rater, --workers and --threads must be at "
                      "least 1")
@@ -704,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{study.assignments.count()} seats ({time.perf_counter() - started:.1f} s, untimed)")
 
     stats = Stats()
-    server = Server(args.workers, args.threads, url)
+    server = Server(args.workers, args.threads, url, args.ready_timeout)
 
     def simulated(n: int, double_rate: float) -> SimulatedRater:
         return SimulatedRater(pid=f"{PID_PREFIX}{n:05d}", slug=SLUG,
@@ -847,6 +869,9 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     print(f"machine load average (1, 5, 15 min): {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on "
           f"{os.cpu_count()} CPUs")
+    if args.smoke:
+        print("smoke: tiny sizes, no goal")
+        return 1 if failed else 0
     for line in targets:
         print(line)
     return 1 if failed else 0

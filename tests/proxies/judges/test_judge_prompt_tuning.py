@@ -31,6 +31,7 @@ from proxies.judges.prompt_tuning import (  # noqa: E402
 )
 from proxies.learned import Example  # noqa: E402
 from tests.proxies.judges.test_judge_local_hf import _tokenizer  # noqa: E402
+from tests.tiny_models import deterministic_torch, seeded_weights  # noqa: E402
 
 # A separable toy task in LATTE's format: the transcription keeps "cat" (meaning preserved,
 # "yes") or turns it into "dog" ("no"). A randomly initialised model knows nothing to
@@ -53,32 +54,40 @@ TRAIN = latte_training_pairs(toy_examples(FRAMES))
 DEV = TRAIN
 # The weights of a randomly initialised model are tiny by default (std 0.02): its last position
 # then barely sees the rest of the prompt. A larger init gives frozen features a soft prompt
-# can steer, which is what a pretrained model offers.
+# can steer, which is what a pretrained model offers; too large (0.5, 1.0) and the features
+# are chaotic: measured over model seeds 1-6, std 0.15 learns the task (dev accuracy 1.0) for
+# all six, 0.5 for none. The weights come from the test's own generator (seeded_weights) and
+# the training runs on one thread with deterministic kernels (deterministic_torch), so the
+# model and what it learns are the same on every machine, alone or after any other test, in
+# any worker: CI once drew other weights at std 0.5 and learned 0.83 < 0.85.
+INIT_STD = 0.15
 PARAMS = {"epochs": 30, "batch_size": 8, "learning_rate": 0.1}
 
 
-def _save_llama(path, *, seed, hidden=64, init=0.5):
+def _save_llama(path, *, seed, hidden=64, init=INIT_STD):
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     tokenizer, size = _tokenizer()
-    torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=size, hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=128, initializer_range=init, pad_token_id=0,
                          bos_token_id=2, eos_token_id=3)
-    AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    with deterministic_torch(seed):
+        model = AutoModelForCausalLM.from_config(config)
+    seeded_weights(model, seed=seed, std=init).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
 
 
 @pytest.fixture(scope="module")
 def llama_dir(tmp_path_factory):
-    return _save_llama(tmp_path_factory.mktemp("tiny-llama-pt"), seed=1)
+    return _save_llama(tmp_path_factory.mktemp("tiny-llama-pt"), seed=2)
 
 
 @pytest.fixture(scope="module")
 def trained(llama_dir):
-    return train_soft_prompt(llama_dir, TRAIN, DEV, params=PARAMS, seed=0, device="cpu")
+    with deterministic_torch(0):
+        return train_soft_prompt(llama_dir, TRAIN, DEV, params=PARAMS, seed=0, device="cpu")
 
 
 def _auc(scores, labels):
@@ -91,7 +100,7 @@ def test_training_lowers_the_loss_and_learns_the_toy_task(trained):
     soft, report = trained
     losses = [entry["train_loss"] for entry in report.history]
     assert len(losses) == PARAMS["epochs"] and report.steps == PARAMS["epochs"] * 3
-    assert losses[-1] < losses[0] / 4  # measured: 8.8 -> 0.2
+    assert losses[-1] < losses[0] / 4  # measured: 4.6 -> 0.12
     assert all(b < a for a, b in itertools.pairwise(losses[:6]))  # early descent
     best = report.history[report.best_epoch - 1]
     assert best["dev_accuracy"] >= 0.85 and best["dev_auc"] >= 0.95

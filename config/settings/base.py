@@ -351,8 +351,8 @@ SPECTACULAR_SETTINGS = {
         "RaterKindEnum": "evalstudy.models.Rater.Kind",
         "CriterionKindEnum": "evalstudy.models.Criterion.Kind",
         # A proxy run may be learned; a judge prompt version is an LLM judge's only.
-        "ProxyMethodEnum": "proxies.models.ProxyRun.Method",
-        "JudgeMethodEnum": ["latte", "rubric", "drpe"],
+        "ProxyMethodEnum": "proxies.methods.METHOD_CHOICES",
+        "JudgeMethodEnum": "proxies.methods.VERSIONED_METHOD_CHOICES",
     },
 }
 

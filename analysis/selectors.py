@@ -348,24 +348,28 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
 
 def _threshold_setting(method: str, kind: str, params: dict[str, Any],
                        learned: Any) -> dict[str, Any] | None:
-    """The rule a proxy's stored answers follow (proxies.answers: `_decide` for LATTE
-    and learned proxies and a rubric judge's binary answers; the most likely level for its
-    severity answers); None for raters without a run (imported judgments)."""
-    from proxies.thresholds import DEFAULT_THRESHOLD
+    """The rule a proxy's stored answers follow (proxies.methods: its score read at a
+    threshold, `decide`, or the most likely level where the method answers one); None for
+    raters without a run (imported judgments) and methods reading no threshold."""
+    from evalstudy.criteria import kind_of
+    from proxies.methods import DEFAULT_THRESHOLD, METHODS, THRESHOLD, method_of
 
-    if method == "rubric" and kind == "severity":
-        return {"threshold": None, "rule": "the judge's most likely severity level (0 or 1: "
-                "preserved)", "source": "none: a rubric judge answers a severity level"}
-    if method not in ("latte", "learned", "rubric"):
+    if method not in METHODS:
         return None
-    threshold = float(params.get("threshold", DEFAULT_THRESHOLD))
-    source = ("run parameter" if "threshold" in params
+    spec = method_of(method)
+    if spec.thresholded and spec.answers_level(kind_of(kind)):
+        return {"threshold": None, "rule": f"the judge's most likely {kind} level (0 or 1: "
+                "preserved)", "source": f"none: a {method} judge answers a {kind} level"}
+    if not spec.thresholded:
+        return None
+    threshold = float(params.get(THRESHOLD, DEFAULT_THRESHOLD))
+    source = ("run parameter" if THRESHOLD in params
               else f"the judge's default ({DEFAULT_THRESHOLD:g}; the run named none)")
     report = getattr(learned, "report", None) or {}
     if learned is not None and report.get("threshold") == threshold:
         source = ("chosen on the learned proxy's own dev split: "
                   f"{report.get('threshold_rule') or 'see its report'}")
-    score = "the proxy's P(preserved)" if method == "learned" else "P(yes)"
+    score = "the proxy's P(preserved)" if spec.learned else "P(yes)"
     return {"threshold": threshold, "source": source,
             "rule": f"predicted preserved when {score} >= {threshold:g}"}
 

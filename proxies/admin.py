@@ -228,13 +228,13 @@ class JudgePromptVersionForm(forms.ModelForm):
     def clean(self):
         """The service's own checks of the criterion, the method, the split and an existing
         version 1, shown on their fields (the service checks them again when saving)."""
-        from .judge_versions import _root_settings, split_items
+        from .judge_versions import root_settings_check, split_items
 
         data = super().clean()
         study = data.get("study")
         if self.errors or study is None:
             return data
-        checks = (("criterion_key", lambda: _root_settings(
+        checks = (("criterion_key", lambda: root_settings_check(
                       study, data.get("criterion_key"), data.get("method"), None)),
                   ("dev_fraction", lambda: split_items(
                       study, seed=data.get("seed") or 0, dev_fraction=data.get("dev_fraction"))))

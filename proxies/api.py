@@ -24,6 +24,7 @@ from evalstudy.permissions import EDITOR, VIEWER, check_study, studies_visible_t
 from kit.rest import accepted
 
 from .learned_services import learned_proxy_start
+from .methods import METHOD_CHOICES
 from .models import LearnedProxy, ProxyRun
 from .services import proxy_judgments, proxy_run_resume, proxy_run_start
 from .thresholds import latte_scores, proxy_threshold_choose
@@ -55,7 +56,7 @@ class ProxyRunSerializer(serializers.ModelSerializer):
 
 
 class StartProxyRunSerializer(serializers.Serializer):
-    method = serializers.ChoiceField(choices=ProxyRun.Method.choices)
+    method = serializers.ChoiceField(choices=METHOD_CHOICES)
     criteria = serializers.ListField(child=serializers.CharField(), required=False)
     backend = serializers.DictField(required=False, help_text=(
         'E.g. {"base_url": "http://host:8000/v1", "model": "m", "api_key_env": "KEY_VAR"} '

@@ -21,6 +21,7 @@ from evalstudy.permissions import EDITOR, VIEWER, check_study
 from .judge_versions import (
     DEFAULT_DEV_FRACTION,
     MAX_EXAMPLES,
+    VERSION_METHODS,
     held_out_outputs,
     judge_prompt_version_create,
     judge_prompt_versions,
@@ -55,7 +56,7 @@ class CreateVersionSerializer(serializers.Serializer):
         "Id of the version to improve: its latest finished run's disagreements with the human "
         "majority on the development split become examples. Omit for version 1."))
     criterion = serializers.CharField(required=False, help_text="Version 1 only.")
-    method = serializers.ChoiceField(choices=["latte", "rubric", "drpe"], required=False,
+    method = serializers.ChoiceField(choices=VERSION_METHODS, required=False,
                                      help_text="Version 1 only.")
     run = serializers.IntegerField(required=False, allow_null=True, help_text=(
         "Version 1 only: a finished run of the same judge whose disagreements become examples."))

@@ -35,17 +35,19 @@ from django.db import transaction
 
 from annotation.models import Judgment
 from evalstudy.audit import SYSTEM, actor_user, audit_record
-from evalstudy.criteria import BINARY_KINDS, binary_label, strict_majority
+from evalstudy.criteria import BINARY_KINDS, binary_label, kinds_where, strict_majority
 from evalstudy.criteria import pair_oriented as oriented
 from evalstudy.models import AssignmentSlot, AuditEvent, Criterion, Output, Rater, Study
 
+from .methods import VERSIONED_METHOD_CHOICES, fewshot_prefix, method_of
 from .models import JudgePromptVersion, ProxyRun
 
 DEFAULT_DEV_FRACTION = 0.3
 # Bounds on a prompt: every example is sent with every prompt of every run of the version.
 MAX_EXAMPLES = 20
 MAX_NOTE = 500
-VERSION_METHODS = (ProxyRun.Method.LATTE, ProxyRun.Method.RUBRIC, ProxyRun.Method.DRPE)
+# The methods whose prompts can be versioned, in menu order.
+VERSION_METHODS = tuple(name for name, _label in VERSIONED_METHOD_CHOICES)
 GUARD_SENTENCE = (
     "Each prompt version is evaluated only on held-out outputs: the study's items were split "
     "once (seeded) into a development split, from which alone few-shot examples are taken, and "
@@ -193,10 +195,10 @@ def judge_answers(run: ProxyRun, criterion: Criterion) -> dict[Unit, tuple[str, 
         .values_list("slot__output_id", "slot__output_b_id", "value", "numeric_value"))}
 
 
-def _example_answer(method: str, kind: str, majority: dict[str, Any]) -> str | None:
-    """The people's answer as the method's judge answers: yes/no for LATTE, the canonical
-    value for a rubric or DRPE judge (a scale value, A/B/tie)."""
-    if method == ProxyRun.Method.LATTE:
+def _example_answer(method: str, majority: dict[str, Any]) -> str | None:
+    """The people's answer as the method's judge answers: their binary reading (yes/no) for
+    a judge answering yes or no (LATTE), else the canonical value (a scale value, A/B/tie)."""
+    if method_of(method).example_reads_binary:
         return majority["reading"]
     return majority["value"]
 
@@ -233,7 +235,7 @@ def corrections(*, study: Study, criterion: Criterion, run: ProxyRun | None,
 
 def _example(unit: Unit, *, method: str, criterion: Criterion, majority: dict[str, Any],
              judge: str | None, why: str) -> dict[str, Any] | None:
-    answer = _example_answer(method, criterion.kind, majority)
+    answer = _example_answer(method, majority)
     if answer is None:
         return None
     output = Output.objects.select_related("item").get(pk=unit[0])
@@ -266,19 +268,20 @@ def _latest_run(version: JudgePromptVersion) -> ProxyRun:
     return run
 
 
-def _root_settings(study: Study, criterion_key: Any, method: Any, run: ProxyRun | None
-                   ) -> tuple[Criterion, str]:
-    from .services import METHOD_KINDS
-
+def root_settings_check(study: Study, criterion_key: Any, method: Any, run: ProxyRun | None
+                        ) -> tuple[Criterion, str]:
+    """The criterion and method of a version 1, checked (ValidationError naming the field):
+    a versioned method, a criterion of the study it answers, a run of that judge."""
     if method not in VERSION_METHODS:
         raise ValidationError(f"method: must be one of {list(VERSION_METHODS)}, got {method!r}")
     criterion = study.criteria.filter(key=criterion_key).first()
     if criterion is None:
         raise ValidationError(f"criterion: {criterion_key!r} is not a criterion of "
                               f"{study.slug!r}")
-    if criterion.kind not in METHOD_KINDS[method]:
+    answered = kinds_where(method_of(method).answers)
+    if criterion.kind not in answered:
         raise ValidationError(f"criterion: {criterion.key!r} is {criterion.kind}; a {method} "
-                              f"judge answers {sorted(METHOD_KINDS[method])}")
+                              f"judge answers {sorted(answered)}")
     if run is not None and (run.study_id != study.pk or run.method != method
                             or criterion.key not in run.criteria):
         raise ValidationError(f"run: proxy run {run.pk} is not a {method} run of "
@@ -307,7 +310,7 @@ def judge_prompt_version_create(
 
     ValidationError (naming the field) for another study's version or run, an example from
     the evaluation set (the guard), no correction to learn from, or bad numbers."""
-    from .services import _check_template
+    from .services import template_check
 
     n_examples = _bounded_int("n_examples", n_examples, 0, MAX_EXAMPLES)
     if base_version is not None:
@@ -322,7 +325,7 @@ def judge_prompt_version_create(
         inherited = list(base_version.examples)
         template = base_version.template if template is None else template
     else:
-        criterion, method = _root_settings(study, criterion_key, method, run)
+        criterion, method = root_settings_check(study, criterion_key, method, run)
         if run is not None and run.prompt_version_id is not None:
             raise ValidationError("run: that run belongs to a prompt version; give it as "
                                   "base_version")
@@ -333,7 +336,7 @@ def judge_prompt_version_create(
         inherited = []
         template = template or ""
     if template and template != base_version_template(base_version):
-        _check_template(method, template)
+        template_check(method, template)
     dev_items = {int(pk) for pk in split["dev_items"]}
     found, counts = corrections(study=study, criterion=criterion, run=run, dev_items=dev_items,
                                 seed=int(split.get("seed", 0)))
@@ -439,7 +442,7 @@ def base_version_template(version: JudgePromptVersion | None) -> str:
 
 def version_prefix(version: JudgePromptVersion) -> str:
     """The few-shot block every prompt of a run of `version` starts with."""
-    from .judges.fewshot import FewShotExample, fewshot_prefix
+    from .judges.fewshot import FewShotExample
 
     return fewshot_prefix(version.method,
                           [FewShotExample.from_dict(e) for e in version.examples or []],

@@ -14,7 +14,7 @@ study's stored metric results.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -25,6 +25,8 @@ from annotation.models import Judgment, VoteCount
 from annotation.preferences import merge_units, units_from_choices, units_from_votes
 from evalstudy.models import AssignmentSlot, Criterion, Enrollment, Output, Rater, Study
 
+from .answers import stored_values
+from .methods import learned_method
 from .models import LearnedProxy, ProxyRun
 
 # Fewer labelled pairs than this cannot be cross-validated meaningfully.
@@ -41,26 +43,6 @@ def pairwise_criterion(study: Study, criterion_key: str) -> Criterion:
         raise ValidationError(f"criterion: {criterion_key!r} is {criterion.kind}; the "
                               "pairwise_logistic proxy needs a pairwise criterion")
     return criterion
-
-
-def stored_values(study: Study, outputs: Sequence[int] | None = None
-                  ) -> dict[int, dict[str, float]]:
-    """Output id -> every value the study's metrics stored for it (the newest configuration
-    of each metric, results without an error), as `analysis.selectors.metric_scores` reads
-    them. Nothing is computed."""
-    from metrics.models import MetricResult
-    from metrics.selectors import latest_configs
-
-    results = MetricResult.objects.filter(config__in=latest_configs(study).values(),
-                                          output__item__study=study, error="")
-    if outputs is not None:
-        results = results.filter(output_id__in=list(outputs))
-    values: dict[int, dict[str, float]] = {}
-    for output_id, result_values in results.values_list("output_id", "values"):
-        values.setdefault(output_id, {}).update(
-            {k: v for k, v in (result_values or {}).items()
-             if isinstance(v, int | float) and not isinstance(v, bool)})
-    return values
 
 
 def features_check(study: Study, features: Sequence[str] | None,
@@ -166,7 +148,7 @@ def pairwise_store_answers(proxy: LearnedProxy) -> ProxyRun:
     from .services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
 
     assert proxy.study is not None
-    run = proxy_run_start(study=proxy.study, method=ProxyRun.Method.LEARNED,
+    run = proxy_run_start(study=proxy.study, method=learned_method().name,
                           criteria=[proxy.criterion_key], learned_proxy=proxy, enqueue=False)
     batches: list[list[int]] = []
     proxy_run_dispatch(run, send=lambda queue, ids: batches.append(list(ids)))
@@ -174,57 +156,3 @@ def pairwise_store_answers(proxy: LearnedProxy) -> ProxyRun:
         proxy_batch_judge(run_id=run.pk, slot_ids=batch)
     run.refresh_from_db()
     return run
-
-
-def pairwise_answers(run: ProxyRun, trained: Any, criterion: Criterion, units: Sequence[int]
-                     ) -> Iterator[tuple[int, str | None, float | None, str, str]]:
-    """(slot, answer, P(A), error, source) per slot of a pairwise learned proxy's run.
-
-    On the study it was trained on, the out-of-fold prediction of the pair (source
-    "out_of_fold"); a pair missing from them whose reference was in training gets no answer
-    (its prediction would be in-sample), and so does, on another study, a pair whose
-    reference the model was trained on (a copy or subset of the training study would be
-    scored in-sample). Elsewhere, the model fitted on every labelled pair,
-    on the stored metric results of the run's study (source "model"); a pair whose outputs
-    lack a feature gets no answer, with the reason."""
-    from .learned.pairwise import PairExample, group_digest
-
-    model = trained.proxy
-    slots = {pk: (output, output_b, reference or context or f"item {item}")
-             for pk, output, output_b, item, reference, context in
-             AssignmentSlot.objects.filter(pk__in=list(units)).values_list(
-                 "id", "output_id", "output_b_id", "output__item_id",
-                 "output__item__reference", "output__item__context")}
-    learned = run.learned_proxy
-    own_study = learned is not None and learned.study_id == run.study_id
-    table = model.out_of_fold_table() if own_study else {}
-    seen_groups = model.trained_groups()
-    new: list[tuple[int, Any]] = []
-    for pk in units:
-        output, output_b, group = slots[pk]
-        p = table.get((output, output_b))
-        if p is not None:
-            yield pk, model.answer(p, allow_tie=criterion.allow_tie), p, "", "out_of_fold"
-        elif own_study and group_digest(group) in seen_groups:
-            yield (pk, None, None, "no out-of-fold prediction for this pair and its reference "
-                   "was in training: retrain the proxy to answer it", "unanswered")
-        elif group_digest(group) in seen_groups:
-            yield (pk, None, None, "the proxy was trained on this pair's reference (in another "
-                   "study): its answer would be in-sample", "unanswered")
-        else:
-            new.append((pk, PairExample(output=output, output_b=output_b, group=group,
-                                        features_a={}, features_b={})))
-    if not new:
-        return
-    values = stored_values(run.study, [o for _, e in new for o in (e.output, e.output_b)])
-    for _, example in new:
-        example.features_a = values.get(example.output, {})
-        example.features_b = values.get(example.output_b, {})
-    for (pk, example), p in zip(new, model.predict_pairs([e for _, e in new]), strict=True):
-        if p != p:  # NaN: a feature is missing
-            lacking = [name for name in model.feature_names()
-                       if name not in example.features_a or name not in example.features_b]
-            yield (pk, None, None, f"no stored value of {', '.join(lacking)} for these outputs "
-                   "(compute the metrics on this study first)", "unanswered")
-        else:
-            yield pk, model.answer(float(p), allow_tie=criterion.allow_tie), float(p), "", "model"

@@ -14,6 +14,8 @@ from django.db import models
 from evalstudy.models import Study
 from kit.runs import BackgroundRun
 
+from .methods import METHOD_CHOICES, VERSIONED_METHOD_CHOICES
+
 
 class ProxyRun(BackgroundRun):
     """A proxy judge (an LLM or a learned model) answering a study's criteria on its units.
@@ -24,16 +26,11 @@ class ProxyRun(BackgroundRun):
     identified by it, so a changed prompt or model is a different rater, never a silent mix.
     """
 
-    class Method(models.TextChoices):
-        LATTE = "latte", "LATTE yes/no meaning preservation (P(yes))"
-        RUBRIC = "rubric", "Rubric / G-Eval scoring over the criterion's scale"
-        DRPE = "drpe", "DRPE role-player pairwise vote"
-        LEARNED = "learned", "Learned proxy trained on human judgments"
-
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="proxy_runs")
     rater = models.ForeignKey("evalstudy.Rater", on_delete=models.PROTECT,
                               related_name="proxy_runs")
-    method = models.CharField(max_length=10, choices=Method.choices)
+    # One of proxies.methods' specs (method_of(run.method) says what it is).
+    method = models.CharField(max_length=10, choices=METHOD_CHOICES)
     criteria = models.JSONField(default=list, help_text="Criterion keys, in request order.")
     backend = models.JSONField(default=dict, blank=True,
                                help_text="Judge backend settings (never the API key itself).")
@@ -138,9 +135,7 @@ class JudgePromptVersion(models.Model):
                               related_name="judge_prompt_versions")
     criterion = models.ForeignKey("evalstudy.Criterion", on_delete=models.CASCADE,
                                   related_name="judge_prompt_versions")
-    method = models.CharField(max_length=10, choices=[
-        (value, label) for value, label in ProxyRun.Method.choices
-        if value != ProxyRun.Method.LEARNED])
+    method = models.CharField(max_length=10, choices=VERSIONED_METHOD_CHOICES)
     number = models.PositiveIntegerField()
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
                                related_name="children")

@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from annotation.models import Judgment
 from evalstudy.audit import SYSTEM, actor_user, audit_record
-from evalstudy.criteria import BINARY_KINDS
+from evalstudy.criteria import kinds_where
 from evalstudy.models import (
     Assignment,
     AssignmentSlot,
@@ -50,76 +50,39 @@ from evalstudy.models import (
 )
 from metrics.services import model_dir_check
 
-from .answers import ANSWERERS, unit_texts
+from .answers import batch_answers, unit_texts
 from .judge_config import backend_build, backend_clean, base_url_check, key_env_check, limits_check
+from .methods import DEFAULT_THRESHOLD, METHODS, THRESHOLD, ProxyMethod, method_of
+from .methods.learned import answers_pairs
 from .models import LearnedProxy, ProxyRun
 
 # Bump when the way answers are turned into judgments changes: it enters every proxy
 # signature, so new answers belong to a new proxy rater instead of mixing with old ones.
 JUDGE_VERSION = "1"
 
-# The criterion kinds each method answers: LATTE and learned proxies give P(meaning
-# preserved), so they answer the kinds with a binary reading (evalstudy.criteria.BINARY_KINDS).
-METHOD_KINDS: dict[str, frozenset[str]] = {
-    ProxyRun.Method.LATTE: BINARY_KINDS,
-    ProxyRun.Method.RUBRIC: frozenset({"likert", "binary", "severity", "categorical"}),
-    ProxyRun.Method.DRPE: frozenset({"pairwise"}),
-    # A pairwise learned proxy (kind pairwise_logistic) answers pairwise criteria, the others
-    # binary and severity ones (`_learned_kinds`).
-    ProxyRun.Method.LEARNED: BINARY_KINDS | {"pairwise"},
-}
-# Run parameters each method understands; anything else is refused by name.
-METHOD_PARAMS: dict[str, frozenset[str]] = {
-    ProxyRun.Method.LATTE: frozenset({"threshold"}),
-    ProxyRun.Method.RUBRIC: frozenset({"threshold"}),
-    ProxyRun.Method.DRPE: frozenset({"static_roles", "dynamic_roles", "dedup_eps",
-                                     "max_tokens", "role_prompts", "aggregation"}),
-    ProxyRun.Method.LEARNED: frozenset({"threshold"}),
-}
-
-
 # --- starting a run -------------------------------------------------------------------------
 
 def default_template(method: str) -> str:
-    from .judges import methods
-
-    return methods.LATTE_TEMPLATE if method == ProxyRun.Method.LATTE else ""
+    return method_of(method).default_template
 
 
-def _check_template(method: str, template: str) -> None:
-    if not template:
-        return
-    if method != ProxyRun.Method.LATTE:
-        raise ValidationError("template: only the LATTE prompt is editable; rubric and DRPE "
-                              "prompts are built from the criterion")
-    from .judges.methods import latte_prompts
-
+def template_check(method: str, template: str) -> None:
+    """ValidationError when `method` cannot ask with `template` ("" always passes)."""
     try:
-        latte_prompts([("reference", "output")], template, contexts=["context"])
+        method_of(method).check_template(template)
     except (KeyError, ValueError) as error:
         raise ValidationError(f"template: {error}") from None
 
 
-def _learned_kinds(learned: LearnedProxy | None) -> frozenset[str]:
-    """The criterion kinds a learned proxy answers: pairwise for a pairwise one, else the
-    kinds with a binary reading."""
-    from .learned import PAIRWISE_KINDS
-
-    if learned is not None and learned.kind in PAIRWISE_KINDS:
-        return frozenset({"pairwise"})
-    return BINARY_KINDS
-
-
-def _criteria_for(study: Study, method: str, keys: Sequence[str] | None,
+def _criteria_for(study: Study, method: ProxyMethod, keys: Sequence[str] | None,
                   learned: LearnedProxy | None = None) -> list[Criterion]:
-    allowed = (_learned_kinds(learned) if method == ProxyRun.Method.LEARNED
-               else METHOD_KINDS[method])
+    allowed = kinds_where(lambda kind: method.answers_for(kind, learned))
     criteria = {c.key: c for c in study.criteria.all()}
     if not keys:
         chosen = [c for c in criteria.values() if c.kind in allowed]
         if not chosen:
-            raise ValidationError(f"criteria: study {study.slug!r} has no criterion a {method} "
-                                  f"judge answers (kinds {sorted(allowed)})")
+            raise ValidationError(f"criteria: study {study.slug!r} has no criterion a "
+                                  f"{method.name} judge answers (kinds {sorted(allowed)})")
         return sorted(chosen, key=lambda c: (c.order, c.pk))
     errors = []
     for key in keys:
@@ -127,8 +90,8 @@ def _criteria_for(study: Study, method: str, keys: Sequence[str] | None,
             errors.append(f"criteria: {key!r} is not a criterion of {study.slug!r} "
                           f"(known: {sorted(criteria)})")
         elif criteria[key].kind not in allowed:
-            errors.append(f"criteria: {key!r} is {criteria[key].kind}; a {method} judge answers "
-                          f"{sorted(allowed)}")
+            errors.append(f"criteria: {key!r} is {criteria[key].kind}; a {method.name} judge "
+                          f"answers {sorted(allowed)}")
     if len(set(keys)) != len(keys):
         errors.append("criteria: a criterion is named twice")
     if errors:
@@ -136,10 +99,10 @@ def _criteria_for(study: Study, method: str, keys: Sequence[str] | None,
     return [criteria[key] for key in keys]
 
 
-def _queue_for(method: str, backend: dict[str, Any], learned: LearnedProxy | None) -> str:
-    if method == ProxyRun.Method.LEARNED:
-        return "gpu" if learned and learned.kind == LearnedProxy.Kind.CROSS_ENCODER else "cpu"
-    return "gpu" if backend.get("backend") == "hf" else "llm"
+def _queue_for(method: ProxyMethod, backend: dict[str, Any],
+               learned: LearnedProxy | None) -> str:
+    return method.queue(backend, gpu=learned is not None
+                        and learned.kind == LearnedProxy.Kind.CROSS_ENCODER)
 
 
 def proxy_signature(*, method: str, backend_signature: dict[str, Any], template: str,
@@ -161,7 +124,7 @@ def proxy_rater_for(*, study: Study, method: str, signature: dict[str, Any]) -> 
     model = str(backend.get("model") or backend.get("name") or backend.get("model_path") or "")
     model = Path(model).name if "/" in model else model
     external_id = f"{method}:{model}:{digest.hexdigest()[:10]}"[:200]
-    kind = Rater.Kind.METRIC if method == ProxyRun.Method.LEARNED else Rater.Kind.LLM
+    kind = Rater.Kind(method_of(method).rater)
     # Analyses name raters by display name: two prompts of one model must not share one.
     rater, _ = Rater.objects.get_or_create(
         study=study, kind=kind, external_id=external_id,
@@ -186,30 +149,31 @@ def proxy_run_prepare(
     Raises ValidationError naming the field for an unknown method, criterion, parameter or
     backend setting, an invalid template, or a learned proxy that is not trained.
     """
-    if method not in METHOD_KINDS:
-        raise ValidationError(f"method: {method!r} is not one of {sorted(METHOD_KINDS)}")
+    if method not in METHODS:
+        raise ValidationError(f"method: {method!r} is not one of {sorted(METHODS)}")
+    spec = method_of(method)
     params = dict(params or {})
-    unknown = set(params) - METHOD_PARAMS[method]
+    unknown = set(params) - spec.params
     if unknown:
         raise ValidationError(f"params: {sorted(unknown)} not understood by {method}; known: "
-                              f"{sorted(METHOD_PARAMS[method])}")
-    if "threshold" in params:
+                              f"{sorted(spec.params)}")
+    if THRESHOLD in params:
         try:
-            threshold = float(params["threshold"])
+            threshold = float(params[THRESHOLD])
         except (TypeError, ValueError):
             threshold = None
-        if threshold is None or isinstance(params["threshold"], bool) or not 0 <= threshold <= 1:
+        if threshold is None or isinstance(params[THRESHOLD], bool) or not 0 <= threshold <= 1:
             raise ValidationError("params: threshold must lie in [0, 1]")
     limits_check({}, params)
     if prompt_version is not None:
         criteria, template = _version_request(study, method, criteria, template, prompt_version)
-    chosen = _criteria_for(study, method, criteria, learned_proxy)
-    if method == ProxyRun.Method.LEARNED:
+    chosen = _criteria_for(study, spec, criteria, learned_proxy)
+    if spec.learned:
         if learned_proxy is None or learned_proxy.status != LearnedProxy.Status.DONE:
             raise ValidationError("learned_proxy: a trained learned proxy is required")
         if template or backend:
             raise ValidationError("a learned proxy takes no backend or template")
-        if "pairwise" in _learned_kinds(learned_proxy) and "threshold" in params:
+        if answers_pairs(learned_proxy) and THRESHOLD in params:
             raise ValidationError("params: a pairwise learned proxy takes no threshold (its "
                                   "answers follow its tie_band)")
         config: dict[str, Any] = {}
@@ -218,11 +182,11 @@ def proxy_run_prepare(
             "version": learned_proxy.version, "artifact": learned_proxy.artifact_path}
         backend_signature = {**backend_signature, "name": f"{learned_proxy.name}-v"
                              f"{learned_proxy.version}"}
-        if "pairwise" not in _learned_kinds(learned_proxy):
-            params.setdefault("threshold", learned_proxy.report.get("threshold", 0.5))
+        if not answers_pairs(learned_proxy):
+            params.setdefault(THRESHOLD, learned_proxy.report.get(THRESHOLD, DEFAULT_THRESHOLD))
     else:
         config = backend_clean(backend)
-        _check_template(method, template)
+        template_check(method, template)
         template = template or default_template(method)
         # The key is read where the judging happens (the `llm` workers); this process may not
         # hold it, and it never enters the signature.
@@ -240,7 +204,7 @@ def proxy_run_prepare(
         "backend": config, "template": template, "params": params,
         "learned_proxy": learned_proxy, "signature": signature,
         "prompt_version": prompt_version,
-        "queue": _queue_for(method, config, learned_proxy),
+        "queue": _queue_for(spec, config, learned_proxy),
         "total": sum(len(units[c.kind == "pairwise"]) for c in chosen),
     }
 
@@ -422,7 +386,7 @@ def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
         proxy_run_fail(run_id=run.pk, error=" ".join(error.messages))
         return 0
     texts = unit_texts(list(missing))
-    backend = (None if run.method == ProxyRun.Method.LEARNED
+    backend = (None if method_of(run.method).learned
                else backend_build(run.backend, study=run.study))
     if backend is not None and run.prompt_version is not None:
         from .judge_versions import version_prefix
@@ -445,7 +409,7 @@ def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
     sources: dict[str, int] = defaultdict(int)
     for criterion_pk, units in by_criterion.items():
         criterion = criteria[criterion_pk]
-        answers = ANSWERERS[run.method](run, backend, criterion, units, texts)
+        answers = batch_answers(run, backend, criterion, units, texts)
         for pk, value, score, error, source in answers:
             sources[f"answers_{source}"] += 1
             if value is None:
@@ -475,7 +439,7 @@ def _check_run_on_worker(run: ProxyRun) -> None:
     if kind == "hf" and backend.get("model_path"):
         model_dir_check(str(backend["model_path"]), field="backend: model_path")
     learned = run.learned_proxy
-    if run.method == ProxyRun.Method.LEARNED and learned is not None:
+    if method_of(run.method).learned and learned is not None:
         encoder = (learned.report.get("params") or {}).get("model_path")
         if encoder and learned.kind != LearnedProxy.Kind.CROSS_ENCODER:
             try:

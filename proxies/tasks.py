@@ -1,18 +1,39 @@
 """Celery tasks for proxy runs and learned-proxy training. Thin: import the service lazily,
 make one call.
 
-The task names keep the `metrics.` prefix they were routed and queued under before the proxies
-had their own app (config.settings CELERY_TASK_ROUTES: `metrics.llm.*` to `llm`, `metrics.gpu.*`
-to `gpu`, `metrics.cpu.*` to `cpu`): messages already in a queue still find their task, and
-the workers' `-Q` options stay as they are. Remote LLM calls go to `llm` (I/O bound: run that
-worker with high concurrency), local Hugging Face judges and the cross-encoder to `gpu`,
-logistic-regression proxies to `cpu`. All are acks_late and idempotent.
+The tasks are named after their app, `proxies.<queue>.<task>`, and routed by that name
+(config.settings CELERY_TASK_ROUTES: `proxies.llm.*` to `llm`, `proxies.gpu.*` to `gpu`,
+`proxies.cpu.*` to `cpu`). Remote LLM calls go to `llm` (I/O bound: run that worker with high
+concurrency), local Hugging Face judges and the cross-encoder to `gpu`, logistic-regression
+proxies to `cpu`. All are acks_late and idempotent.
+
+Before the proxies had their own app the same tasks were named `metrics.<queue>.<task>`; each
+is registered under that name too (`ALIASES`), the same code with the same options, so a
+message queued by an older release (or a beat schedule not yet updated) still runs on the
+worker of its queue. The aliases can go once no queue can hold such a message.
 """
+
+from collections.abc import Callable
+from typing import Any
 
 from celery import shared_task
 from django.db import OperationalError
 
 from metrics.tasks import COMMON
+
+APP_PREFIX = "proxies."
+LEGACY_PREFIX = "metrics."
+#: The name each task was queued under before the proxies had their own app -> its name.
+ALIASES: dict[str, str] = {}
+
+
+def proxy_task(name: str, **options: Any) -> Callable[[Callable[..., Any]], Any]:
+    """`shared_task` named `proxies.<name>`, also registered as `metrics.<name>` (ALIASES)."""
+    def register(function: Callable[..., Any]) -> Any:
+        shared_task(name=LEGACY_PREFIX + name, **options)(function)
+        ALIASES[LEGACY_PREFIX + name] = APP_PREFIX + name
+        return shared_task(name=APP_PREFIX + name, **options)(function)
+    return register
 
 
 def _proxy_batch(run_id: int, slot_ids: list[int]) -> int:
@@ -27,7 +48,7 @@ def _proxy_batch(run_id: int, slot_ids: list[int]) -> int:
         raise
 
 
-@shared_task(name="metrics.cpu.proxy_dispatch", soft_time_limit=300, **COMMON)
+@proxy_task("cpu.proxy_dispatch", soft_time_limit=300, **COMMON)
 def proxy_run_dispatch_task(run_id: int) -> int:
     from .models import ProxyRun
     from .services import proxy_run_dispatch, proxy_run_fail
@@ -47,17 +68,17 @@ def proxy_run_dispatch_task(run_id: int) -> int:
 
 # Soft limits stay below the broker's visibility timeout (3600 s by default), so a batch that
 # is still running is never handed to a second worker as well.
-@shared_task(name="metrics.llm.proxy_batch", soft_time_limit=1800, **COMMON)
+@proxy_task("llm.proxy_batch", soft_time_limit=1800, **COMMON)
 def proxy_batch_llm_task(run_id: int, slot_ids: list[int]) -> int:
     return _proxy_batch(run_id, slot_ids)
 
 
-@shared_task(name="metrics.gpu.proxy_batch", soft_time_limit=1800, **COMMON)
+@proxy_task("gpu.proxy_batch", soft_time_limit=1800, **COMMON)
 def proxy_batch_gpu_task(run_id: int, slot_ids: list[int]) -> int:
     return _proxy_batch(run_id, slot_ids)
 
 
-@shared_task(name="metrics.cpu.proxy_batch", soft_time_limit=1800, **COMMON)
+@proxy_task("cpu.proxy_batch", soft_time_limit=1800, **COMMON)
 def proxy_batch_cpu_task(run_id: int, slot_ids: list[int]) -> int:
     return _proxy_batch(run_id, slot_ids)
 
@@ -74,17 +95,17 @@ def _train(proxy_id: int) -> int:
         raise
 
 
-@shared_task(name="metrics.cpu.train_proxy", soft_time_limit=7200, **COMMON)
+@proxy_task("cpu.train_proxy", soft_time_limit=7200, **COMMON)
 def learned_proxy_train_cpu_task(proxy_id: int) -> int:
     return _train(proxy_id)
 
 
-@shared_task(name="metrics.gpu.train_proxy", soft_time_limit=7200, **COMMON)
+@proxy_task("gpu.train_proxy", soft_time_limit=7200, **COMMON)
 def learned_proxy_train_gpu_task(proxy_id: int) -> int:
     return _train(proxy_id)
 
 
-@shared_task(name="metrics.cpu.learned_proxies_fail_dead", soft_time_limit=60, acks_late=True)
+@proxy_task("cpu.learned_proxies_fail_dead", soft_time_limit=60, acks_late=True)
 def learned_proxies_fail_dead_task() -> int:
     """Fail the trainings whose process died on the host running this task (for a beat
     entry beside `evalstudy.runs_fail_stale`, on the host that runs `train_proxy --sync`)."""

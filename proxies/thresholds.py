@@ -16,9 +16,10 @@ from django.utils import timezone
 
 from annotation.models import Judgment
 from evalstudy.audit import SYSTEM, audit_record
-from evalstudy.criteria import BINARY_KINDS, binary_label
+from evalstudy.criteria import binary_label, kind_of
 from evalstudy.models import AuditEvent, Rater
 
+from .methods import DEFAULT_THRESHOLD, method_of
 from .models import ProxyRun
 from .quality import latte_score, threshold_for_precision
 from .services import proxy_judgments, proxy_run_start
@@ -70,12 +71,14 @@ def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precisio
         raise ValidationError(f"criterion: {criterion_key!r} is not one of this run's "
                               f"criteria {run.criteria}")
     criterion = run.study.criteria.get(key=criterion_key)
-    if criterion.kind not in BINARY_KINDS or run.method == ProxyRun.Method.DRPE:
+    method, kind = method_of(run.method), kind_of(criterion.kind)
+    if not kind.binary_reading or not method.thresholded:
         raise ValidationError(f"criterion: {criterion_key!r} is {criterion.kind}; a threshold "
                               "needs a binary or severity criterion")
-    if run.method == ProxyRun.Method.RUBRIC and criterion.kind == "severity":
-        raise ValidationError("criterion: a rubric judge answers the most likely severity "
-                              "level; a threshold applies to its binary criteria only")
+    if not method.decides_at_threshold(kind):
+        raise ValidationError(f"criterion: a {method.name} judge answers the most likely "
+                              f"{criterion.kind} level; a threshold applies to its binary "
+                              "criteria only")
     table = proxy_scores_with_labels(run, criterion_key)
     references = sorted(table["reference"].unique())
     if len(references) < 4 or table["label"].nunique() < 2:
@@ -133,8 +136,6 @@ def proxy_threshold_choose(run: ProxyRun, *, criterion_key: str, target_precisio
     return report
 
 
-# The threshold a judge applies when its run names none (_answers_latte, _answers_rubric).
-DEFAULT_THRESHOLD = 0.5
 # The signature fields a proxy's decisions depend on (a rater's metadata may hold more).
 _SIGNATURE_FIELDS = ("method", "judge_version", "backend", "template", "params")
 

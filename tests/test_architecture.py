@@ -41,6 +41,7 @@ CORES = (
     "metrics.scorers",
     "proxies.judges",
     "proxies.learned",
+    "proxies.methods",
     "proxies.quality",
     "analysis.stats",
 )

@@ -210,8 +210,11 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_TASK_ROUTES = {
     "metrics.gpu.*": {"queue": "gpu"},
-    "metrics.llm.*": {"queue": "llm"},
+    "metrics.llm.*": {"queue": "llm"},  # the proxies' tasks' old names (proxies.tasks.ALIASES)
     "metrics.cpu.*": {"queue": "cpu"},
+    "proxies.gpu.*": {"queue": "gpu"},
+    "proxies.llm.*": {"queue": "llm"},
+    "proxies.cpu.*": {"queue": "cpu"},
     "analysis.*": {"queue": "cpu"},
 }
 # Encoder model used by the model-backed metrics when a run names none.
@@ -290,7 +293,7 @@ CELERY_BEAT_SCHEDULE = {
     # A `train_proxy --sync` process that died (killed, out of memory) is failed within a
     # minute instead of at the stale-run sweep (proxies.learned_services).
     "fail-dead-trainings": {
-        "task": "metrics.cpu.learned_proxies_fail_dead",
+        "task": "proxies.cpu.learned_proxies_fail_dead",
         "schedule": 60.0,
     },
     # Agreement over time (annotation.recalibration): alerts recorded even when no one is
@@ -351,8 +354,8 @@ SPECTACULAR_SETTINGS = {
         "RaterKindEnum": "evalstudy.models.Rater.Kind",
         "CriterionKindEnum": "evalstudy.models.Criterion.Kind",
         # A proxy run may be learned; a judge prompt version is an LLM judge's only.
-        "ProxyMethodEnum": "proxies.models.ProxyRun.Method",
-        "JudgeMethodEnum": ["latte", "rubric", "drpe"],
+        "ProxyMethodEnum": "proxies.methods.METHOD_CHOICES",
+        "JudgeMethodEnum": "proxies.methods.VERSIONED_METHOD_CHOICES",
     },
 }
 

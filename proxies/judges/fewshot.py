@@ -13,6 +13,7 @@ own answer format, so the model sees a worked case exactly as it is then asked o
 - DRPE: each example pair with the summary people preferred, then the role-player prompt. Role
   generation (`drpe_roles`) is asked without them: roles describe readers, not answers.
 
+Each method's spec (proxies.methods, `fewshot_prefix`) builds its block with these.
 `FewShotBackend` wraps any `JudgeBackend` and prefixes the prompts it is sent; the response
 cache and the usage counts stay the wrapped backend's (the prefix is part of every prompt, so a
 cached answer of another version is never reused).
@@ -25,9 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxies.judges.backends.base import Completion, JudgeBackend
-from proxies.judges.methods import LATTE_TEMPLATE, latte_prompts
+from proxies.judges.methods import latte_prompts
 
-METHODS = ("latte", "rubric", "drpe")
 # What a LATTE answer looks like after its template's open brace.
 YES_NO_ANSWERS = {"yes", "no"}
 PAIRWISE_ANSWERS = {"A": "Summary A", "B": "Summary B", "tie": "neither (a tie)",
@@ -58,7 +58,7 @@ class FewShotExample:
                    why=str(data.get("why") or ""))
 
 
-def _latte_block(examples: Sequence[FewShotExample], template: str) -> str:
+def latte_block(examples: Sequence[FewShotExample], template: str) -> str:
     lines = []
     for example in examples:
         if example.answer not in YES_NO_ANSWERS:
@@ -71,7 +71,7 @@ def _latte_block(examples: Sequence[FewShotExample], template: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _rubric_block(examples: Sequence[FewShotExample]) -> str:
+def rubric_block(examples: Sequence[FewShotExample]) -> str:
     parts = ["Examples rated by people (for guidance; they are not the output to rate):", ""]
     for number, example in enumerate(examples, start=1):
         parts.append(f"Example {number}")
@@ -88,7 +88,7 @@ def _rubric_block(examples: Sequence[FewShotExample]) -> str:
     return "\n".join(parts)
 
 
-def _drpe_block(examples: Sequence[FewShotExample]) -> str:
+def drpe_block(examples: Sequence[FewShotExample]) -> str:
     parts = ["Examples judged by people (for guidance; they are not the summaries to judge):",
              ""]
     for number, example in enumerate(examples, start=1):
@@ -104,21 +104,6 @@ def _drpe_block(examples: Sequence[FewShotExample]) -> str:
         parts.append("")
     parts += ["---", "", ""]
     return "\n".join(parts)
-
-
-def fewshot_prefix(method: str, examples: Sequence[FewShotExample], *,
-                   template: str = "") -> str:
-    """The block put before each prompt of a `method` judge ("" without examples).
-    `template`: the LATTE template the examples are written with (default the paper's)."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not examples:
-        return ""
-    if method == "latte":
-        return _latte_block(examples, template or LATTE_TEMPLATE)
-    if method == "rubric":
-        return _rubric_block(examples)
-    return _drpe_block(examples)
 
 
 class FewShotBackend(JudgeBackend):
@@ -147,4 +132,5 @@ class FewShotBackend(JudgeBackend):
         return self.inner._cache_identity()
 
 
-__all__ = ["METHODS", "PAIRWISE_ANSWERS", "FewShotBackend", "FewShotExample", "fewshot_prefix"]
+__all__ = ["PAIRWISE_ANSWERS", "FewShotBackend", "FewShotExample", "drpe_block", "latte_block",
+           "rubric_block"]

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from evalstudy.audit import COMMAND
 from evalstudy.criteria import BINARY_KINDS
 from evalstudy.management.base import get_study, judge_batches_here, wait_for_run
+from proxies.methods import METHODS
 from proxies.models import LearnedProxy, ProxyRun
 from proxies.services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
 from proxies.thresholds import latte_scores, proxy_threshold_choose
@@ -31,7 +32,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="study slug")
-        parser.add_argument("--method", required=True, choices=ProxyRun.Method.values)
+        parser.add_argument("--method", required=True, choices=METHODS)
         parser.add_argument("--criteria", nargs="+", metavar="KEY",
                             help="criterion keys (default: every criterion the method answers)")
         parser.add_argument("--backend", default="{}",

@@ -3,8 +3,9 @@ is the scripted OpenAI-compatible server on loopback)."""
 
 import pytest
 
-from proxies.judges.fewshot import FewShotBackend, FewShotExample, fewshot_prefix
+from proxies.judges.fewshot import FewShotBackend, FewShotExample
 from proxies.judges.methods import LATTE_TEMPLATE, Role, drpe_judge, latte_judge, rubric_judge
+from proxies.methods import fewshot_prefix
 from tests.proxies.judges.fake_openai import FakeOpenAI, answer, yes_no_reply
 from tests.proxies.judges.test_judge_methods import backend_for
 

@@ -49,8 +49,9 @@
     if (!f || event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
     const target = event.target;
     if (target instanceof HTMLTextAreaElement) return;
-    // The error-span marker and the media player handle their own keys (answers.js).
-    if (target instanceof Element && target.closest("[data-own-keys], [data-span-pane], select")) return;
+    // A widget that handles its own keys says so (data-own-keys: the error marker and the
+    // texts it marks, answers.js).
+    if (target instanceof Element && target.closest("[data-own-keys], select")) return;
     const typing = target instanceof HTMLInputElement && !["radio", "checkbox"].includes(target.type);
     if (typing && event.key !== "Enter") return;  // digits typed into a number are the number
     if (event.key === "Enter") {

@@ -58,10 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="cross-encoder tokens per pair")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true",
-                        help="60 pairs, one cross-encoder epoch of 32 tokens (for make test)")
+                        help="60 pairs, wer_bertscore and one cross-encoder epoch of 32 tokens "
+                             "(for make test)")
     args = parser.parse_args(argv)
-    if args.smoke:
+    if args.smoke:  # one regression and the fine-tuned cross-encoder: the two code paths
         args.pairs, args.epochs, args.max_length = 60, 1, 32
+        args.kinds = "wer_bertscore,cross_encoder"
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:

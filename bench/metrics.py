@@ -799,6 +799,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nload:       {load}")
     if missing:
         print(f"            peers missing (not installed): {', '.join(sorted(missing))}")
+    if args.smoke:
+        print("smoke: tiny sizes, no goal")
+        return
     print(f"target suite_vs_peers: ratio {peers_seconds / suite_seconds:.2f} "
           f"(goal >= {GOAL_PEERS})")
     print(f"target suite_vs_encoder_pass: ratio {suite_seconds / best['bare']:.2f} "

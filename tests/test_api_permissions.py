@@ -58,7 +58,7 @@ class World:
 
 
 @pytest.fixture
-def world(db) -> World:
+def access_world(db) -> World:
     users = {
         "owner": UserFactory(username="owner", is_staff=True),
         "editor": UserFactory(username="editor", is_staff=True),
@@ -98,16 +98,16 @@ def world(db) -> World:
                  rater_user_rater=invite(a, kind="slp", user=users["rater"]))
 
 
-def open_a_with_seats(world: World) -> None:
+def open_a_with_seats(access_world: World) -> None:
     """Study A open; the rater account and another rater each hold a seat."""
-    study_open(study=world.a)
-    assignment_next(study=world.a, rater=world.rater_user_rater)
-    someone = invite(world.a, external_id="PID-someone")
-    world.other_slot["id"] = assignment_next(study=world.a, rater=someone).pk
+    study_open(study=access_world.a)
+    assignment_next(study=access_world.a, rater=access_world.rater_user_rater)
+    someone = invite(access_world.a, external_id="PID-someone")
+    access_world.other_slot["id"] = assignment_next(study=access_world.a, rater=someone).pk
 
 
-def my_current_slot(world: World) -> int:
-    return (AssignmentSlot.objects.filter(assignment__rater=world.rater_user_rater,
+def my_current_slot(access_world: World) -> int:
+    return (AssignmentSlot.objects.filter(assignment__rater=access_world.rater_user_rater,
                                           completed_at__isnull=True)
             .order_by("position").first().pk)
 
@@ -174,12 +174,12 @@ def _adjudication_of(w: World, role: str, which: str) -> dict:
     return {"criterion": "usable", "output": output.pk, "value": "yes"}
 
 
-def adaptive_with_plans(world: World) -> None:
+def adaptive_with_plans(access_world: World) -> None:
     """Both studies in the adaptive design, each with a draft plan and one look made."""
     from evalstudy.adaptive import study_plan_save
     from evalstudy.models import StoppingCheck
 
-    for study in (world.a, world.b):
+    for study in (access_world.a, access_world.b):
         Study.objects.filter(pk=study.pk).update(design=Study.Design.ADAPTIVE)
         study.refresh_from_db()
         plan = study_plan_save(study=study, fields={"stop_on_decision": True})
@@ -188,11 +188,11 @@ def adaptive_with_plans(world: World) -> None:
                                      nominal_alpha=1e-15)
 
 
-def with_media(world: World) -> None:
+def with_media(access_world: World) -> None:
     """Item item-000 of both studies has a media file (its row: no file is read)."""
     from evalstudy.models import Item, ItemMedia
 
-    for study in (world.a, world.b):
+    for study in (access_world.a, access_world.b):
         ItemMedia.objects.create(
             item=Item.objects.get(study=study, external_id="item-000"), kind="audio",
             file="evalstudy-media/matrix", mime="audio/wav", container="wav", codec="pcm_s16le",
@@ -328,7 +328,7 @@ CASES: dict[tuple[str, str], Case] = {
 }
 
 
-def expected(case: Case, world: World, role: str, which: str) -> int:
+def expected(case: Case, access_world: World, role: str, which: str) -> int:
     if case.need == "public":
         return case.ok
     if role == "anonymous":
@@ -344,11 +344,11 @@ def expected(case: Case, world: World, role: str, which: str) -> int:
     if case.need == "import":
         if role == "rater":
             return 403
-        on = ROLE_ON[role][0 if world.study(role, which) == world.a else 1]
+        on = ROLE_ON[role][0 if access_world.study(role, which) == access_world.a else 1]
         if on is None:
             return 400  # the slug is taken by a study they cannot see: refused, not revealed
         return case.ok if ROLE_RANK[on] >= ROLE_RANK["editor"] else 403
-    on = ROLE_ON[role][0 if world.study(role, which) == world.a else 1]
+    on = ROLE_ON[role][0 if access_world.study(role, which) == access_world.a else 1]
     if on is None:
         return 404
     return case.ok if ROLE_RANK[on] >= ROLE_RANK[case.need] else 403
@@ -395,7 +395,7 @@ def _request(client: Client, method: str, url: str, body, token: str | None):
 
 
 @pytest.mark.parametrize("name,method", sorted(CASES))
-def test_permission_matrix(world, name, method, settings):
+def test_permission_matrix(access_world, name, method, settings):
     from django.urls import reverse
 
     # The proxy-run bodies name a judge on loopback (nothing answers there): opt in, as a
@@ -410,13 +410,13 @@ def test_permission_matrix(world, name, method, settings):
             # Each request sees the same starting state; what it changed is rolled back.
             with transaction.atomic():
                 if case.prepare:
-                    case.prepare(world)
+                    case.prepare(access_world)
                 cache.clear()  # throttles
-                url = reverse(name, kwargs=case.kwargs(world, role, which))
-                body = case.body(world, role, which) if case.body else None
-                token = world.tokens.get(role)
+                url = reverse(name, kwargs=case.kwargs(access_world, role, which))
+                body = case.body(access_world, role, which) if case.body else None
+                token = access_world.tokens.get(role)
                 response = _request(client, method, url, body, token)
-                want = expected(case, world, role, which)
+                want = expected(case, access_world, role, which)
                 if response.status_code != want:
                     failures.append(f"{role}/{which}: {method} {url} -> "
                                     f"{response.status_code}, expected {want}: "

@@ -27,7 +27,7 @@ def _queued(study, **kwargs) -> dict[tuple[str, str, bool], list[str]]:
 
 
 @pytest.fixture
-def people(db):
+def adjudication_people(db):
     owner = UserFactory(username="adj-owner", is_staff=True)
     users = {"owner": owner,
              "editor": UserFactory(username="adj-editor", is_staff=True),
@@ -99,8 +99,8 @@ def test_pairs_are_read_one_way_round():
 
 
 # --- the queue of a study ----------------------------------------------------------------------
-def test_queue_holds_the_disagreements_of_each_rule_and_nothing_else(people):
-    study, _other, _users = people
+def test_queue_holds_the_disagreements_of_each_rule_and_nothing_else(adjudication_people):
+    study, _other, _users = adjudication_people
     assert _queued(study) == {
         ("usable", "i1", False): ["raters"],
         ("usable", "i2", False): ["proxy"],
@@ -115,12 +115,12 @@ def test_queue_holds_the_disagreements_of_each_rule_and_nothing_else(people):
     assert "given by 1 of 2 raters (50%), below 60%" in why["i1"][0]
 
 
-def test_researcher_excluded_raters_do_not_make_a_disagreement(people):
+def test_researcher_excluded_raters_do_not_make_a_disagreement(adjudication_people):
     from django.utils import timezone
 
     from evalstudy.models import Enrollment, Rater
 
-    study, _other, _users = people
+    study, _other, _users = adjudication_people
     r2 = Rater.objects.get(study=study, external_id="r2")
     Enrollment.objects.update_or_create(study=study, rater=r2,
                                         defaults={"excluded_at": timezone.now()})
@@ -129,8 +129,8 @@ def test_researcher_excluded_raters_do_not_make_a_disagreement(people):
     assert ("preference", "i1", True) not in queued
 
 
-def test_recording_a_label_leaves_every_judgment_as_it_was(people):
-    study, _other, users = people
+def test_recording_a_label_leaves_every_judgment_as_it_was(adjudication_people):
+    study, _other, users = adjudication_people
     before = sorted(Judgment.objects.values_list("id", "value", "numeric_value", "revision",
                                                  "submitted_at", "rater_id"))
     revisions = JudgmentRevision.objects.count()
@@ -150,8 +150,8 @@ def test_recording_a_label_leaves_every_judgment_as_it_was(people):
     assert event.changes["value"] == [None, "no"]
 
 
-def test_a_changed_label_keeps_the_one_it_replaced(people):
-    study, _other, users = people
+def test_a_changed_label_keeps_the_one_it_replaced(adjudication_people):
+    study, _other, users = adjudication_people
     unit = adjudication_unit(study, "quality", output_of(study, "i1", "sys-a").pk, None)
     kwargs = {"study": study, "criterion": unit.criterion, "output": unit.output,
               "actor": users["owner"], "source": WEB}
@@ -167,8 +167,8 @@ def test_a_changed_label_keeps_the_one_it_replaced(people):
                                      action="update").count() == 1
 
 
-def test_a_pair_given_the_other_way_round_is_stored_in_id_order(people):
-    study, _other, users = people
+def test_a_pair_given_the_other_way_round_is_stored_in_id_order(adjudication_people):
+    study, _other, users = adjudication_people
     a, b = output_of(study, "i1", "sys-a"), output_of(study, "i1", "sys-b")
     low, high = sorted((a, b), key=lambda o: o.pk)
     label = adjudication_record(study=study, criterion=study.criteria.get(key="preference"),
@@ -183,8 +183,8 @@ def test_a_pair_given_the_other_way_round_is_stored_in_id_order(people):
     ("quality", None, "value", "a value is required"),
 ])
 def test_an_invalid_label_is_refused_naming_the_field_and_nothing_is_stored(
-        people, criterion, value, field, message):
-    study, _other, users = people
+        adjudication_people, criterion, value, field, message):
+    study, _other, users = adjudication_people
     with pytest.raises(ValidationError) as raised:
         adjudication_record(study=study, criterion=study.criteria.get(key=criterion),
                             output=output_of(study, "i1", "sys-a"), value=value,
@@ -194,8 +194,8 @@ def test_an_invalid_label_is_refused_naming_the_field_and_nothing_is_stored(
     assert not AuditEvent.objects.filter(target_type="analysis.adjudication").exists()
 
 
-def test_a_unit_of_another_study_or_the_wrong_shape_is_refused(people):
-    study, other, users = people
+def test_a_unit_of_another_study_or_the_wrong_shape_is_refused(adjudication_people):
+    study, other, users = adjudication_people
     kwargs = {"study": study, "criterion": study.criteria.get(key="usable"), "value": "yes",
               "actor": users["owner"], "source": WEB}
     with pytest.raises(ValidationError) as raised:
@@ -213,8 +213,8 @@ def test_a_unit_of_another_study_or_the_wrong_shape_is_refused(people):
 
 
 # --- the pages ---------------------------------------------------------------------------------
-def test_queue_page_lists_units_with_why_and_filters(people):
-    study, _other, users = people
+def test_queue_page_lists_units_with_why_and_filters(adjudication_people):
+    study, _other, users = adjudication_people
     page = _client(users["viewer"]).get(reverse("analysis:adjudication", args=[study.slug]))
     assert page.status_code == 200
     body = page.content.decode()
@@ -230,8 +230,8 @@ def test_queue_page_lists_units_with_why_and_filters(people):
     assert "less than or equal to 1" in bad.content.decode()
 
 
-def test_unit_page_shows_the_item_outputs_and_every_answer(people):
-    study, _other, users = people
+def test_unit_page_shows_the_item_outputs_and_every_answer(adjudication_people):
+    study, _other, users = adjudication_people
     a, b = output_of(study, "i1", "sys-a"), output_of(study, "i1", "sys-b")
     low, high = sorted((a, b), key=lambda o: o.pk)
     url = reverse("analysis:adjudication_pair", args=[study.slug, "preference", low.pk, high.pk])
@@ -248,8 +248,8 @@ def test_unit_page_shows_the_item_outputs_and_every_answer(people):
     assert "<td>judge</td><td>LLM judge</td><td>no</td>" in proxy_page
 
 
-def test_editor_records_a_label_on_the_page_and_a_bad_one_is_shown_as_an_error(people):
-    study, _other, users = people
+def test_editor_records_a_label_on_the_page_and_a_bad_one_is_shown_as_an_error(adjudication_people):
+    study, _other, users = adjudication_people
     output = output_of(study, "i1", "sys-a")
     url = reverse("analysis:adjudication_unit", args=[study.slug, "usable", output.pk])
     client = _client(users["editor"])
@@ -266,8 +266,8 @@ def test_editor_records_a_label_on_the_page_and_a_bad_one_is_shown_as_an_error(p
     assert "3 units to adjudicate" in client.get(done["Location"]).content.decode()
 
 
-def test_roles_and_studies(people):
-    study, other, users = people
+def test_roles_and_studies(adjudication_people):
+    study, other, users = adjudication_people
     output = output_of(study, "i1", "sys-a")
     queue = reverse("analysis:adjudication", args=[study.slug])
     unit = reverse("analysis:adjudication_unit", args=[study.slug, "usable", output.pk])
@@ -295,8 +295,8 @@ def test_roles_and_studies(people):
 
 
 # --- the API -----------------------------------------------------------------------------------
-def test_api_lists_the_queue_and_records_a_label(people):
-    study, other, users = people
+def test_api_lists_the_queue_and_records_a_label(adjudication_people):
+    study, other, users = adjudication_people
     url = reverse("api-study-adjudication", args=[study.slug])
     listing = token_client(users["viewer"]).get(url, {"criterion": "usable"})
     assert listing.status_code == 200

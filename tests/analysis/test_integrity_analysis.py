@@ -36,9 +36,9 @@ def _paster(item: int, system: str) -> str:
     return "no" if item % 3 == 0 else "yes"  # 5 of 8 items, whatever the system
 
 
-def _rate(study: Study, rater, answer, behaviour, start: dt.datetime) -> None:
+def _rate(crossed: Study, rater, answer, behaviour, start: dt.datetime) -> None:
     now = start
-    while (slot := assignment_next(study=study, rater=rater, now=now)) is not None:
+    while (slot := assignment_next(study=crossed, rater=rater, now=now)) is not None:
         now += dt.timedelta(seconds=20)
         if slot.kind == "target":
             item = int(slot.output.item.external_id.split("-")[1])
@@ -53,27 +53,27 @@ def _rate(study: Study, rater, answer, behaviour, start: dt.datetime) -> None:
 
 
 @pytest.fixture
-def study(db):
+def crossed(db):
     """Crossed: 4 honest raters and 2 who paste into every answer, 8 items x 2 systems."""
-    study = make_study(n_items=8, n_systems=2, status=Study.Status.OPEN, design="crossed",
+    crossed = make_study(n_items=8, n_systems=2, status=Study.Status.OPEN, design="crossed",
                        ratings_per_output=6)
     start = timezone.now() - dt.timedelta(hours=5)
     for k in range(4):
-        _rate(study, invite(study, external_id=f"honest{k}"), _honest, CALM, start)
+        _rate(crossed, invite(crossed, external_id=f"honest{k}"), _honest, CALM, start)
     for k in range(2):
-        _rate(study, invite(study, external_id=f"paster{k}"), _paster, PASTED, start)
-    return study
+        _rate(crossed, invite(crossed, external_id=f"paster{k}"), _paster, PASTED, start)
+    return crossed
 
 
-def _run(study: Study, options: dict) -> AnalysisRun:
-    run = analysis_run_start(study=study, options={"pdf": False, **options}, enqueue=False)
+def _run(crossed: Study, options: dict) -> AnalysisRun:
+    run = analysis_run_start(study=crossed, options={"pdf": False, **options}, enqueue=False)
     run = analysis_run_execute(run)
     assert run.status == AnalysisRun.Status.DONE, run.error
     return run
 
 
-def test_sensitivity_table_with_and_without_the_flagged_raters(study):
-    run = _run(study, {"engine": "statsmodels"})
+def test_sensitivity_table_with_and_without_the_flagged_raters(crossed):
+    run = _run(crossed, {"engine": "statsmodels"})
     data = run.result["extras"]["integrity"]
     assert sorted(r["rater"] for r in data["flagged_raters"]) == ["paster0", "paster1"]
     usable = next(c for c in data["sensitivity"] if c["criterion"] == "usable")
@@ -116,8 +116,8 @@ def test_covariate_formula_keeps_the_random_terms_and_the_one_system_case():
     pytest.param("R", marks=pytest.mark.skipif(not rbridge.r_available(),
                                                reason="R unavailable")),
 ])
-def test_the_flag_enters_the_fitted_model_as_a_covariate(study, engine):
-    run = _run(study, {"engine": engine, "integrity_covariates": True})
+def test_the_flag_enters_the_fitted_model_as_a_covariate(crossed, engine):
+    run = _run(crossed, {"engine": engine, "integrity_covariates": True})
     glmm = next(c for c in run.result["criteria"] if c["key"] == "usable")["glmm"]
     assert "error" not in glmm, glmm
     assert glmm["formula"] == "y ~ system + rater.flagged + (1|rater) + (1|item)"
@@ -131,13 +131,13 @@ def test_the_flag_enters_the_fitted_model_as_a_covariate(study, engine):
     assert ("usable", "rater.flagged") in [(t["criterion"], t["term"]) for t in covariates]
     assert "rater.flagged = " in run.report_html
     # without the option the default model is unchanged
-    plain = _run(study, {"engine": engine})
+    plain = _run(crossed, {"engine": engine})
     glmm = next(c for c in plain.result["criteria"] if c["key"] == "usable")["glmm"]
     assert glmm["formula"] == "y ~ system + (1|rater) + (1|item)"
 
 
-def test_a_users_formula_is_kept_as_written(study):
-    run = _run(study, {"engine": "statsmodels", "integrity_covariates": True,
+def test_a_users_formula_is_kept_as_written(crossed):
+    run = _run(crossed, {"engine": "statsmodels", "integrity_covariates": True,
                        "formulas": {"usable": "y ~ system + (1|rater)"}})
     usable = next(c for c in run.result["criteria"] if c["key"] == "usable")["glmm"]
     assert usable["formula"] == "y ~ system + (1|rater)"
@@ -145,13 +145,13 @@ def test_a_users_formula_is_kept_as_written(study):
     assert "rater.flagged" in severity["formula"]
 
 
-def test_a_users_formula_may_name_the_flag_only_with_the_option(study):
+def test_a_users_formula_may_name_the_flag_only_with_the_option(crossed):
     from django.core.exceptions import ValidationError
 
     formulas = {"usable": "y ~ system + rater.flagged + (1|rater)"}
     with pytest.raises(ValidationError, match=r"rater.flagged"):
-        analysis_run_start(study=study, options={"formulas": formulas}, enqueue=False)
-    run = _run(study, {"engine": "statsmodels", "integrity_covariates": True,
+        analysis_run_start(study=crossed, options={"formulas": formulas}, enqueue=False)
+    run = _run(crossed, {"engine": "statsmodels", "integrity_covariates": True,
                        "formulas": formulas})
     usable = next(c for c in run.result["criteria"] if c["key"] == "usable")["glmm"]
     assert usable["formula"] == formulas["usable"]
@@ -181,16 +181,16 @@ def test_split_at_recalibration_reports_means_before_and_after():
     assert (systems["B"]["n_before"], systems["B"]["n_after"]) == (1, 2)
 
 
-def test_split_option_through_a_run(study):
+def test_split_option_through_a_run(crossed):
     from annotation.models import Judgment, RecalibrationRound
     from evalstudy.models import Rater
 
-    rater = Rater.objects.get(study=study, external_id="honest0")
+    rater = Rater.objects.get(study=crossed, external_id="honest0")
     # a round that started at their 9th target answer (as the data stands)
     times = sorted(Judgment.objects.filter(rater=rater, slot__kind="target")
                    .values_list("submitted_at", flat=True).distinct())
-    RecalibrationRound.objects.create(study=study, rater=rater, number=1, started_at=times[8])
-    run = _run(study, {"engine": "statsmodels", "split_at_recalibration": True})
+    RecalibrationRound.objects.create(study=crossed, rater=rater, number=1, started_at=times[8])
+    run = _run(crossed, {"engine": "statsmodels", "split_at_recalibration": True})
     split = run.result["extras"]["integrity"]["recalibration_split"]
     usable = next(c for c in split if c["criterion"] == "usable")
     assert usable["raters"] == 1

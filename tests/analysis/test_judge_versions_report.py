@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def judge(allow_loopback_judges):  # noqa: F811 - the fake judge listens on loopback
+def loop_learner(allow_loopback_judges):  # noqa: F811 - the fake judge listens on loopback
     with FakeOpenAI(learning_judge) as server:
         yield server
 
@@ -43,8 +43,8 @@ def test_kappa_and_accuracy_against_the_majority_by_hand():
     assert agreement_with_majority("severity", {1: "1"}, {1: ["0", "0"]})["matches"] == 1
 
 
-def test_section_shows_agreement_per_version_on_held_out_outputs(judge):
-    study, (v1, run1), (v2, run2) = versioned_study(judge)
+def test_section_shows_agreement_per_version_on_held_out_outputs(loop_learner):
+    study, (v1, run1), (v2, run2) = versioned_study(loop_learner)
     judgments = judgments_tidy(study)
     data = part.compute(study, judgments, {}, {})
     [entry] = data["criteria"]
@@ -83,8 +83,8 @@ def test_section_shows_agreement_per_version_on_held_out_outputs(judge):
     assert "Agreement with the human majority on held-out outputs" in html and "v2" in html
 
 
-def test_validity_scores_a_versioned_judge_on_held_out_outputs_only(judge):
-    study, (_v1, _), (v2, run2) = versioned_study(judge)
+def test_validity_scores_a_versioned_judge_on_held_out_outputs_only(loop_learner):
+    study, (_v1, _), (v2, run2) = versioned_study(loop_learner)
     judgments = judgments_tidy(study)
     options = {"proxy_raters": proxy_raters(study)}
     out = proxy_validity(judgments, {"kind": "binary", "key": "usable"}, None, options, [])
@@ -98,10 +98,10 @@ def test_no_versions_no_section(study):
     assert part.compute(study, judgments_tidy(study), {}, {}) is None
 
 
-def test_an_analysis_run_renders_the_section_in_its_report(judge):
+def test_an_analysis_run_renders_the_section_in_its_report(loop_learner):
     from analysis.services import analysis_run_execute, analysis_run_start
 
-    study, _, _ = versioned_study(judge)
+    study, _, _ = versioned_study(loop_learner)
     run = analysis_run_execute(analysis_run_start(study=study, enqueue=False))
     assert run.status == "done", run.error
     versions = run.result["extras"]["judge_versions"]["criteria"][0]["versions"]
@@ -154,11 +154,11 @@ def test_a_pair_shown_either_way_round_is_one_unit_for_humans_and_judge():
     version = JudgePromptVersion.objects.create(
         study=study, criterion=preference, method="drpe", number=1,
         split={"dev_items": [items[0].pk], "seed": 0})
-    judge = Rater.objects.create(kind=Rater.Kind.LLM, external_id="drpe-v1", study=study)
-    run = ProxyRun.objects.create(study=study, rater=judge, method="drpe",
+    loop_learner = Rater.objects.create(kind=Rater.Kind.LLM, external_id="drpe-v1", study=study)
+    run = ProxyRun.objects.create(study=study, rater=loop_learner, method="drpe",
                                   criteria=["preference"], prompt_version=version)
-    _answer(study, judge, preference, (x, y), "A")  # agrees with the 2-of-3 majority
-    _answer(study, judge, preference, (p, q), "B")  # shown the other way round: agrees too
+    _answer(study, loop_learner, preference, (x, y), "A")  # agrees with the 2-of-3 majority
+    _answer(study, loop_learner, preference, (p, q), "B")  # shown the other way round: agrees too
     data = part.compute(study, judgments_tidy(study), {}, {})
     [entry] = data["criteria"]
     assert entry["n_units_with_humans"] == 2
@@ -167,10 +167,10 @@ def test_a_pair_shown_either_way_round_is_one_unit_for_humans_and_judge():
     assert rater["runs"] == [run.pk] and rater["n"] == 2 and rater["matches"] == 2
 
 
-def test_every_version_is_scored_on_the_units_all_versions_answered(judge):
+def test_every_version_is_scored_on_the_units_all_versions_answered(loop_learner):
     from annotation.models import Judgment
 
-    study, (_v1, run1), (v2, run2) = versioned_study(judge)
+    study, (_v1, run1), (v2, run2) = versioned_study(loop_learner)
     held_out = sorted(held_out_outputs(v2))
     full = len(held_out)
     # Version 2's run stopped early: it answered 4 held-out outputs fewer.

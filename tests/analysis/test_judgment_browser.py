@@ -38,7 +38,7 @@ def _walk(study: Study, rater: Rater, answers_for, stop_after: int | None = None
 
 
 @pytest.fixture
-def rated():
+def two_rater_study():
     """2 systems x 4 items, two seats per list, an attention check every 2 items; one rater
     done (one answer revised), one half-way with a formula-like name."""
     owner = UserFactory(username="owner", is_staff=True)
@@ -82,16 +82,16 @@ def _shown(response) -> set[int]:
     return {row.judgment.pk for row in response.context["rows"]}
 
 
-def test_without_a_filter_every_judgment_is_listed_newest_first(rated):
-    study, owner, _, _ = rated
+def test_without_a_filter_every_judgment_is_listed_newest_first(two_rater_study):
+    study, owner, _, _ = two_rater_study
     response = _page(_client(owner), study)
     assert _shown(response) == _expected(study, lambda j: True)
     times = [row.judgment.submitted_at for row in response.context["rows"]]
     assert times == sorted(times, reverse=True)
 
 
-def test_each_filter_narrows_to_exactly_what_it_names(rated):
-    study, owner, ann, bob = rated
+def test_each_filter_narrows_to_exactly_what_it_names(two_rater_study):
+    study, owner, ann, bob = two_rater_study
     client = _client(owner)
     system = study.systems.get(name="sys-1")
     cases = [
@@ -122,8 +122,8 @@ def test_each_filter_narrows_to_exactly_what_it_names(rated):
         assert _shown(_page(client, study, **params)) == expected, params
 
 
-def test_a_bad_filter_is_a_400_with_the_reason(rated):
-    study, owner, _, _ = rated
+def test_a_bad_filter_is_a_400_with_the_reason(two_rater_study):
+    study, owner, _, _ = two_rater_study
     client = _client(owner)
     response = _page(client, study, **{"from": "yesterday"})
     assert response.status_code == 400
@@ -132,9 +132,9 @@ def test_a_bad_filter_is_a_400_with_the_reason(rated):
     assert _page(client, study, rater="999999").status_code == 400  # not a rater of the study
 
 
-def test_a_page_costs_a_bounded_number_of_queries(rated, django_assert_max_num_queries,
+def test_a_page_costs_a_bounded_number_of_queries(two_rater_study, django_assert_max_num_queries,
                                                  monkeypatch):
-    study, owner, _, _ = rated
+    study, owner, _, _ = two_rater_study
     monkeypatch.setattr("analysis.browser.PAGE_SIZE", 10)
     client = _client(owner)
     _page(client, study)  # warm the session and the content types
@@ -142,7 +142,7 @@ def test_a_page_costs_a_bounded_number_of_queries(rated, django_assert_max_num_q
         response = _page(client, study)
     assert len(response.context["rows"]) == 10
     with django_assert_max_num_queries(MAX_QUERIES):
-        _page(client, study, rater=rated[2].pk, revised="no", criterion="usable")
+        _page(client, study, rater=two_rater_study[2].pk, revised="no", criterion="usable")
     # Still a page of ten, whatever the study holds.
     more = invite(study, external_id="R-more")
     _walk(study, more, lambda slot: {"severity": "0", "usable": "yes"})
@@ -151,8 +151,8 @@ def test_a_page_costs_a_bounded_number_of_queries(rated, django_assert_max_num_q
     assert response.context["page"].number == 2 and len(response.context["rows"]) == 10
 
 
-def test_downloads_carry_the_filtered_set_in_three_formats(rated):
-    study, owner, _ann, _bob = rated
+def test_downloads_carry_the_filtered_set_in_three_formats(two_rater_study):
+    study, owner, _ann, _bob = two_rater_study
     client = _client(owner)
     params = {"criterion": "usable", "kind": "target"}
     expected = _expected(study, lambda j: j.criterion.key == "usable" and j.slot.kind == "target")
@@ -193,8 +193,8 @@ def test_downloads_carry_the_filtered_set_in_three_formats(rated):
     assert client.get(url("csv"), {"to": "never"}).status_code == 400
 
 
-def test_the_item_is_shown_as_the_rater_saw_it_with_revisions(rated):
-    study, owner, ann, _ = rated
+def test_the_item_is_shown_as_the_rater_saw_it_with_revisions(two_rater_study):
+    study, owner, ann, _ = two_rater_study
     client = _client(owner)
     revised = Judgment.objects.get(rater=ann, revision=1)
     response = client.get(reverse("analysis:judgment_item", args=[study.slug, revised.pk]))
@@ -218,8 +218,8 @@ def test_the_item_is_shown_as_the_rater_saw_it_with_revisions(rated):
     assert "calib-good" in html and "turn on the light" in html
 
 
-def test_the_exports_block_lists_every_export_on_both_pages(rated):
-    study, owner, _, _ = rated
+def test_the_exports_block_lists_every_export_on_both_pages(two_rater_study):
+    study, owner, _, _ = two_rater_study
     client = _client(owner)
     wanted = [
         reverse("api-study-judgments-csv", args=[study.slug]),
@@ -248,8 +248,8 @@ def test_the_exports_block_lists_every_export_on_both_pages(rated):
         assert client.get(link).status_code == 200, link
 
 
-def test_who_may_browse(rated):
-    study, _owner, ann, _ = rated
+def test_who_may_browse(two_rater_study):
+    study, _owner, ann, _ = two_rater_study
     judgment = Judgment.objects.filter(slot__assignment__study=study).first()
     urls = [reverse("analysis:judgments", args=[study.slug]),
             reverse("analysis:judgments_download", args=[study.slug, "csv"]),

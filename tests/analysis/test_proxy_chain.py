@@ -27,21 +27,17 @@ from tests.proxies.judges.fake_openai import FakeOpenAI
 from tests.proxies.test_learned_proxy_runs import synthetic_study
 from tests.proxies.test_proxy_runs import latte_responder, run_here
 
-pytestmark = pytest.mark.django_db
+# Trained proxies go to a fresh directory per test (tests/conftest.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("proxy_dir_in_tmp")]
 
 
 @pytest.fixture
-def judge(settings):
+def latte(settings):
     """The scripted LATTE judge (P(yes) 0.9 / 0.6 / 0.2 for variants 0 / 1 / 2) on loopback,
-    which an operator must allow (tests/metrics/conftest.py)."""
+    which an operator must allow (as allow_loopback_judges in tests/proxies/conftest.py does)."""
     settings.EVALSTUDY_JUDGE_ALLOWED_NETWORKS = list(LOOPBACK_NETWORKS)
     with FakeOpenAI(latte_responder) as server:
         yield server
-
-
-@pytest.fixture(autouse=True)
-def _artifacts_in_tmp(settings, tmp_path):
-    settings.EVALSTUDY_PROXY_DIR = str(tmp_path / "proxies")
 
 
 @pytest.fixture(autouse=True)
@@ -99,10 +95,10 @@ def analysed(study, **options):
     return next(v for v in run.result["validity"] if v.get("criterion") == "usable")
 
 
-def test_llm_proxy_deployment_table_per_speaker_within_system_at_the_runs_threshold(judge):
+def test_llm_proxy_deployment_table_per_speaker_within_system_at_the_runs_threshold(latte):
     study = speaker_study()
     run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
-                                   backend={"base_url": judge.base_url, "model": "judge-test"},
+                                   backend={"base_url": latte.base_url, "model": "judge-test"},
                                    params={"threshold": 0.7}, enqueue=False))
     validity = analysed(study)
     deployment = validity["deployment"]
@@ -137,9 +133,9 @@ def test_llm_proxy_deployment_table_per_speaker_within_system_at_the_runs_thresh
     assert entry["evaluated_on"]["n_excluded"] == 0 and entry["evaluated_on"]["n_outputs"] == 36
 
 
-def test_threshold_chosen_on_a_dev_split_keeps_that_split_out_of_decisions(judge):
+def test_threshold_chosen_on_a_dev_split_keeps_that_split_out_of_decisions(latte):
     study = speaker_study()
-    backend = {"base_url": judge.base_url, "model": "judge-test"}
+    backend = {"base_url": latte.base_url, "model": "judge-test"}
     first = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
                                      backend=backend, enqueue=False))
     report = proxy_threshold_choose(first, criterion_key="usable", target_precision=0.8,
@@ -169,9 +165,9 @@ def test_threshold_chosen_on_a_dev_split_keeps_that_split_out_of_decisions(judge
     assert entry["decisions"]["n_excluded"] == len(dev)
 
 
-def test_a_choice_not_applied_still_follows_a_rater_deciding_at_that_threshold(judge):
+def test_a_choice_not_applied_still_follows_a_rater_deciding_at_that_threshold(latte):
     study = speaker_study()
-    backend = {"base_url": judge.base_url, "model": "judge-test"}
+    backend = {"base_url": latte.base_url, "model": "judge-test"}
     first = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
                                      backend=backend, enqueue=False))
     report = proxy_threshold_choose(first, criterion_key="usable", target_precision=0.8,

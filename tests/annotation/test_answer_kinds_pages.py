@@ -27,23 +27,23 @@ HX = {"HTTP_HX_REQUEST": "true"}
 
 def _da_study(**settings) -> Study:
     """ESA-style: error spans in the output, then a 0-100 score."""
-    study = make_study(n_items=3, n_systems=2, **settings)
-    study.criteria.all().delete()
-    CalibrationItem.objects.filter(study=study).delete()
-    Criterion.objects.create(study=study, key="errors", kind=rules.SPAN, order=0,
+    da_study = make_study(n_items=3, n_systems=2, **settings)
+    da_study.criteria.all().delete()
+    CalibrationItem.objects.filter(study=da_study).delete()
+    Criterion.objects.create(study=da_study, key="errors", kind=rules.SPAN, order=0,
                              prompt="Mark every error", options=["Accuracy", "Fluency"])
-    Criterion.objects.create(study=study, key="score", kind=rules.SLIDER, order=1,
+    Criterion.objects.create(study=da_study, key="score", kind=rules.SLIDER, order=1,
                              prompt="How good is it overall?",
                              labels={"0": "nonsense", "100": "perfect"})
-    study_open(study=study)
-    study.refresh_from_db()
-    return study
+    study_open(study=da_study)
+    da_study.refresh_from_db()
+    return da_study
 
 
-def _enter(client: Client, study: Study) -> tuple[str, str, int]:
-    rater = invite(study)
+def _enter(client: Client, da_study: Study) -> tuple[str, str, int]:
+    rater = invite(da_study)
     assert client.get(reverse("annotation:enter", args=[rater.access_token])).status_code == 302
-    page = client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    page = client.get(reverse("annotation:rate", args=[da_study.slug])).content.decode()
     found = re.search(r'<form[^>]*action="(/s/[^"]+/slots/(\d+)/)"', page)
     assert found, page[:400]
     return page, found.group(1), int(found.group(2))
@@ -61,12 +61,12 @@ def _shown_output(page: str) -> str:
 
 
 @pytest.fixture
-def study(db):
+def da_study(db):
     return _da_study()
 
 
-def test_the_page_carries_a_slider_and_a_markable_output_with_its_exact_text(study):
-    page, _, slot_id = _enter(Client(), study)
+def test_the_page_carries_a_slider_and_a_markable_output_with_its_exact_text(da_study):
+    page, _, slot_id = _enter(Client(), da_study)
     assert 'type="range" min="0" max="100"' in page and 'data-untouched' in page
     assert 'type="number" name="score"' in page and "0: nonsense" in page
     assert 'data-span-question="errors"' in page and 'data-span-pane="output"' in page
@@ -76,9 +76,9 @@ def test_the_page_carries_a_slider_and_a_markable_output_with_its_exact_text(stu
     assert 'src="/static/js/answers.js"' in page
 
 
-def test_a_slider_and_spans_are_stored_canonically_with_their_numbers(study):
+def test_a_slider_and_spans_are_stored_canonically_with_their_numbers(da_study):
     client = Client()
-    page, action, slot_id = _enter(client, study)
+    page, action, slot_id = _enter(client, da_study)
     text = _shown_output(page)
     word = re.search(r"\S+", text)
     response = client.post(action, {"score": "64", "errors": _spans(
@@ -86,7 +86,7 @@ def test_a_slider_and_spans_are_stored_canonically_with_their_numbers(study):
                "severity": "major"})}, **HX)
     # Span answers are read against the slot's text on the general path: it sends the
     # browser on to the next item.
-    assert response["HX-Redirect"] == reverse("annotation:rate", args=[study.slug])
+    assert response["HX-Redirect"] == reverse("annotation:rate", args=[da_study.slug])
     stored = {j.criterion.key: j for j in Judgment.objects.filter(slot_id=slot_id)}
     assert (stored["score"].value, stored["score"].numeric_value) == ("64", 64.0)
     spans = json.loads(stored["errors"].value)
@@ -95,9 +95,9 @@ def test_a_slider_and_spans_are_stored_canonically_with_their_numbers(study):
     assert stored["errors"].numeric_value == 5.0  # MQM: one major error
 
 
-def test_no_errors_is_an_answer_but_an_untouched_slider_is_not(study):
+def test_no_errors_is_an_answer_but_an_untouched_slider_is_not(da_study):
     client = Client()
-    page, action, slot_id = _enter(client, study)
+    page, action, slot_id = _enter(client, da_study)
     response = client.post(action, {"score": "", "errors": _spans(_shown_output(page))}, **HX)
     assert response.status_code == 400
     assert "an answer is required" in response.content.decode()
@@ -108,9 +108,9 @@ def test_no_errors_is_an_answer_but_an_untouched_slider_is_not(study):
 
 
 @pytest.mark.parametrize("attack", ["other_text", "overlap", "out_of_range", "too_high"])
-def test_bad_answers_are_refused_and_nothing_is_stored(study, attack):
+def test_bad_answers_are_refused_and_nothing_is_stored(da_study, attack):
     client = Client()
-    page, action, _ = _enter(client, study)
+    page, action, _ = _enter(client, da_study)
     text = _shown_output(page)
     spans = {"other_text": _spans(text + " edited"),
              "overlap": _spans(text, {"start": 0, "end": 3, "category": "Accuracy",
@@ -129,9 +129,9 @@ def test_bad_answers_are_refused_and_nothing_is_stored(study, attack):
     assert not Judgment.objects.exists()
 
 
-def test_an_output_edited_after_it_was_shown_refuses_the_old_marking(study):
+def test_an_output_edited_after_it_was_shown_refuses_the_old_marking(da_study):
     client = Client()
-    page, action, slot_id = _enter(client, study)
+    page, action, slot_id = _enter(client, da_study)
     text = _shown_output(page)
     Output.objects.filter(slots__pk=slot_id).update(text="a different output")
     response = client.post(action, {"score": "50", "errors": _spans(
@@ -140,13 +140,13 @@ def test_an_output_edited_after_it_was_shown_refuses_the_old_marking(study):
     assert not Judgment.objects.exists()
 
 
-def test_span_judgments_import_with_the_digest_added_and_bad_offsets_located(study):
-    output = Output.objects.filter(item__study=study).select_related("item", "system").first()
+def test_span_judgments_import_with_the_digest_added_and_bad_offsets_located(da_study):
+    output = Output.objects.filter(item__study=da_study).select_related("item", "system").first()
     row = JudgmentRow(line=2, rater="r1", item=output.item.external_id, system=output.system.name,
                       criterion="errors",
                       value=json.dumps([{"start": 0, "end": 3, "category": "Fluency",
                                          "severity": "critical"}]))
-    judgments_import(study=study, rows=[row], file_name="spans.csv")
+    judgments_import(study=da_study, rows=[row], file_name="spans.csv")
     judgment = Judgment.objects.get(criterion__key="errors")
     assert json.loads(judgment.value)["text_sha256"] == rules.text_sha256(output.text)
     assert judgment.numeric_value == 25.0
@@ -155,7 +155,7 @@ def test_span_judgments_import_with_the_digest_added_and_bad_offsets_located(stu
                       value=json.dumps([{"start": 0, "end": 999, "category": "Fluency",
                                          "severity": "minor"}]))
     with pytest.raises(SpecInvalid) as error:
-        judgments_import(study=study, rows=[bad], file_name="spans.csv")
+        judgments_import(study=da_study, rows=[bad], file_name="spans.csv")
     assert "spans.csv:3: value" in str(error.value) and "offsets" in str(error.value)
     assert Judgment.objects.count() == 1
 
@@ -175,13 +175,13 @@ def test_span_criteria_need_a_one_output_design_and_one_per_study(db):
 
 
 def test_the_spec_reads_and_writes_the_new_kinds(db):
-    study = _da_study()
-    criterion = study.criteria.get(key="errors")
+    da_study = _da_study()
+    criterion = da_study.criteria.get(key="errors")
     criterion.severity_weights, criterion.span_reference = {"minor": 1, "major": 10}, True
     criterion.save()
-    Criterion.objects.filter(study=study, key="score").update(scale_min=-50, scale_max=50,
+    Criterion.objects.filter(study=da_study, key="score").update(scale_min=-50, scale_max=50,
                                                               labels={})
-    document = spec_to_document(study_to_spec(study))
+    document = spec_to_document(study_to_spec(da_study))
     by_key = {c["key"]: c for c in document["criteria"]}
     assert by_key["errors"]["severity_weights"] == {"minor": 1, "major": 10}
     assert by_key["errors"]["span_reference"] is True
@@ -209,15 +209,15 @@ def test_a_degraded_output_checks_slider_raters_with_a_range(db):
     from evalstudy.models import AttentionCheck
     from evalstudy.services import assignment_next
 
-    study = make_study(n_items=4, n_systems=2, attention_check_every=2)
-    study.criteria.all().delete()
-    CalibrationItem.objects.filter(study=study).delete()
-    Criterion.objects.create(study=study, key="score", kind=rules.SLIDER, prompt="How good?")
-    AttentionCheck.objects.filter(study=study).update(expected={"score": "0..30"})
-    study_open(study=study)
-    careful, careless = invite(study), invite(study)
+    da_study = make_study(n_items=4, n_systems=2, attention_check_every=2)
+    da_study.criteria.all().delete()
+    CalibrationItem.objects.filter(study=da_study).delete()
+    Criterion.objects.create(study=da_study, key="score", kind=rules.SLIDER, prompt="How good?")
+    AttentionCheck.objects.filter(study=da_study).update(expected={"score": "0..30"})
+    study_open(study=da_study)
+    careful, careless = invite(da_study), invite(da_study)
     for rater, score in ((careful, "20"), (careless, "85")):
-        while (slot := assignment_next(study=study, rater=rater)) is not None:
+        while (slot := assignment_next(study=da_study, rater=rater)) is not None:
             judgment_submit(rater=rater, slot_id=slot.pk, answers={
                 "score": score if slot.kind == "attention" else "60"})
             if slot.kind == "attention":

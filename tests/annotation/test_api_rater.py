@@ -14,22 +14,20 @@ from annotation.models import IdempotencyKey, Judgment
 from evalstudy.models import Assignment, AssignmentSlot, Rater, Study
 from tests.factories import invite, make_study
 
+# Throttle counters start empty (tests/conftest.py): these tests call the API.
+pytestmark = pytest.mark.usefixtures("fresh_throttles")
+
 ANSWERS = {"answers": {"severity": "0", "usable": "yes"}}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_throttles(fresh_throttles):
-    """Throttle counters start empty (tests/conftest.py)."""
-
-
 @pytest.fixture
-def open_study(db):
+def open_one(db):
     return make_study(n_items=3, n_systems=3, status=Study.Status.OPEN, slug="open-one")
 
 
 @pytest.fixture
-def rater(open_study):
-    return invite(open_study, external_id="PID-1")
+def rater(open_one):
+    return invite(open_one, external_id="PID-1")
 
 
 def as_rater(rater: Rater) -> Client:
@@ -47,34 +45,34 @@ def next_slot(client, study):
     return response.json()
 
 
-def test_rater_token_reaches_own_slots_and_nothing_else(open_study, rater):
+def test_rater_token_reaches_own_slots_and_nothing_else(open_one, rater):
     client = as_rater(rater)
-    listed = client.get(reverse("api-rater-slots", args=[open_study.slug])).json()
+    listed = client.get(reverse("api-rater-slots", args=[open_one.slug])).json()
     assert listed["slots"] == [] and listed["seat_state"] is None
-    first = next_slot(client, open_study)
+    first = next_slot(client, open_one)
     # What a slot is (practice, check or target) is not told before it is answered.
     assert first["step"] == "rate" and first["slot"]["kind"] == "item"
-    listed = client.get(reverse("api-rater-slots", args=[open_study.slug])).json()
+    listed = client.get(reverse("api-rater-slots", args=[open_one.slug])).json()
     assert [q["key"] for q in listed["questions"]] == ["severity", "usable", "note"]
     # 1 calibration + 3 targets (latin square: 1 per item); only the served one is listed.
     assert listed["total"] == 4 and [s["id"] for s in listed["slots"]] == [first["slot"]["id"]]
     assert submit(client, first["slot"]["id"]).status_code == 201
-    listed = client.get(reverse("api-rater-slots", args=[open_study.slug])).json()
+    listed = client.get(reverse("api-rater-slots", args=[open_one.slug])).json()
     assert listed["slots"][0]["kind"] == "calibration" and listed["slots"][0]["completed"]
     text = json.dumps(listed)
     for name in ("sys-0", "sys-1", "sys-2"):
         assert name not in text, "raters never see system names"
     # A researcher endpoint refuses a rater token.
-    response = client.get(reverse("api-study", args=[open_study.slug]))
+    response = client.get(reverse("api-study", args=[open_one.slug]))
     assert response.status_code == 403 and "rater tokens" in response.json()["message"]
     # Someone else's slot is a 404, whatever its id.
-    other = as_rater(invite(open_study, external_id="PID-2"))
-    theirs = next_slot(other, open_study)["slot"]["id"]
+    other = as_rater(invite(open_one, external_id="PID-2"))
+    theirs = next_slot(other, open_one)["slot"]["id"]
     response = submit(client, theirs)
     assert response.status_code == 404 and response.json()["code"] == "not_found"
     assert not Judgment.objects.filter(slot_id=theirs).exists()
     assert Client(HTTP_AUTHORIZATION="Rater wrong").get(
-        reverse("api-rater-slots", args=[open_study.slug])).status_code == 401
+        reverse("api-rater-slots", args=[open_one.slug])).status_code == 401
 
 
 def test_draft_study_does_not_exist_for_raters(db, rater):
@@ -83,19 +81,19 @@ def test_draft_study_does_not_exist_for_raters(db, rater):
     assert response.status_code == 404
 
 
-def test_full_list_then_done(open_study, rater):
+def test_full_list_then_done(open_one, rater):
     client = as_rater(rater)
     count = 0
-    while (step := next_slot(client, open_study))["step"] == "rate":
+    while (step := next_slot(client, open_one))["step"] == "rate":
         assert submit(client, step["slot"]["id"]).status_code == 201
         count += 1
     assert step == {"step": "done", "slot": None} and count == 4
     assert Judgment.objects.filter(rater=rater).count() == 8
 
 
-def test_resubmission_without_key_is_idempotent(open_study, rater):
+def test_resubmission_without_key_is_idempotent(open_one, rater):
     client = as_rater(rater)
-    slot = next_slot(client, open_study)["slot"]["id"]
+    slot = next_slot(client, open_one)["slot"]["id"]
     first = submit(client, slot)
     again = submit(client, slot)
     assert first.status_code == 201 and first.json()["created"] == 2
@@ -103,9 +101,9 @@ def test_resubmission_without_key_is_idempotent(open_study, rater):
     assert Judgment.objects.filter(slot_id=slot).count() == 2
 
 
-def test_idempotency_key_replays_and_refuses_reuse(open_study, rater):
+def test_idempotency_key_replays_and_refuses_reuse(open_one, rater):
     client = as_rater(rater)
-    slot = next_slot(client, open_study)["slot"]["id"]
+    slot = next_slot(client, open_one)["slot"]["id"]
     first = submit(client, slot, HTTP_IDEMPOTENCY_KEY="k-1")
     replay = submit(client, slot, HTTP_IDEMPOTENCY_KEY="k-1")
     assert first.status_code == replay.status_code == 201
@@ -119,15 +117,15 @@ def test_idempotency_key_replays_and_refuses_reuse(open_study, rater):
     assert set(Judgment.objects.filter(slot_id=slot).values_list("value", flat=True)) == {
         "0", "yes"}
     # Keys belong to one rater: another rater's "k-1" is a new key.
-    other = as_rater(invite(open_study, external_id="PID-2"))
-    theirs = next_slot(other, open_study)["slot"]["id"]
+    other = as_rater(invite(open_one, external_id="PID-2"))
+    theirs = next_slot(other, open_one)["slot"]["id"]
     assert submit(other, theirs, HTTP_IDEMPOTENCY_KEY="k-1").status_code == 201
     assert IdempotencyKey.objects.count() == 2
 
 
-def test_invalid_answers_use_the_error_shape_and_are_replayed(open_study, rater):
+def test_invalid_answers_use_the_error_shape_and_are_replayed(open_one, rater):
     client = as_rater(rater)
-    slot = next_slot(client, open_study)["slot"]["id"]
+    slot = next_slot(client, open_one)["slot"]["id"]
     bad = {"answers": {"severity": "7"}}
     response = submit(client, slot, bad, HTTP_IDEMPOTENCY_KEY="bad-1")
     assert response.status_code == 400
@@ -138,53 +136,53 @@ def test_invalid_answers_use_the_error_shape_and_are_replayed(open_study, rater)
     assert not Judgment.objects.filter(slot_id=slot).exists()
 
 
-def test_not_current_slot_is_409(open_study, rater):
+def test_not_current_slot_is_409(open_one, rater):
     client = as_rater(rater)
-    next_slot(client, open_study)
+    next_slot(client, open_one)
     later = AssignmentSlot.objects.get(assignment__rater=rater, position=2)
     response = submit(client, later.pk)
     assert response.status_code == 409 and response.json()["code"] == "conflict"
 
 
-def test_rater_endpoints_are_throttled_per_rater(open_study, rater, monkeypatch):
+def test_rater_endpoints_are_throttled_per_rater(open_one, rater, monkeypatch):
     monkeypatch.setattr(RaterThrottle, "THROTTLE_RATES", {"rater": "3/min"})
     client = as_rater(rater)
-    url = reverse("api-rater-slots", args=[open_study.slug])
+    url = reverse("api-rater-slots", args=[open_one.slug])
     assert [client.get(url).status_code for _ in range(4)] == [200, 200, 200, 429]
-    other = as_rater(invite(open_study, external_id="PID-2"))
+    other = as_rater(invite(open_one, external_id="PID-2"))
     assert other.get(url).status_code == 200  # a budget per rater, not per address
 
 
-def test_session_from_entry_link_works_for_the_api(open_study, rater):
+def test_session_from_entry_link_works_for_the_api(open_one, rater):
     browser = Client()
     browser.get(f"/enter/{rater.access_token}/")
-    response = browser.get(reverse("api-rater-slots", args=[open_study.slug]))
+    response = browser.get(reverse("api-rater-slots", args=[open_one.slug]))
     assert response.status_code == 200
 
 
 @pytest.mark.parametrize("kind", ["llm", "metric"])
-def test_proxy_rater_tokens_never_authenticate(open_study, kind):
+def test_proxy_rater_tokens_never_authenticate(open_one, kind):
     proxy = Rater.objects.create(kind=kind, external_id=f"{kind}-judge")
-    response = as_rater(proxy).post(reverse("api-rater-next", args=[open_study.slug]))
+    response = as_rater(proxy).post(reverse("api-rater-next", args=[open_one.slug]))
     assert response.status_code == 401 and response.json()["code"] == "authentication_failed"
     assert not Assignment.objects.filter(rater=proxy).exists()
 
 
-def test_session_rater_needs_the_csrf_token(open_study, rater):
+def test_session_rater_needs_the_csrf_token(open_one, rater):
     browser = Client(enforce_csrf_checks=True)
     browser.get(f"/enter/{rater.access_token}/")  # binds the session; no seat yet
-    url = reverse("api-rater-next", args=[open_study.slug])
+    url = reverse("api-rater-next", args=[open_one.slug])
     response = browser.post(url)
     assert response.status_code == 403 and "CSRF" in response.json()["message"]
     assert not Assignment.objects.filter(rater=rater).exists()
     # Reading needs no token; writing with the token from the cookie works.
-    assert browser.get(reverse("api-rater-slots", args=[open_study.slug])).status_code == 200
+    assert browser.get(reverse("api-rater-slots", args=[open_one.slug])).status_code == 200
     # The rating pages carry the token (their forms); a page script would send it back.
-    browser.get(reverse("annotation:rate", args=[open_study.slug]), follow=True)
+    browser.get(reverse("annotation:rate", args=[open_one.slug]), follow=True)
     token = browser.cookies["csrftoken"].value
     assert browser.post(url, HTTP_X_CSRFTOKEN=token).status_code == 200
     # A request that names its rater by token carries no ambient credential: no CSRF token.
-    other = invite(open_study, external_id="PID-2")
+    other = invite(open_one, external_id="PID-2")
     scripted = Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Rater {other.access_token}")
     assert scripted.post(url).status_code == 200
 

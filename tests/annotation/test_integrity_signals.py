@@ -35,7 +35,7 @@ COUNTERS = {"pastes": 2, "focus_losses": 1, "seconds_away": 45, "keystrokes": 0,
 
 
 @pytest.fixture
-def open_study(db):
+def signal_study(db):
     return make_study(n_items=8, n_systems=2, status=Study.Status.OPEN, owner=UserFactory(
         is_staff=True))
 
@@ -64,11 +64,11 @@ def _past_practice(client: Client, study: Study) -> int:
 
 
 # --- recording --------------------------------------------------------------------------------
-def test_the_rating_page_stores_the_counters_with_the_answer(open_study):
-    client, rater = Client(), invite(open_study)
+def test_the_rating_page_stores_the_counters_with_the_answer(signal_study):
+    client, rater = Client(), invite(signal_study)
     _enter(client, rater)
-    slot = _past_practice(client, open_study)
-    response = _post(client, open_study, slot,
+    slot = _past_practice(client, signal_study)
+    response = _post(client, signal_study, slot,
                      {"severity": "2", "usable": "no", "note": "pasted"}, COUNTERS)
     assert response.status_code == 302
     stored = SlotBehaviour.objects.get(slot_id=slot)
@@ -87,22 +87,22 @@ def test_the_rating_page_stores_the_counters_with_the_answer(open_study):
                                        json.dumps({**COUNTERS, "pastes": "many"}), "[1,2]",
                                        # nested past json's recursion limit (a 500 before)
                                        "[" * 1999])
-def test_missing_or_malformed_counters_never_cost_the_answer(open_study, behaviour):
-    client, rater = Client(), invite(open_study)
+def test_missing_or_malformed_counters_never_cost_the_answer(signal_study, behaviour):
+    client, rater = Client(), invite(signal_study)
     _enter(client, rater)
-    slot = _past_practice(client, open_study)
-    response = _post(client, open_study, slot, GOOD, behaviour)
+    slot = _past_practice(client, signal_study)
+    response = _post(client, signal_study, slot, GOOD, behaviour)
     assert response.status_code == 302
     assert Judgment.objects.filter(slot_id=slot).count() == 2
     assert AssignmentSlot.objects.get(pk=slot).completed_at is not None
     assert not SlotBehaviour.objects.filter(slot_id=slot).exists()
 
 
-def test_out_of_range_counters_are_clamped_not_refused(open_study):
-    client, rater = Client(), invite(open_study)
+def test_out_of_range_counters_are_clamped_not_refused(signal_study):
+    client, rater = Client(), invite(signal_study)
     _enter(client, rater)
-    slot = _past_practice(client, open_study)
-    _post(client, open_study, slot, GOOD, {**COUNTERS, "pastes": -3, "seconds_away": 10**9})
+    slot = _past_practice(client, signal_study)
+    _post(client, signal_study, slot, GOOD, {**COUNTERS, "pastes": -3, "seconds_away": 10**9})
     stored = SlotBehaviour.objects.get(slot_id=slot)
     assert (stored.pastes, stored.seconds_away) == (0, 86_400)
 
@@ -126,24 +126,24 @@ def test_the_general_path_stores_them_too_and_a_revision_adds_to_them(db):
         2, 2, 5, 90)
 
 
-def test_the_rater_api_takes_an_optional_behaviour_object(open_study):
-    rater = invite(open_study)
+def test_the_rater_api_takes_an_optional_behaviour_object(signal_study):
+    rater = invite(signal_study)
     api = Client(HTTP_AUTHORIZATION=f"Rater {rater.access_token}")
-    practice = assignment_next(study=open_study, rater=rater)
+    practice = assignment_next(study=signal_study, rater=rater)
     url = reverse("api-rater-submit", args=[practice.pk])
     # malformed: the answers are stored, the counters are not
     response = api.post(url, {"answers": GOOD, "behaviour": "lots"},
                         content_type="application/json")
     assert response.status_code == 201, response.content
     assert not SlotBehaviour.objects.exists()
-    slot = assignment_next(study=open_study, rater=rater)
+    slot = assignment_next(study=signal_study, rater=rater)
     response = api.post(reverse("api-rater-submit", args=[slot.pk]),
                         {"answers": GOOD, "behaviour": COUNTERS},
                         content_type="application/json")
     assert response.status_code == 201, response.content
     assert SlotBehaviour.objects.get(slot=slot).pastes == 2
     # without the object at all
-    slot = assignment_next(study=open_study, rater=rater)
+    slot = assignment_next(study=signal_study, rater=rater)
     assert api.post(reverse("api-rater-submit", args=[slot.pk]), {"answers": GOOD},
                     content_type="application/json").status_code == 201
     assert SlotBehaviour.objects.count() == 1
@@ -286,37 +286,37 @@ def _half_rated(study, name="r"):
     return rater
 
 
-def test_a_recalibration_round_serves_the_calibration_items_next_with_feedback(open_study):
-    rater = _half_rated(open_study)
+def test_a_recalibration_round_serves_the_calibration_items_next_with_feedback(signal_study):
+    rater = _half_rated(signal_study)
     client = Client()
-    client.force_login(open_study.owner)
+    client.force_login(signal_study.owner)
     # without JavaScript: a plain form post, back on the monitor with a message
-    url = reverse("annotation:rater_action", args=[open_study.slug, rater.pk, "recalibrate"])
+    url = reverse("annotation:rater_action", args=[signal_study.slug, rater.pk, "recalibrate"])
     response = client.post(url, {"reason": "agreement 0.4"}, follow=True)
     assert "recalibration round 1 started" in response.content.decode()
-    round_ = RecalibrationRound.objects.get(study=open_study, rater=rater)
+    round_ = RecalibrationRound.objects.get(study=signal_study, rater=rater)
     assert (round_.number, round_.reason, round_.started_by) == (1, "agreement 0.4",
-                                                                 open_study.owner)
-    assert AuditEvent.objects.filter(study=open_study, source="web",
+                                                                 signal_study.owner)
+    assert AuditEvent.objects.filter(study=signal_study, source="web",
                                      changes__recalibration_round=1).exists()
     # the rater's next item is the practice item again, with its feedback
     rater_client = Client()
     _enter(rater_client, rater)
-    html = rater_client.get(reverse("annotation:rate", args=[open_study.slug])).content.decode()
+    html = rater_client.get(reverse("annotation:rate", args=[signal_study.slug])).content.decode()
     assert "turn on the light" in html
     slot = int(re.search(r'/slots/(\d+)/"', html).group(1))
     assert slot == round_.slots.get().pk
-    answered = _post(rater_client, open_study, slot, {"severity": "2", "usable": "no"})
+    answered = _post(rater_client, signal_study, slot, {"severity": "2", "usable": "no"})
     assert answered["Location"].endswith(f"/slots/{slot}/feedback/")
     # a wrong answer in a round never stops the rater (calibration pass mark or not)
-    assert Enrollment.objects.get(study=open_study, rater=rater).stopped_at is None
-    nxt = _current_slot(rater_client, open_study)
+    assert Enrollment.objects.get(study=signal_study, rater=rater).stopped_at is None
+    nxt = _current_slot(rater_client, signal_study)
     assert AssignmentSlot.objects.get(pk=nxt).kind == "target"
-    _post(rater_client, open_study, nxt, GOOD)
+    _post(rater_client, signal_study, nxt, GOOD)
     # judgments are marked by round in the analysis's table
     from analysis.extras.integrity import prepare
     from analysis.selectors import judgments_tidy
-    table = prepare(open_study, judgments_tidy(open_study), {})
+    table = prepare(signal_study, judgments_tidy(signal_study), {})
     assert sorted(table.groupby("slot")["recalibration_round"].first().tolist()) == [0, 1]
     # the round finishes once its items are answered
     integrity_scan()
@@ -324,13 +324,13 @@ def test_a_recalibration_round_serves_the_calibration_items_next_with_feedback(o
     assert round_.completed_at is not None
 
 
-def test_recalibration_is_refused_while_a_round_runs_or_without_items_left(open_study):
-    rater = _half_rated(open_study)
-    recalibration_start(study=open_study, rater_id=rater.pk)
+def test_recalibration_is_refused_while_a_round_runs_or_without_items_left(signal_study):
+    rater = _half_rated(signal_study)
+    recalibration_start(study=signal_study, rater_id=rater.pk)
     with pytest.raises(RecalibrationNotPossible, match="still running"):
-        recalibration_start(study=open_study, rater_id=rater.pk)
-    api = token_client(open_study.owner)
-    url = reverse("api-study-rater-recalibrate", args=[open_study.slug, rater.pk])
+        recalibration_start(study=signal_study, rater_id=rater.pk)
+    api = token_client(signal_study.owner)
+    url = reverse("api-study-rater-recalibrate", args=[signal_study.slug, rater.pk])
     assert api.post(url).status_code == 409
     assert RecalibrationRound.objects.count() == 1
 

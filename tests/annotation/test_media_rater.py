@@ -32,33 +32,27 @@ GOOD = {"severity": "0", "usable": "yes"}
 MAX_STATEMENTS = 6  # tests/annotation/test_rater_loop.py: media cost the loop nothing
 
 
-@pytest.fixture
-def media_root(settings, tmp_path) -> Path:
-    settings.MEDIA_ROOT = str(tmp_path / "stored")
-    return tmp_path / "stored"
-
-
 def audio_study(tmp_path: Path, **settings) -> Study:
     """Two items with a one-second tone each, two systems, opened."""
-    study = make_study(n_items=2, n_systems=2, **settings)
+    stored_audio = make_study(n_items=2, n_systems=2, **settings)
     tone = write_tone(tmp_path / "tone.wav", seconds=1.0)
-    for item in Item.objects.filter(study=study):
+    for item in Item.objects.filter(study=stored_audio):
         with open(tone, "rb") as stream:
             item_media_upload(item=item, upload=stream, name="tone.wav")
-    study_open(study=study)
-    study.refresh_from_db()
-    return study
+    study_open(study=stored_audio)
+    stored_audio.refresh_from_db()
+    return stored_audio
 
 
-def enter(client: Client, study: Study) -> str:
+def enter(client: Client, stored_audio: Study) -> str:
     """A personal-link rater in `client`, through the practice item; returns the first target
     item's page (served by the loop's fast path)."""
-    rater = invite(study)
+    rater = invite(stored_audio)
     client.get(reverse("annotation:enter", args=[rater.access_token]))
-    page = client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    page = client.get(reverse("annotation:rate", args=[stored_audio.slug])).content.decode()
     action = re.search(r'<form[^>]*action="([^"]+)"', page).group(1)
     client.post(action, GOOD, **HX)
-    return client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    return client.get(reverse("annotation:rate", args=[stored_audio.slug])).content.decode()
 
 
 def slot_of(page: str) -> int:
@@ -74,36 +68,36 @@ def log_url(page: str) -> str:
 
 
 @pytest.fixture
-def study(db, media_root, tmp_path):
+def stored_audio(db, media_root, tmp_path):
     return audio_study(tmp_path)
 
 
-def test_the_page_plays_the_items_audio_through_a_url_that_names_nothing(study):
+def test_the_page_plays_the_items_audio_through_a_url_that_names_nothing(stored_audio):
     client = Client()
-    page = enter(client, study)
+    page = enter(client, stored_audio)
     url = media_url(page)
     assert url.startswith("/m/") and 'class="media-controls"' in page
     for secret in ("sys-", "item-", "tone", "evalstudy-media", ".wav"):
         assert secret not in url
     assert "player.js" in page and "<kbd>p</kbd>" in page
     # The htmx swap (the next item after a submission) carries its own player too.
-    response = client.post(f"/s/{study.slug}/slots/{slot_of(page)}/", GOOD, **HX)
+    response = client.post(f"/s/{stored_audio.slug}/slots/{slot_of(page)}/", GOOD, **HX)
     swapped = response.content.decode()
     assert "<audio" in swapped and media_url(swapped) != url
 
 
-def test_a_submission_with_media_still_fits_the_loops_statement_budget(study):
+def test_a_submission_with_media_still_fits_the_loops_statement_budget(stored_audio):
     client = Client()
-    page = enter(client, study)
+    page = enter(client, stored_audio)
     with CaptureQueriesContext(connection) as queries:
-        response = client.post(f"/s/{study.slug}/slots/{slot_of(page)}/", GOOD, **HX)
+        response = client.post(f"/s/{stored_audio.slug}/slots/{slot_of(page)}/", GOOD, **HX)
     assert response.status_code == 200 and "<audio" in response.content.decode()
     assert len(queries) <= MAX_STATEMENTS, [q["sql"][:80] for q in queries]
 
 
-def test_the_holder_gets_the_file_and_byte_ranges_with_private_headers(study):
+def test_the_holder_gets_the_file_and_byte_ranges_with_private_headers(stored_audio):
     client = Client()
-    url = media_url(enter(client, study))
+    url = media_url(enter(client, stored_audio))
     media = ItemMedia.objects.first()
     data = media.file.read()
     whole = client.get(url)
@@ -121,10 +115,10 @@ def test_the_holder_gets_the_file_and_byte_ranges_with_private_headers(study):
 
 
 def test_another_rater_anonymous_a_tampered_or_expired_link_and_another_slot_are_refused(
-        study, monkeypatch):
+        stored_audio, monkeypatch):
     mine, theirs = Client(), Client()
-    page = enter(mine, study)
-    other_page = enter(theirs, study)
+    page = enter(mine, stored_audio)
+    other_page = enter(theirs, stored_audio)
     url = media_url(page)
     assert theirs.get(url).status_code == 403  # another rater's session
     assert Client().get(url).status_code == 403  # nobody's
@@ -146,10 +140,10 @@ def test_another_rater_anonymous_a_tampered_or_expired_link_and_another_slot_are
     assert mine.get(url).status_code == 403
 
 
-def test_a_closed_study_serves_no_media(study):
+def test_a_closed_study_serves_no_media(stored_audio):
     client = Client()
-    url = media_url(enter(client, study))
-    Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)
+    url = media_url(enter(client, stored_audio))
+    Study.objects.filter(pk=stored_audio.pk).update(status=Study.Status.CLOSED)
     assert client.get(url).status_code == 404
 
 
@@ -164,9 +158,9 @@ def backdate(slot_id: int, seconds: float) -> None:
         started_at=timezone.now() - dt.timedelta(seconds=seconds))
 
 
-def test_the_log_keeps_running_totals_and_the_union_of_what_was_played(study):
+def test_the_log_keeps_running_totals_and_the_union_of_what_was_played(stored_audio):
     client = Client()
-    page = enter(client, study)
+    page = enter(client, stored_audio)
     url, slot_id = log_url(page), slot_of(page)
     assert report(client, url, plays="1").json()["plays"] == 1
     backdate(slot_id, 30)
@@ -184,9 +178,9 @@ def test_the_log_keeps_running_totals_and_the_union_of_what_was_played(study):
     assert log.seconds_listened == pytest.approx(1.0) and log.completed
 
 
-def test_more_listening_than_time_passed_is_refused_until_time_has_passed(study):
+def test_more_listening_than_time_passed_is_refused_until_time_has_passed(stored_audio):
     client = Client()
-    page = enter(client, study)
+    page = enter(client, stored_audio)
     url, slot_id = log_url(page), slot_of(page)
     report(client, url, plays="1")
     ListeningLog.objects.filter(slot_id=slot_id).update(duration_s=60)  # a long file
@@ -203,16 +197,16 @@ def test_more_listening_than_time_passed_is_refused_until_time_has_passed(study)
     {"intervals": '[["a", 1]]'}, {"intervals": "[[0, 1e999]]"},
     {"intervals": "[" + ",".join(["[0, 1]"] * 201) + "]"},
 ])
-def test_a_malformed_or_oversized_report_is_refused(study, fields):
+def test_a_malformed_or_oversized_report_is_refused(stored_audio, fields):
     client = Client()
-    page = enter(client, study)
+    page = enter(client, stored_audio)
     assert report(client, log_url(page), **fields).status_code == 400
     assert not ListeningLog.objects.exists()
 
 
-def test_only_the_rater_holding_the_slot_reports_and_only_with_the_csrf_token(study):
+def test_only_the_rater_holding_the_slot_reports_and_only_with_the_csrf_token(stored_audio):
     browser = Client()
-    page = enter(browser, study)
+    page = enter(browser, stored_audio)
     mine = Client(enforce_csrf_checks=True)  # the same session, CSRF checked as in a browser
     mine.cookies = browser.cookies
     url = log_url(page)
@@ -220,16 +214,16 @@ def test_only_the_rater_holding_the_slot_reports_and_only_with_the_csrf_token(st
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
     assert mine.post(url, {"plays": "1"}, HTTP_X_CSRFTOKEN=token).status_code == 200
     other = Client()
-    enter(other, study)
+    enter(other, stored_audio)
     assert report(other, url, plays="5").status_code == 404
     assert report(Client(), url, plays="5").status_code == 404
     assert ListeningLog.objects.get().plays == 1
 
 
 def test_max_plays_is_held_by_the_log(db, media_root, tmp_path):
-    study = audio_study(tmp_path, media_max_plays=2)
+    stored_audio = audio_study(tmp_path, media_max_plays=2)
     client = Client()
-    page = enter(client, study)
+    page = enter(client, stored_audio)
     assert "You may play it 2 times." in page and 'data-max-plays="2"' in page
     url = log_url(page)
     assert report(client, url, plays="2").status_code == 200
@@ -238,17 +232,17 @@ def test_max_plays_is_held_by_the_log(db, media_root, tmp_path):
     assert "as many times as this study allows" in refused.json()["message"]
     assert ListeningLog.objects.get().plays == 2
     # The page shown again says how many were used.
-    again = client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    again = client.get(reverse("annotation:rate", args=[stored_audio.slug])).content.decode()
     assert 'data-plays="2"' in again
 
 
 def test_must_finish_is_held_by_the_server_on_both_paths(db, media_root, tmp_path):
-    study = audio_study(tmp_path, media_must_finish=True, language="fr")
+    stored_audio = audio_study(tmp_path, media_must_finish=True, language="fr")
     client = Client()
-    page = enter(client, study)
+    page = enter(client, stored_audio)
     slot_id = slot_of(page)
     assert 'data-must-finish="true"' in page
-    early = client.post(f"/s/{study.slug}/slots/{slot_id}/", GOOD, **HX)
+    early = client.post(f"/s/{stored_audio.slug}/slots/{slot_id}/", GOOD, **HX)
     assert early.status_code == 409
     assert "Veuillez écouter" in early.content.decode()  # in the study's language
     assert not Judgment.objects.filter(slot_id=slot_id).exists()
@@ -256,10 +250,10 @@ def test_must_finish_is_held_by_the_server_on_both_paths(db, media_root, tmp_pat
     report(client, url, plays="1")
     backdate(slot_id, 5)
     report(client, url, plays="1", intervals="[[0, 0.5]]")  # half of it
-    assert client.post(f"/s/{study.slug}/slots/{slot_id}/", GOOD, **HX).status_code == 409
+    assert client.post(f"/s/{stored_audio.slug}/slots/{slot_id}/", GOOD, **HX).status_code == 409
     assert report(client, url, plays="1", intervals="[[0.5, 1.0]]").json()["completed"]
     with CaptureQueriesContext(connection) as queries:
-        done = client.post(f"/s/{study.slug}/slots/{slot_id}/", GOOD, **HX)
+        done = client.post(f"/s/{stored_audio.slug}/slots/{slot_id}/", GOOD, **HX)
     assert done.status_code == 200 and len(queries) <= MAX_STATEMENTS
     assert Judgment.objects.filter(slot_id=slot_id).count() == 2
     # The general path (the rater API) holds the rule too.
@@ -273,18 +267,18 @@ def test_must_finish_is_held_by_the_server_on_both_paths(db, media_root, tmp_pat
             judgment_submit(rater=slot.assignment.rater, slot_id=slot.pk, answers=GOOD)
 
 
-def test_the_monitor_shows_who_listened(study):
+def test_the_monitor_shows_who_listened(stored_audio):
     client = Client()
-    page = enter(client, study)
+    page = enter(client, stored_audio)
     url, slot_id = log_url(page), slot_of(page)
     report(client, url, plays="1")
     backdate(slot_id, 10)
     report(client, url, plays="1", intervals="[[0, 1.0]]")
-    client.post(f"/s/{study.slug}/slots/{slot_id}/", GOOD, **HX)
-    row = next(r for r in study_monitor(study).raters if r.done)
+    client.post(f"/s/{stored_audio.slug}/slots/{slot_id}/", GOOD, **HX)
+    row = next(r for r in study_monitor(stored_audio).raters if r.done)
     assert (row.media_items, row.media_heard_to_end) == (1, 1)
     assert row.median_seconds_listened == pytest.approx(1.0)
-    csv_row = next(r for r in progress_rows(study_monitor(study)) if r["media_items"])
+    csv_row = next(r for r in progress_rows(study_monitor(stored_audio)) if r["media_items"])
     assert csv_row["median_seconds_listened"] == "1.0"
 
 
@@ -296,10 +290,10 @@ def test_the_analysis_sees_listening_and_can_leave_out_what_was_not_heard(
     from annotation.services import judgment_submit
     from evalstudy.services import assignment_next
 
-    study = audio_study(tmp_path)
-    rater = invite(study)
+    stored_audio = audio_study(tmp_path)
+    rater = invite(stored_audio)
     targets = []
-    while (slot := assignment_next(study=study, rater=rater)) is not None:
+    while (slot := assignment_next(study=stored_audio, rater=rater)) is not None:
         if slot.kind == "target":
             targets.append(slot)
             if len(targets) == 1:  # the first recording heard through, the second not at all
@@ -308,13 +302,13 @@ def test_the_analysis_sees_listening_and_can_leave_out_what_was_not_heard(
                     intervals=[[0.0, 1.0]], completed=True, started_at=timezone.now(),
                     updated_at=timezone.now())
         judgment_submit(rater=rater, slot_id=slot.pk, answers=GOOD)
-    frame = judgments_tidy(study)
+    frame = judgments_tidy(stored_audio)
     by_slot = frame.drop_duplicates("slot").set_index("slot")
     assert bool(by_slot.loc[targets[0].pk, "media_heard"]) is True
     assert by_slot.loc[targets[0].pk, "seconds_listened"] == 1.0
     assert bool(by_slot.loc[targets[1].pk, "media_heard"]) is False
     assert by_slot.loc[targets[1].pk, "seconds_listened"] == 0.0
-    kept = judgments_tidy(study, JudgmentFilter(exclude_unheard=True))
+    kept = judgments_tidy(stored_audio, JudgmentFilter(exclude_unheard=True))
     assert set(kept["slot"]) == {targets[0].pk}
     assert "judgments of media not heard to the end excluded" in JudgmentFilter(
         exclude_unheard=True).describe()

@@ -11,7 +11,7 @@ from annotation.monitor_selectors import study_monitor
 from annotation.services import judgment_submit
 from evalstudy.models import AssignmentSlot, Study
 from evalstudy.services import assignment_next
-from tests.factories import UserFactory, invite, make_study
+from tests.factories import invite, make_study
 
 
 @pytest.fixture
@@ -57,11 +57,6 @@ def test_monitor_figures(busy_study):
     assert done.median_seconds is not None and done.median_seconds >= 0
     half = rows["R-half"]
     assert (half.done, half.calibration_correct, half.calibration_answered) == (3, 0, 1)
-
-
-@pytest.fixture
-def researcher(db):
-    return UserFactory(username="res", is_staff=True)
 
 
 def test_monitor_page_fragment_and_csv_for_the_owner(busy_study, researcher):

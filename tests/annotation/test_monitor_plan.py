@@ -13,12 +13,7 @@ from annotation.plan_monitor import plan_monitor
 from evalstudy.adaptive import stopping_check_record, study_plan_save
 from evalstudy.models import Study
 from evalstudy.services import study_close, study_open
-from tests.factories import UserFactory, make_study
-
-
-@pytest.fixture
-def researcher(db):
-    return UserFactory(username="res", is_staff=True)
+from tests.factories import make_study
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -42,7 +41,7 @@ def _counts() -> dict[str, int]:
 
 
 @pytest.fixture
-def draft():
+def draft_and_designer():
     owner = UserFactory(username="designer", is_staff=True)
     study = make_study(n_items=4, n_systems=2, attention_check_every=2, owner=owner,
                        consent_text="Do you agree?", instructions="Rate **carefully**.")
@@ -61,8 +60,8 @@ def _position(html: str) -> int:
     return int(found.group(1))
 
 
-def test_the_first_seat_is_the_seat_the_real_build_makes(draft):
-    study, _ = draft
+def test_the_first_seat_is_the_seat_the_real_build_makes(draft_and_designer):
+    study, _ = draft_and_designer
     seat = preview_seat(study)
     assert seat.problems == []
     assert all(slot.pk is None for slot in seat.slots)  # in memory only
@@ -77,8 +76,8 @@ def test_the_first_seat_is_the_seat_the_real_build_makes(draft):
     assert planned[0][0] == "calibration"
 
 
-def test_a_full_walk_checks_answers_as_a_rater_and_stores_nothing(draft):
-    study, owner = draft
+def test_a_full_walk_checks_answers_as_a_rater_and_stores_nothing(draft_and_designer):
+    study, owner = draft_and_designer
     client = _client(owner)
     url = reverse("annotation:preview", args=[study.slug])
     before = _counts()
@@ -148,8 +147,8 @@ def test_a_full_walk_checks_answers_as_a_rater_and_stores_nothing(draft):
     assert _counts() == before
 
 
-def test_a_conditional_question_that_is_shown_is_checked(draft):
-    study, owner = draft
+def test_a_conditional_question_that_is_shown_is_checked(draft_and_designer):
+    study, owner = draft_and_designer
     # Make the note required: shown (severity 2) it must be answered.
     study.criteria.filter(key="note").update(required=True)
     client = _client(owner)
@@ -167,8 +166,8 @@ def test_a_conditional_question_that_is_shown_is_checked(draft):
     assert _position(client.get(url).content.decode()) == first_target + 1
 
 
-def test_failed_attention_checks_end_the_walk_as_they_would_stop_a_rater(draft):
-    study, owner = draft
+def test_failed_attention_checks_end_the_walk_as_they_would_stop_a_rater(draft_and_designer):
+    study, owner = draft_and_designer
     Study.objects.filter(pk=study.pk).update(attention_fail_limit=1)
     study.refresh_from_db()
     client = _client(owner)
@@ -185,8 +184,8 @@ def test_failed_attention_checks_end_the_walk_as_they_would_stop_a_rater(draft):
     assert _counts() == before
 
 
-def test_a_french_study_is_previewed_in_french_with_an_english_banner(draft):
-    study, owner = draft
+def test_a_french_study_is_previewed_in_french_with_an_english_banner(draft_and_designer):
+    study, owner = draft_and_designer
     Study.objects.filter(pk=study.pk).update(language="fr")
     client = _client(owner)
     client.post(reverse("annotation:preview_start", args=[study.slug]))
@@ -206,8 +205,8 @@ def test_an_empty_study_says_what_it_lacks(db):
         reverse("annotation:preview", args=[study.slug])).content.decode()
 
 
-def test_who_may_preview(draft):
-    study, owner = draft
+def test_who_may_preview(draft_and_designer):
+    study, owner = draft_and_designer
     urls = [reverse("annotation:preview", args=[study.slug]),
             reverse("annotation:preview_feedback", args=[study.slug])]
     viewer = UserFactory(username="preview-viewer", is_staff=True)
@@ -229,17 +228,11 @@ def test_who_may_preview(draft):
         assert response.status_code == 302 and "login" in response["Location"]
 
 
-@pytest.fixture
-def media_root(settings, tmp_path) -> Path:
-    settings.MEDIA_ROOT = str(tmp_path / "stored")
-    return tmp_path / "stored"
-
-
-def test_media_play_for_the_studys_researchers_only(draft, media_root, tmp_path):
+def test_media_play_for_the_studys_researchers_only(draft_and_designer, media_root, tmp_path):
     from evalstudy.media import item_media_upload
     from tests.media_files import write_tone
 
-    study, owner = draft
+    study, owner = draft_and_designer
     tone = write_tone(tmp_path / "tone.wav", seconds=1.0)
     item = Item.objects.filter(study=study).first()
     with open(tone, "rb") as stream:
@@ -333,8 +326,8 @@ def test_the_session_holds_one_walk_whose_size_does_not_grow_with_the_answers(db
     assert _position(client.get(second_url).content.decode()) == 0
 
 
-def test_failed_attention_checks_are_counted_as_they_are_answered(draft):
-    study, owner = draft
+def test_failed_attention_checks_are_counted_as_they_are_answered(draft_and_designer):
+    study, owner = draft_and_designer
     Study.objects.filter(pk=study.pk).update(attention_fail_limit=2)
     study.refresh_from_db()
     client = _client(owner)
@@ -352,8 +345,8 @@ def test_failed_attention_checks_are_counted_as_they_are_answered(draft):
     assert seen == 2
 
 
-def test_the_feedback_page_shows_the_last_practice_answer(draft):
-    study, owner = draft
+def test_the_feedback_page_shows_the_last_practice_answer(draft_and_designer):
+    study, owner = draft_and_designer
     CalibrationItem.objects.create(study=study, key="calib-2", reference="a", text="b",
                                    feedback="Second.", order=1,
                                    expected={"severity": "2", "usable": "no"})
@@ -443,8 +436,8 @@ def test_the_start_reads_the_outputs_of_the_first_seat_only(db):
     assert sql and all('"evalstudy_output"."item_id" IN' in q for q in sql), sql
 
 
-def test_a_changed_draft_is_planned_again(draft):
-    study, owner = draft
+def test_a_changed_draft_is_planned_again(draft_and_designer):
+    study, owner = draft_and_designer
     second = CalibrationItem.objects.create(study=study, key="calib-2", reference="x",
                                             text="the other practice", order=1,
                                             expected={"severity": "0"})

@@ -56,7 +56,7 @@ def give_to_a_new_owner(study: Study):
 
 
 @pytest.fixture
-def rated_study(db):
+def qc_study(db):
     """Crossed: 6 raters each rate the same 12 outputs. Four careful raters (about 12 s per
     item, the true answer), one speeder (1 s, a fixed guess), one straight-liner (12 s,
     severity 1 and usable "no" on every item)."""
@@ -77,8 +77,8 @@ def rated_study(db):
     return study
 
 
-def test_the_monitor_flags_the_speeder_and_the_straight_liner(rated_study):
-    monitor = study_monitor(rated_study)
+def test_the_monitor_flags_the_speeder_and_the_straight_liner(qc_study):
+    monitor = study_monitor(qc_study)
     rows = {row.rater: row for row in monitor.raters}
     assert set(rows) == {"careful-0", "careful-1", "careful-2", "careful-3", "speeder", "liner"}
     assert monitor.speeder_derived and monitor.speeder_seconds is not None
@@ -95,18 +95,18 @@ def test_the_monitor_flags_the_speeder_and_the_straight_liner(rated_study):
     assert monitor.competence_criteria == ["severity", "usable"]
 
 
-def test_the_studys_own_speeder_threshold_wins(rated_study):
-    rated_study.speeder_seconds = 12.5
-    rated_study.save(update_fields=["speeder_seconds"])
-    monitor = study_monitor(rated_study)
+def test_the_studys_own_speeder_threshold_wins(qc_study):
+    qc_study.speeder_seconds = 12.5
+    qc_study.save(update_fields=["speeder_seconds"])
+    monitor = study_monitor(qc_study)
     assert not monitor.speeder_derived and monitor.speeder_seconds == 12.5
     flagged = {row.rater for row in monitor.raters if row.speeder}
     assert flagged == {"speeder", "careful-0", "careful-1", "liner"}  # 1, 11, 12, 12 s
 
 
-def test_the_monitor_reads_a_bounded_number_of_queries(rated_study):
+def test_the_monitor_reads_a_bounded_number_of_queries(qc_study):
     with CaptureQueriesContext(connection) as six:
-        study_monitor(rated_study)
+        study_monitor(qc_study)
     small = make_study(n_items=2, n_systems=2, design="crossed", ratings_per_output=2,
                        status=Study.Status.OPEN)
     for k in range(2):
@@ -118,28 +118,28 @@ def test_the_monitor_reads_a_bounded_number_of_queries(rated_study):
     assert len(six.captured_queries) == len(two.captured_queries) <= 14
 
 
-def test_the_csv_and_the_progress_api_carry_the_quality_columns(rated_study):
+def test_the_csv_and_the_progress_api_carry_the_quality_columns(qc_study):
     stream = io.StringIO()
-    progress_export(study=rated_study, stream=stream)
+    progress_export(study=qc_study, stream=stream)
     rows = {row["rater"]: row for row in csv.DictReader(io.StringIO(stream.getvalue()))}
     assert rows["speeder"]["speeder"] == "1" and rows["careful-0"]["speeder"] == "0"
     assert rows["liner"]["straightlining"] == "1"
     assert float(rows["careful-0"]["competence"]) > float(rows["speeder"]["competence"])
-    owner = give_to_a_new_owner(rated_study)
+    owner = give_to_a_new_owner(qc_study)
     body = token_client(owner).get(reverse("api-study-progress",
-                                           args=[rated_study.slug])).json()
+                                           args=[qc_study.slug])).json()
     found = {row["rater"]: row for row in body["raters"]}
     assert found["speeder"]["speeder"] is True and found["liner"]["straightlining"] is True
     assert body["speeder_derived"] is True and body["competence_criteria"] == ["severity",
                                                                               "usable"]
 
 
-def test_the_monitor_fragment_shows_flags_and_actions(rated_study):
-    owner = give_to_a_new_owner(rated_study)
+def test_the_monitor_fragment_shows_flags_and_actions(qc_study):
+    owner = give_to_a_new_owner(qc_study)
     client = Client()
     client.force_login(owner)
     html = client.get(reverse("annotation:monitor_fragment",
-                              args=[rated_study.slug])).content.decode()
+                              args=[qc_study.slug])).content.decode()
     assert 'aria-label="Speeder"' in html and ">straight</span>" in html
     assert html.count('name="csrfmiddlewaretoken"') >= 6
     # The buttons post to the monitor's own action view (htmx or a plain form), not the API.
@@ -147,10 +147,10 @@ def test_the_monitor_fragment_shows_flags_and_actions(rated_study):
     assert "/api/" not in html
     # A viewer reads the flags but is offered no action (the API would refuse it anyway).
     viewer = UserFactory(is_staff=True)
-    StudyCollaborator.objects.create(study=rated_study, user=viewer, role="viewer")
+    StudyCollaborator.objects.create(study=qc_study, user=viewer, role="viewer")
     client.force_login(viewer)
     for name in ("annotation:monitor_fragment", "annotation:monitor"):
-        page = client.get(reverse(name, args=[rated_study.slug])).content.decode()
+        page = client.get(reverse(name, args=[qc_study.slug])).content.decode()
         assert 'aria-label="Speeder"' in page and "/exclude/" not in page, name
 
 
@@ -215,49 +215,49 @@ def _url(name: str, study: Study, rater) -> str:
     return reverse(name, kwargs={"slug": study.slug, "pk": rater.pk})
 
 
-def test_exclude_and_include_are_audited_and_followed_by_the_analysis(rated_study):
-    owner = give_to_a_new_owner(rated_study)
+def test_exclude_and_include_are_audited_and_followed_by_the_analysis(qc_study):
+    owner = give_to_a_new_owner(qc_study)
     api = token_client(owner)
     speeder = Enrollment.objects.get(rater__external_id="speeder").rater
-    everyone = judgments_tidy(rated_study)
+    everyone = judgments_tidy(qc_study)
     assert "speeder" in set(everyone["rater"])
 
-    response = api.post(_url("api-study-rater-exclude", rated_study, speeder),
+    response = api.post(_url("api-study-rater-exclude", qc_study, speeder),
                         {"reason": "median 1 s per item"}, content_type="application/json")
     assert response.status_code == 200, response.content
     assert response.json()["excluded"] is True and response["HX-Trigger"] == "monitor-refresh"
     enrollment = Enrollment.objects.get(rater=speeder)
     assert enrollment.excluded_by == owner and enrollment.excluded_reason == "median 1 s per item"
-    kept = judgments_tidy(rated_study)
+    kept = judgments_tidy(qc_study)
     assert "speeder" not in set(kept["rater"])
     assert len(kept) < len(everyone)
-    assert len(judgments_tidy(rated_study, JudgmentFilter(include_excluded=True))) == len(
+    assert len(judgments_tidy(qc_study, JudgmentFilter(include_excluded=True))) == len(
         everyone)
     assert "raters excluded by the researcher excluded" in JudgmentFilter().describe()
     assert Judgment.objects.filter(rater=speeder).exists()  # the judgments stay stored
-    row = next(r for r in study_monitor(rated_study).raters if r.rater == "speeder")
+    row = next(r for r in study_monitor(qc_study).raters if r.rater == "speeder")
     assert row.excluded and row.excluded_reason == "median 1 s per item"
 
-    assert api.post(_url("api-study-rater-include", rated_study, speeder)).status_code == 200
-    assert len(judgments_tidy(rated_study)) == len(everyone)
-    events = list(AuditEvent.objects.filter(study=rated_study, action="update",
+    assert api.post(_url("api-study-rater-include", qc_study, speeder)).status_code == 200
+    assert len(judgments_tidy(qc_study)) == len(everyone)
+    events = list(AuditEvent.objects.filter(study=qc_study, action="update",
                                             target_type="evalstudy.enrollment")
                   .order_by("pk").values_list("changes", "source", "actor"))
     assert [(c["excluded_from_analysis"], s, a) for c, s, a in events] == [
         ([False, True], "api", owner.pk), ([True, False], "api", owner.pk)]
 
 
-def test_min_competence_leaves_out_the_raters_mace_distrusts(rated_study):
-    kept = judgments_tidy(rated_study, JudgmentFilter(min_competence=0.6))
+def test_min_competence_leaves_out_the_raters_mace_distrusts(qc_study):
+    kept = judgments_tidy(qc_study, JudgmentFilter(min_competence=0.6))
     assert set(kept["rater"]) == {f"careful-{k}" for k in range(4)}
     # The report says how many raters each rater-level exclusion removed, and why.
-    speeder = Enrollment.objects.get(study=rated_study, rater__external_id="speeder")
-    rater_exclude(study=rated_study, rater_id=speeder.rater_id, reason="1 s per item")
-    said = exclusions_describe(rated_study, JudgmentFilter(min_competence=0.6))
+    speeder = Enrollment.objects.get(study=qc_study, rater__external_id="speeder")
+    rater_exclude(study=qc_study, rater_id=speeder.rater_id, reason="1 s per item")
+    said = exclusions_describe(qc_study, JudgmentFilter(min_competence=0.6))
     assert said[0] == ("1 rater excluded by the researcher on the monitor: left out (reasons "
                        "given: 1 s per item)")
     assert said[1].startswith("2 raters with a MACE competence below 0.6 left out (competences ")
-    assert exclusions_describe(rated_study, JudgmentFilter(include_excluded=True))[0].endswith(
+    assert exclusions_describe(qc_study, JudgmentFilter(include_excluded=True))[0].endswith(
         "included (include_excluded) (reasons given: 1 s per item)")
     with pytest.raises(TypeError):
         JudgmentFilter(min_competence=2)
@@ -318,12 +318,12 @@ def test_reopen_hands_the_unjudged_slots_on_and_keeps_the_judgments(db):
     assert "researcher has ended your participation" in html
 
 
-def test_reopen_a_finished_list_needs_all_items_and_copies_every_slot(rated_study):
-    owner = give_to_a_new_owner(rated_study)
+def test_reopen_a_finished_list_needs_all_items_and_copies_every_slot(qc_study):
+    owner = give_to_a_new_owner(qc_study)
     api = token_client(owner)
     liner = Enrollment.objects.get(rater__external_id="liner").rater
-    assert api.post(_url("api-study-rater-reopen-seat", rated_study, liner)).status_code == 409
-    response = api.post(_url("api-study-rater-reopen-seat", rated_study, liner),
+    assert api.post(_url("api-study-rater-reopen-seat", qc_study, liner)).status_code == 409
+    response = api.post(_url("api-study-rater-reopen-seat", qc_study, liner),
                         {"all_items": True}, content_type="application/json")
     assert response.status_code == 200, response.content
     old = Assignment.objects.get(rater=liner)
@@ -353,40 +353,40 @@ def test_only_editors_of_the_study_act_and_another_studys_rater_is_a_404(db):
     assert token_client(owner).post(url).status_code == 200
 
 
-def test_the_monitor_buttons_work_without_javascript_and_with_htmx(rated_study):
+def test_the_monitor_buttons_work_without_javascript_and_with_htmx(qc_study):
     """A plain form post lands back on the monitor with a message (it used to land on the
     API's JSON); an htmx post answers the status line and refreshes the table."""
-    owner = give_to_a_new_owner(rated_study)
-    speeder = Enrollment.objects.get(study=rated_study, rater__external_id="speeder").rater
+    owner = give_to_a_new_owner(qc_study)
+    speeder = Enrollment.objects.get(study=qc_study, rater__external_id="speeder").rater
     client = Client()
     client.force_login(owner)
-    url = reverse("annotation:rater_action", args=[rated_study.slug, speeder.pk, "exclude"])
+    url = reverse("annotation:rater_action", args=[qc_study.slug, speeder.pk, "exclude"])
     response = client.post(url, {"reason": "0.2 s per item"}, follow=True)
-    assert response.redirect_chain[-1][0].endswith(f"/monitor/{rated_study.slug}/#raters")
+    assert response.redirect_chain[-1][0].endswith(f"/monitor/{qc_study.slug}/#raters")
     assert "excluded from the analysis" in response.content.decode()
-    enrollment = Enrollment.objects.get(study=rated_study, rater=speeder)
+    enrollment = Enrollment.objects.get(study=qc_study, rater=speeder)
     assert enrollment.excluded_at is not None and enrollment.excluded_reason == "0.2 s per item"
-    assert AuditEvent.objects.filter(study=rated_study, source="web",
+    assert AuditEvent.objects.filter(study=qc_study, source="web",
                                      target_type="evalstudy.enrollment").exists()
-    include = reverse("annotation:rater_action", args=[rated_study.slug, speeder.pk, "include"])
+    include = reverse("annotation:rater_action", args=[qc_study.slug, speeder.pk, "include"])
     answer = client.post(include, HTTP_HX_REQUEST="true")
     assert answer.status_code == 200 and answer["HX-Trigger"] == "monitor-refresh"
     assert "included in the analysis again" in answer.content.decode()
     # Reopening a finished list without all_items changes nothing and says why.
-    reopen = reverse("annotation:rater_action", args=[rated_study.slug, speeder.pk, "reopen"])
+    reopen = reverse("annotation:rater_action", args=[qc_study.slug, speeder.pk, "reopen"])
     refused = client.post(reopen, HTTP_HX_REQUEST="true").content.decode()
     assert "nothing changed" in refused and 'class="warn"' in refused
     assert client.post(reverse("annotation:rater_action",
-                               args=[rated_study.slug, speeder.pk, "delete"])).status_code == 404
+                               args=[qc_study.slug, speeder.pk, "delete"])).status_code == 404
     assert client.get(url).status_code == 405
     # A viewer may not act; another lab's owner does not see the study at all.
     viewer, stranger = UserFactory(is_staff=True), UserFactory(is_staff=True)
-    StudyCollaborator.objects.create(study=rated_study, user=viewer, role="viewer")
+    StudyCollaborator.objects.create(study=qc_study, user=viewer, role="viewer")
     client.force_login(viewer)
     assert client.post(url).status_code == 403
     client.force_login(stranger)
     assert client.post(url).status_code == 404
-    assert Enrollment.objects.get(study=rated_study, rater=speeder).excluded_at is None
+    assert Enrollment.objects.get(study=qc_study, rater=speeder).excluded_at is None
 
 
 # --- the quality settings in study files and the study API ---------------------------------

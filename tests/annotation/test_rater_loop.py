@@ -39,29 +39,29 @@ def _form(html: str) -> tuple[str, int]:
     return found.group(1), int(found.group(2))
 
 
-def _enter(client: Client, study: Study, **fields) -> str:
+def _enter(client: Client, opened: Study, **fields) -> str:
     """A personal-link rater of `study` in `client`'s session; returns the first page."""
-    rater = invite(study, **fields)
+    rater = invite(opened, **fields)
     assert client.get(reverse("annotation:enter", args=[rater.access_token])).status_code == 302
-    return client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    return client.get(reverse("annotation:rate", args=[opened.slug])).content.decode()
 
 
-def _through_practice(client: Client, study: Study, page: str) -> str:
+def _through_practice(client: Client, opened: Study, page: str) -> str:
     action, _ = _form(page)
     assert "Practice item" in page
     response = client.post(action, {"severity": "0", "usable": "yes"}, **HX)
     assert response["HX-Redirect"].endswith("/feedback/")
-    return client.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    return client.get(reverse("annotation:rate", args=[opened.slug])).content.decode()
 
 
 @pytest.fixture
-def study(db):
+def opened(db):
     return make_study(n_items=4, n_systems=2, status=Study.Status.OPEN)
 
 
-def test_a_submission_is_answered_with_the_next_item_in_at_most_six_statements(study):
+def test_a_submission_is_answered_with_the_next_item_in_at_most_six_statements(opened):
     client = Client()
-    page = _through_practice(client, study, _enter(client, study))
+    page = _through_practice(client, opened, _enter(client, opened))
     action, slot_id = _form(page)
     with CaptureQueriesContext(connection) as queries:
         response = client.post(action, GOOD, **HX)
@@ -79,10 +79,10 @@ def test_a_submission_is_answered_with_the_next_item_in_at_most_six_statements(s
     assert AssignmentSlot.objects.get(pk=slot_id).completed_at is not None
 
 
-def test_a_due_lease_renewal_and_the_last_item_cost_no_extra_statement(study):
+def test_a_due_lease_renewal_and_the_last_item_cost_no_extra_statement(opened):
     client = Client()
-    page = _through_practice(client, study, _enter(client, study))
-    seat = Assignment.objects.get(study=study, rater__isnull=False)
+    page = _through_practice(client, opened, _enter(client, opened))
+    seat = Assignment.objects.get(study=opened, rater__isnull=False)
     stale = timezone.now() + dt.timedelta(minutes=1)  # renewed long ago: due now
     Assignment.objects.filter(pk=seat.pk).update(lease_expires_at=stale)
     for _ in range(4):
@@ -92,19 +92,19 @@ def test_a_due_lease_renewal_and_the_last_item_cost_no_extra_statement(study):
         assert len(queries) <= MAX_STATEMENTS, [q["sql"][:80] for q in queries]
         page = response.content.decode()
     seat.refresh_from_db()
-    assert seat.lease_expires_at > stale + dt.timedelta(minutes=study.lease_minutes - 2)
+    assert seat.lease_expires_at > stale + dt.timedelta(minutes=opened.lease_minutes - 2)
     assert seat.state == Assignment.State.DONE and seat.completed_at is not None
-    assert response["HX-Redirect"] == reverse("annotation:rate", args=[study.slug])
+    assert response["HX-Redirect"] == reverse("annotation:rate", args=[opened.slug])
     assert "finished every item" in client.get(response["HX-Redirect"]).content.decode()
 
 
-def test_an_account_holders_submission_also_fits(study):
+def test_an_account_holders_submission_also_fits(opened):
     user = UserFactory()
-    invite(study, user=user, kind="slp")
+    invite(opened, user=user, kind="slp")
     client = Client()
     client.force_login(user)
-    page = _through_practice(client, study,
-                             client.get(reverse("annotation:rate", args=[study.slug])
+    page = _through_practice(client, opened,
+                             client.get(reverse("annotation:rate", args=[opened.slug])
                                         ).content.decode())
     action, slot_id = _form(page)
     with CaptureQueriesContext(connection) as queries:
@@ -113,13 +113,13 @@ def test_an_account_holders_submission_also_fits(study):
     assert len(queries) <= MAX_STATEMENTS, [q["sql"][:80] for q in queries]
 
 
-def test_without_javascript_the_post_redirects_and_the_page_serves_the_next_item(study):
+def test_without_javascript_the_post_redirects_and_the_page_serves_the_next_item(opened):
     client = Client()
-    page = _through_practice(client, study, _enter(client, study))
+    page = _through_practice(client, opened, _enter(client, opened))
     action, slot_id = _form(page)
     response = client.post(action, GOOD)
     assert response.status_code == 302
-    assert response["Location"] == reverse("annotation:rate", args=[study.slug])
+    assert response["Location"] == reverse("annotation:rate", args=[opened.slug])
     with CaptureQueriesContext(connection) as queries:
         following = client.get(response["Location"])
     assert following.status_code == 200 and "<html" in following.content.decode()
@@ -127,9 +127,9 @@ def test_without_javascript_the_post_redirects_and_the_page_serves_the_next_item
     assert len(queries) <= MAX_STATEMENTS
 
 
-def test_the_fast_path_leaves_what_it_cannot_take_to_the_general_path(study, monkeypatch):
+def test_the_fast_path_leaves_what_it_cannot_take_to_the_general_path(opened, monkeypatch):
     client = Client()
-    page = _through_practice(client, study, _enter(client, study))
+    page = _through_practice(client, opened, _enter(client, opened))
     action, slot_id = _form(page)
     taken = []
     original = loop.submit_and_next
@@ -159,11 +159,11 @@ def test_the_fast_path_leaves_what_it_cannot_take_to_the_general_path(study, mon
     assert taken == [False, True, True, False]
 
 
-def test_refusals_stay_refusals(study):
+def test_refusals_stay_refusals(opened):
     client, other = Client(), Client()
-    page = _through_practice(client, study, _enter(client, study))
+    page = _through_practice(client, opened, _enter(client, opened))
     action, slot_id = _form(page)
-    _enter(other, study)
+    _enter(other, opened)
     # Another rater's slot: not theirs.
     assert other.post(action, GOOD, **HX).status_code == 404
     # A later slot than the current one: not yet.
@@ -171,24 +171,24 @@ def test_refusals_stay_refusals(study):
                                           completed_at__isnull=True).exclude(pk=slot_id).first()
     assert client.post(re.sub(r"\d+/$", f"{later.pk}/", action), GOOD, **HX).status_code == 409
     # A stopped participant, a closed study: refused with the reason, nothing stored.
-    Enrollment.objects.filter(study=study, rater__assignments__slots__pk=slot_id).update(
+    Enrollment.objects.filter(study=opened, rater__assignments__slots__pk=slot_id).update(
         stopped_at=timezone.now())
     assert client.post(action, GOOD, **HX).status_code == 409
     Enrollment.objects.update(stopped_at=None)
-    Study.objects.filter(pk=study.pk).update(status=Study.Status.CLOSED)
+    Study.objects.filter(pk=opened.pk).update(status=Study.Status.CLOSED)
     assert client.post(action, GOOD, **HX).status_code == 409
     assert not Judgment.objects.filter(slot__kind="target").exists()
 
 
 def test_a_crowd_browser_bound_under_an_old_platform_session_cannot_answer(db):
-    study = make_study(n_items=2, n_systems=2, status=Study.Status.OPEN)
+    opened = make_study(n_items=2, n_systems=2, status=Study.Status.OPEN)
     first = Client()
-    first.get(reverse("annotation:crowd_entry", args=[study.slug]),
+    first.get(reverse("annotation:crowd_entry", args=[opened.slug]),
               {"PROLIFIC_PID": "5f1e2d3c4b5a69788796a5b1", "SESSION_ID": "s1"})
-    page = first.get(reverse("annotation:rate", args=[study.slug])).content.decode()
+    page = first.get(reverse("annotation:rate", args=[opened.slug])).content.decode()
     action, _ = _form(page)
     # The participation is now bound to another platform session (as a takeover leaves it).
-    Enrollment.objects.filter(study=study).update(platform_session_id="s2")
+    Enrollment.objects.filter(study=opened).update(platform_session_id="s2")
     assert first.post(action, GOOD, **HX).status_code == 404
     assert not Judgment.objects.exists()
 
@@ -197,11 +197,11 @@ def test_a_crowd_browser_bound_under_an_old_platform_session_cannot_answer(db):
 def _scenario(slug_suffix: str) -> tuple:
     """A rater through practice, items, a failed attention check, a revision and a double
     submit; returns what is stored, in a form that does not depend on ids."""
-    study = make_study(n_items=4, n_systems=2, status=Study.Status.OPEN, slug=f"s-{slug_suffix}",
+    opened = make_study(n_items=4, n_systems=2, status=Study.Status.OPEN, slug=f"s-{slug_suffix}",
                        attention_check_every=2, attention_fail_limit=2, seed=7)
-    AttentionCheck.objects.filter(study=study).update(expected={"severity": "2"})
+    AttentionCheck.objects.filter(study=opened).update(expected={"severity": "2"})
     client = Client()
-    page = _enter(client, study, external_id="same-person")
+    page = _enter(client, opened, external_id="same-person")
     answers = [{"severity": "0", "usable": "yes"}, {"severity": "2", "usable": "no",
                                                      "note": "garbled"},
                {"severity": "1", "usable": "yes"}, {"severity": "0", "usable": "no"}]
@@ -213,15 +213,15 @@ def _scenario(slug_suffix: str) -> tuple:
         if step == 3:  # the same answer sent again
             client.post(action, answers[step % len(answers)], **HX)
         page = (response.content.decode() if not response.get("HX-Redirect")
-                else client.get(reverse("annotation:rate", args=[study.slug])).content.decode())
-    slots = AssignmentSlot.objects.filter(assignment__study=study, assignment__rater__isnull=False
+                else client.get(reverse("annotation:rate", args=[opened.slug])).content.decode())
+    slots = AssignmentSlot.objects.filter(assignment__study=opened, assignment__rater__isnull=False
                                           ).order_by("position")
     stored = [(s.position, s.kind, s.served_at is not None, s.completed_at is not None,
                tuple(sorted(Judgment.objects.filter(slot=s).values_list("criterion__key",
                                                                        "value"))))
               for s in slots]
-    seat = Assignment.objects.get(study=study, rater__isnull=False)
-    enrollment = Enrollment.objects.get(study=study)
+    seat = Assignment.objects.get(study=opened, rater__isnull=False)
+    enrollment = Enrollment.objects.get(study=opened)
     return stored, seat.state, enrollment.stop_reason, page.count("rate-form")
 
 
@@ -236,9 +236,9 @@ def test_the_fast_and_the_general_strategy_of_the_rating_page_leave_the_same_row
 
 @pytest.mark.django_db(transaction=True)
 def test_a_double_submit_from_two_connections_stores_one_answer():
-    study = make_study(n_items=3, n_systems=2, status=Study.Status.OPEN)
+    opened = make_study(n_items=3, n_systems=2, status=Study.Status.OPEN)
     client = Client()
-    page = _through_practice(client, study, _enter(client, study))
+    page = _through_practice(client, opened, _enter(client, opened))
     action, slot_id = _form(page)
     statuses = []
 
@@ -258,12 +258,12 @@ def test_a_double_submit_from_two_connections_stores_one_answer():
     assert not JudgmentRevision.objects.exists()
 
 
-def test_without_prepared_statements_the_loop_sends_each_statement_whole(study, settings):
+def test_without_prepared_statements_the_loop_sends_each_statement_whole(opened, settings):
     # Behind a pooler in transaction mode a statement prepared on one server session is
     # missing on the next: the setting turns preparing off.
     settings.EVALSTUDY_DB_PREPARED_STATEMENTS = False
     client = Client()
-    page = _through_practice(client, study, _enter(client, study))
+    page = _through_practice(client, opened, _enter(client, opened))
     action, slot_id = _form(page)
     with CaptureQueriesContext(connection) as queries:
         response = client.post(action, GOOD, **HX)
@@ -272,9 +272,9 @@ def test_without_prepared_statements_the_loop_sends_each_statement_whole(study, 
     assert len(queries) <= MAX_STATEMENTS
 
 
-def test_time_on_task_starts_when_an_item_is_shown_not_behind_a_feedback_page(study):
+def test_time_on_task_starts_when_an_item_is_shown_not_behind_a_feedback_page(opened):
     client = Client()
-    page = _enter(client, study)
+    page = _enter(client, opened)
     action, practice_id = _form(page)
     seat = AssignmentSlot.objects.get(pk=practice_id).assignment
     first_item = seat.slots.get(position=1)
@@ -282,16 +282,16 @@ def test_time_on_task_starts_when_an_item_is_shown_not_behind_a_feedback_page(st
     # The rater reads the feedback: the next item is not on screen yet.
     first_item.refresh_from_db()
     assert first_item.served_at is None
-    client.get(reverse("annotation:rate", args=[study.slug]))
+    client.get(reverse("annotation:rate", args=[opened.slug]))
     first_item.refresh_from_db()
     assert first_item.served_at is not None
 
 
 def test_an_attention_check_that_stops_the_rater_serves_nothing_more(db):
-    study = make_study(n_items=4, n_systems=2, status=Study.Status.OPEN,
+    opened = make_study(n_items=4, n_systems=2, status=Study.Status.OPEN,
                        attention_check_every=1, attention_fail_limit=1)
     client = Client()
-    page = _through_practice(client, study, _enter(client, study))
+    page = _through_practice(client, opened, _enter(client, opened))
     for _ in range(4):
         action, slot_id = _form(page)
         kind = AssignmentSlot.objects.get(pk=slot_id).kind
@@ -299,17 +299,17 @@ def test_an_attention_check_that_stops_the_rater_serves_nothing_more(db):
         if kind == "attention":
             break
         page = response.content.decode()
-    assert Enrollment.objects.get(study=study).stop_reason == "attention"
+    assert Enrollment.objects.get(study=opened).stop_reason == "attention"
     later = AssignmentSlot.objects.filter(assignment__slots__pk=slot_id,
                                           position__gt=AssignmentSlot.objects.get(
                                               pk=slot_id).position)
     assert not later.filter(served_at__isnull=False).exists()
 
 
-def test_a_slot_id_no_row_can_have_is_a_404_not_a_500(study):
+def test_a_slot_id_no_row_can_have_is_a_404_not_a_500(opened):
     client = Client()
-    _enter(client, study)
-    response = client.post(f"/s/{study.slug}/slots/99999999999999999999/", GOOD, **HX)
+    _enter(client, opened)
+    response = client.post(f"/s/{opened.slug}/slots/99999999999999999999/", GOOD, **HX)
     assert response.status_code == 404
 
 

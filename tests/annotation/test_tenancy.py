@@ -23,13 +23,11 @@ from evalstudy.models import Assignment, AssignmentSlot, Enrollment, Rater, Stud
 from evalstudy.services import assignment_next
 from tests.factories import UserFactory, invite, make_study, token_client
 
+# Throttle counters start empty (tests/conftest.py): these tests call the API.
+pytestmark = pytest.mark.usefixtures("fresh_throttles")
+
 ANSWERS = {"severity": "0", "usable": "yes"}
 SHARED_PID = "5f1e2d3c4b5a69788796a5b4"  # the same Prolific participant in both labs
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttles(fresh_throttles):
-    """Throttle counters start empty (tests/conftest.py): these tests call the API a lot."""
 
 
 def _make(slug: str, owner) -> Study:

@@ -224,11 +224,11 @@ def test_a_registered_plan_stays_even_in_a_draft_study():
 
 
 # --- the API: /api/v1/studies/<slug>/plan/ and /plan/checks/ -------------------------------------
-def _adaptive(owner, slug="adapt-api"):
+def _adaptive(plan_owner, slug="adapt-api"):
     from tests.factories import make_study
 
     study = make_study(design="pairwise", n_items=4, n_systems=3, items_per_rater=2,
-                       owner=owner, slug=slug)
+                       owner=plan_owner, slug=slug)
     Study.objects.filter(pk=study.pk).update(design=Study.Design.ADAPTIVE)
     study.refresh_from_db()
     return study
@@ -244,17 +244,17 @@ def _put(client, study, body):
 
 
 @pytest.fixture
-def owner(db):
+def plan_owner(db):
     from tests.factories import UserFactory
 
     return UserFactory(username="plan-owner", is_staff=True)
 
 
 @pytest.fixture
-def api(owner, fresh_throttles):
+def plan_api(plan_owner, fresh_throttles):
     from tests.factories import token_client
 
-    return token_client(owner)
+    return token_client(plan_owner)
 
 
 PUT_BODY = {"criterion": "preference", "contrasts": [["sys-0", "sys-1"]],
@@ -262,23 +262,23 @@ PUT_BODY = {"criterion": "preference", "contrasts": [["sys-0", "sys-1"]],
             "max_looks": 5, "max_judgments": 200}
 
 
-def test_put_sets_the_plan_audited_and_get_reads_it(api, owner):
+def test_put_sets_the_plan_audited_and_get_reads_it(plan_api, plan_owner):
     from django.urls import reverse
 
-    study = _adaptive(owner)
-    assert api.get(reverse("api-study-plan", args=[study.slug])).status_code == 404
-    response = _put(api, study, PUT_BODY)
+    study = _adaptive(plan_owner)
+    assert plan_api.get(reverse("api-study-plan", args=[study.slug])).status_code == 404
+    response = _put(plan_api, study, PUT_BODY)
     assert response.status_code == 200, response.content
     plan = StudyPlan.objects.get(study=study)
     assert (plan.criterion.key, plan.contrasts, plan.max_looks) == (
         "preference", [["sys-0", "sys-1"]], 5)
     event = AuditEvent.objects.get(target_type="evalstudy.studyplan")
-    assert (event.actor_id, event.source, event.action) == (owner.pk, "api", "create")
-    body = api.get(reverse("api-study-plan", args=[study.slug])).json()
+    assert (event.actor_id, event.source, event.action) == (plan_owner.pk, "api", "create")
+    body = plan_api.get(reverse("api-study-plan", args=[study.slug])).json()
     assert body == {**PUT_BODY, "stop_on_decision": False, "alpha": 0.05,
                     "registered_at": None}
     # PUT sets every field: those left out go back to their defaults.
-    assert _put(api, study, {"stop_on_decision": True}).status_code == 200
+    assert _put(plan_api, study, {"stop_on_decision": True}).status_code == 200
     plan.refresh_from_db()
     assert (plan.criterion, plan.contrasts, plan.target_ci_width, plan.max_looks) == (
         None, [], None, 20)
@@ -293,59 +293,59 @@ def test_put_sets_the_plan_audited_and_get_reads_it(api, owner):
     ({"max_judgments": 2**31}, "max_judgments", "less than or equal to"),
     ({"spending": "linear"}, "spending", "not a valid choice"),
 ])
-def test_a_bad_plan_is_refused_naming_the_field_and_nothing_is_stored(api, owner, change,
+def test_a_bad_plan_is_refused_naming_the_field_and_nothing_is_stored(plan_api, plan_owner, change,
                                                                        field, message):
-    study = _adaptive(owner)
-    response = _put(api, study, {**PUT_BODY, **change})
+    study = _adaptive(plan_owner)
+    response = _put(plan_api, study, {**PUT_BODY, **change})
     assert response.status_code == 400
     assert message in json.dumps(response.json()["field_errors"].get(field)), response.json()
     assert not StudyPlan.objects.filter(study=study).exists()
     assert not AuditEvent.objects.filter(target_type="evalstudy.studyplan").exists()
 
 
-def test_a_rule_that_cannot_stop_or_another_studys_criterion_is_refused(api, owner):
-    study = _adaptive(owner)
-    other = _adaptive(owner, slug="other-adaptive")
+def test_a_rule_that_cannot_stop_or_another_studys_criterion_is_refused(plan_api, plan_owner):
+    study = _adaptive(plan_owner)
+    other = _adaptive(plan_owner, slug="other-adaptive")
     other.criteria.filter(key="preference").update(key="theirs")
-    response = _put(api, study, {"target_ci_width": None, "stop_on_decision": False})
+    response = _put(plan_api, study, {"target_ci_width": None, "stop_on_decision": False})
     assert response.status_code == 400
     assert "target CI width or stop_on_decision" in response.json()["message"]
-    assert _put(api, study, {**PUT_BODY, "criterion": "theirs"}).status_code == 400
+    assert _put(plan_api, study, {**PUT_BODY, "criterion": "theirs"}).status_code == 400
     assert not StudyPlan.objects.filter(study=study).exists()
 
 
-def test_a_plan_is_for_the_adaptive_design_only(api, owner):
+def test_a_plan_is_for_the_adaptive_design_only(plan_api, plan_owner):
     from tests.factories import make_study
 
-    study = make_study(design="pairwise", owner=owner, slug="plain-pairwise")
-    response = _put(api, study, {"stop_on_decision": True})
+    study = make_study(design="pairwise", owner=plan_owner, slug="plain-pairwise")
+    response = _put(plan_api, study, {"stop_on_decision": True})
     assert response.status_code == 400
     assert "read only by the adaptive design" in response.json()["message"]
     assert not StudyPlan.objects.filter(study=study).exists()
 
 
-def test_after_registration_put_is_409_and_the_plan_unchanged(api, owner):
-    study = _adaptive(owner)
-    assert _put(api, study, PUT_BODY).status_code == 200
+def test_after_registration_put_is_409_and_the_plan_unchanged(plan_api, plan_owner):
+    study = _adaptive(plan_owner)
+    assert _put(plan_api, study, PUT_BODY).status_code == 200
     study_open(study=study)
-    response = _put(api, study, {**PUT_BODY, "max_looks": 9})
+    response = _put(plan_api, study, {**PUT_BODY, "max_looks": 9})
     assert response.status_code == 409
     assert "registered" in response.json()["message"] or "open" in response.json()["message"]
     # Even a draft again (by hand): the registered plan answers 409 with its time.
     Study.objects.filter(pk=study.pk).update(status=Study.Status.DRAFT)
-    response = _put(api, study, {**PUT_BODY, "max_looks": 9})
+    response = _put(plan_api, study, {**PUT_BODY, "max_looks": 9})
     assert response.status_code == 409
     assert "was registered at" in response.json()["message"]
     assert StudyPlan.objects.get(study=study).max_looks == 5
 
 
-def test_checks_lists_the_looks_in_order(api, owner):
+def test_checks_lists_the_looks_in_order(plan_api, plan_owner):
     from django.urls import reverse
 
     from evalstudy.models import StoppingCheck
 
-    study = _adaptive(owner)
-    _put(api, study, PUT_BODY)
+    study = _adaptive(plan_owner)
+    _put(plan_api, study, PUT_BODY)
     plan = StudyPlan.objects.get(study=study)
     for look, met in ((2, True), (1, False)):
         StoppingCheck.objects.create(
@@ -353,7 +353,7 @@ def test_checks_lists_the_looks_in_order(api, owner):
             alpha_spent=0.001 * look, boundary=3.0 - look / 2, nominal_alpha=0.001,
             estimates=[{"contrast": ["sys-0", "sys-1"], "estimate": 0.4}], met=met,
             reason="every contrast decided" if met else "")
-    rows = api.get(reverse("api-study-plan-checks", args=[study.slug])).json()
+    rows = plan_api.get(reverse("api-study-plan-checks", args=[study.slug])).json()
     assert [(r["look"], r["judgments"], r["met"]) for r in rows] == [(1, 20, False),
                                                                      (2, 40, True)]
     assert rows[1]["boundary"] == 2.0 and rows[1]["reason"] == "every contrast decided"

@@ -21,26 +21,8 @@ from evalstudy.tokens import api_token_create
 from kit.throttles import TokenObtainThrottle
 from tests.factories import UserFactory, invite, make_study, token_client
 
-
-@pytest.fixture(autouse=True)
-def _fresh_throttles(fresh_throttles):
-    """Throttle counters start empty (tests/conftest.py)."""
-
-
-@pytest.fixture
-def owner(db):
-    return UserFactory(username="owner", is_staff=True)
-
-
-@pytest.fixture
-def api(owner):
-    """A client that authenticates every request with the owner's token."""
-    return token_client(owner)
-
-
-@pytest.fixture
-def draft(owner):
-    return make_study(n_items=3, n_systems=2, owner=owner, slug="draft")
+# Throttle counters start empty (tests/conftest.py): these tests call the API.
+pytestmark = pytest.mark.usefixtures("fresh_throttles")
 
 
 def post_json(client, url, body, **headers):

@@ -65,9 +65,9 @@ class _FormFields(HTMLParser):
             self.data[self._textarea][-1] += data.removeprefix("\n")
 
 
-def change_form(client, url) -> dict:
+def change_form(as_boss, url) -> dict:
     parser = _FormFields()
-    parser.feed(client.get(url).content.decode())
+    parser.feed(as_boss.get(url).content.decode())
     data = {k: v if len(v) != 1 else v[0] for k, v in parser.data.items()}
     data.pop("action", None)  # the changelist's action select, when present
     # Empty extra inline forms are rendered with __prefix__ templates: never submitted.
@@ -80,18 +80,19 @@ def boss(db):
 
 
 @pytest.fixture
-def client(boss):
-    client = Client()
-    client.force_login(boss)
-    return client
+def as_boss(boss):
+    """A client signed in as the superuser "boss" (pytest-django's `client` signs in no one)."""
+    as_boss = Client()
+    as_boss.force_login(boss)
+    return as_boss
 
 
-def test_admin_study_edit_records_each_changed_field(client, boss):
+def test_admin_study_edit_records_each_changed_field(as_boss, boss):
     study = make_study(title="Before")
     url = reverse("admin:evalstudy_study_change", args=[study.pk])
-    data = change_form(client, url)
+    data = change_form(as_boss, url)
     data.update(title="After", ratings_per_output="2")
-    response = client.post(url, data)
+    response = as_boss.post(url, data)
     assert response.status_code == 302, response.content.decode()[:3000]
     event = AuditEvent.objects.get(action="update", target_type="evalstudy.study")
     assert event.actor == boss and event.actor_repr == "boss" and event.source == "admin"
@@ -100,14 +101,14 @@ def test_admin_study_edit_records_each_changed_field(client, boss):
     assert event.changes["ratings_per_output"] == [1, 2]
     assert "updated_at" not in event.changes and "slug" not in event.changes
     # Saving again without a change records nothing.
-    assert client.post(url, change_form(client, url)).status_code == 302
+    assert as_boss.post(url, change_form(as_boss, url)).status_code == 302
     assert AuditEvent.objects.filter(action="update").count() == 1
 
 
-def test_admin_inline_create_update_delete_are_recorded(client):
+def test_admin_inline_create_update_delete_are_recorded(as_boss):
     study = make_study(n_systems=2)
     url = reverse("admin:evalstudy_study_change", args=[study.pk])
-    data = change_form(client, url)
+    data = change_form(as_boss, url)
     systems = [key for key in data if key.startswith("systems-") and key.endswith("-name")]
     assert len(systems) == 2
     prefix = systems[0].removesuffix("-name")
@@ -120,7 +121,7 @@ def test_admin_inline_create_update_delete_are_recorded(client):
     data["systems-2-metadata"] = "{}"
     data["systems-2-study"] = str(study.pk)
     data["systems-TOTAL_FORMS"] = "3"
-    response = client.post(url, data)
+    response = as_boss.post(url, data)
     assert response.status_code == 302, response.content.decode()[:3000]
     events = AuditEvent.objects.filter(study=study)
     update = events.get(action="update", target_type="evalstudy.system")
@@ -133,16 +134,16 @@ def test_admin_inline_create_update_delete_are_recorded(client):
     assert not Criterion.objects.filter(study=study, key="note").exists()
 
 
-def test_admin_actions_imports_and_exports_are_recorded(client, boss):
+def test_admin_actions_imports_and_exports_are_recorded(as_boss, boss):
     study = make_study(n_items=2, n_systems=2)
     changelist = reverse("admin:evalstudy_study_changelist")
-    client.post(changelist, {"action": "open_studies", "_selected_action": [study.pk]})
-    client.post(changelist, {"action": "close_studies", "_selected_action": [study.pk]})
-    client.post(changelist, {"action": "export_specs", "_selected_action": [study.pk]})
-    client.get(reverse("admin:evalstudy_study_design_csv", args=[study.pk]))
-    client.get(reverse("admin:evalstudy_study_spec", args=[study.pk, "json"]))
+    as_boss.post(changelist, {"action": "open_studies", "_selected_action": [study.pk]})
+    as_boss.post(changelist, {"action": "close_studies", "_selected_action": [study.pk]})
+    as_boss.post(changelist, {"action": "export_specs", "_selected_action": [study.pk]})
+    as_boss.get(reverse("admin:evalstudy_study_design_csv", args=[study.pk]))
+    as_boss.get(reverse("admin:evalstudy_study_spec", args=[study.pk, "json"]))
     upload = SimpleUploadedFile("asr.yaml", (DEMO / "asr_meaning.yaml").read_bytes())
-    client.post(reverse("admin:evalstudy_study_import_spec"), {"file": upload})
+    as_boss.post(reverse("admin:evalstudy_study_import_spec"), {"file": upload})
     events = AuditEvent.objects.filter(actor=boss, source="admin")
     assert events.get(action="open").changes == {"status": ["draft", "open"]}
     assert events.get(action="close").changes == {"status": ["open", "closed"]}
@@ -154,13 +155,13 @@ def test_admin_actions_imports_and_exports_are_recorded(client, boss):
     assert imported.changes == {"what": "spec", "file": "asr.yaml", "outcome": "created"}
 
 
-def test_failed_action_and_failed_import_record_nothing(client):
+def test_failed_action_and_failed_import_record_nothing(as_boss):
     study = make_study(n_items=2, n_systems=2)
     System.objects.create(study=study, name="no-outputs")  # cannot open: missing outputs
-    client.post(reverse("admin:evalstudy_study_changelist"),
+    as_boss.post(reverse("admin:evalstudy_study_changelist"),
                 {"action": "open_studies", "_selected_action": [study.pk]})
     bad = SimpleUploadedFile("items.csv", b"item,system,output\nx,nope,hi\n")
-    client.post(reverse("admin:evalstudy_study_import_items", args=[study.pk]), {"file": bad})
+    as_boss.post(reverse("admin:evalstudy_study_import_items", args=[study.pk]), {"file": bad})
     assert not AuditEvent.objects.exists()
 
 
@@ -177,7 +178,7 @@ def test_commands_record_imports_and_exports(tmp_path):
     assert events.get(action="export", changes__what="design").changes["file"].endswith("d.csv")
 
 
-def test_download_views_record_exports(client, boss):
+def test_download_views_record_exports(as_boss, boss):
     study = make_study(status=Study.Status.OPEN)
     run = AnalysisRun.objects.create(study=study, status=AnalysisRun.Status.DONE,
                                      report_html="<html><body>report</body></html>",
@@ -187,7 +188,7 @@ def test_download_views_record_exports(client, boss):
                 reverse("analysis:report", args=[run.pk]),
                 reverse("analysis:report_pdf", args=[run.pk]),
                 reverse("analysis:report_json", args=[run.pk])):
-        assert client.get(url).status_code == 200, url
+        assert as_boss.get(url).status_code == 200, url
     exports = AuditEvent.objects.filter(action="export", study=study, actor=boss, source="web")
     assert sorted(e.changes["what"] + ":" + e.changes["format"] for e in exports) == [
         "analysis report:html", "analysis report:json", "analysis report:pdf",
@@ -231,7 +232,7 @@ def test_instance_changes_and_snapshots():
     assert dt.datetime.fromisoformat(model_snapshot(study)["created_at"]) <= timezone.now()
 
 
-def test_audit_admin_is_read_only_and_scoped(db, client):
+def test_audit_admin_is_read_only_and_scoped(db, as_boss):
     researcher = UserFactory(username="alice", is_staff=True)
     researcher.user_permissions.set(
         Permission.objects.filter(content_type__app_label__in=["evalstudy", "annotation"]))
@@ -239,13 +240,13 @@ def test_audit_admin_is_read_only_and_scoped(db, client):
     mine_event = audit_record(actor=researcher, action="export", target=mine, source="web")
     theirs_event = audit_record(actor=None, action="open", target=theirs, source="admin")
     changelist = reverse("admin:evalstudy_auditevent_changelist")
-    assert client.get(reverse("admin:evalstudy_auditevent_add")).status_code == 403
-    change = client.get(reverse("admin:evalstudy_auditevent_change", args=[mine_event.pk]))
+    assert as_boss.get(reverse("admin:evalstudy_auditevent_add")).status_code == 403
+    change = as_boss.get(reverse("admin:evalstudy_auditevent_change", args=[mine_event.pk]))
     assert change.status_code == 200 and b'name="_save"' not in change.content
-    delete = client.post(reverse("admin:evalstudy_auditevent_delete", args=[mine_event.pk]),
+    delete = as_boss.post(reverse("admin:evalstudy_auditevent_delete", args=[mine_event.pk]),
                          {"post": "yes"})
     assert delete.status_code == 403 and AuditEvent.objects.count() == 2
-    filtered = client.get(changelist, {"action__exact": "open"}).context["cl"].result_list
+    filtered = as_boss.get(changelist, {"action__exact": "open"}).context["cl"].result_list
     assert list(filtered) == [theirs_event]
     as_researcher = Client()
     as_researcher.force_login(researcher)
@@ -256,7 +257,7 @@ def test_audit_admin_is_read_only_and_scoped(db, client):
                                      args=[theirs_event.pk])).status_code == 302
 
 
-def test_the_trail_keeps_personal_data_and_secrets_out_of_collaborators_sight(client, boss):
+def test_the_trail_keeps_personal_data_and_secrets_out_of_collaborators_sight(as_boss, boss):
     """A rater's metadata (an email) and a crowd participant's platform session id, which the
     admin and the API show to the study's owner only, never reach the trail every collaborator
     reads: a metadata change is recorded as a change, without its values."""
@@ -267,7 +268,7 @@ def test_the_trail_keeps_personal_data_and_secrets_out_of_collaborators_sight(cl
     rater = invite(study, external_id="P-1", metadata={"email": "ann@example.org"})
     form = {"kind": "crowd", "external_id": "P-1", "display_name": "Ann",
             "metadata": '{"email": "ann.new@example.org"}', "user": ""}
-    assert client.post(reverse("admin:evalstudy_rater_change", args=[rater.pk]),
+    assert as_boss.post(reverse("admin:evalstudy_rater_change", args=[rater.pk]),
                        form).status_code == 302
     Rater.objects.get(pk=rater.pk)
     edit = AuditEvent.objects.get(action="update", target_type="evalstudy.rater")
@@ -275,7 +276,7 @@ def test_the_trail_keeps_personal_data_and_secrets_out_of_collaborators_sight(cl
     assert "example.org" not in str(edit.changes)
     Enrollment.objects.filter(rater=rater).update(platform_session_id="SECRETSESSION")
     enrollment = Enrollment.objects.get(rater=rater)
-    client.post(reverse("admin:evalstudy_enrollment_delete", args=[enrollment.pk]),
+    as_boss.post(reverse("admin:evalstudy_enrollment_delete", args=[enrollment.pk]),
                 {"post": "yes"})
     deleted = AuditEvent.objects.get(action="delete", target_type="evalstudy.enrollment")
     assert "SECRETSESSION" not in str(deleted.changes)

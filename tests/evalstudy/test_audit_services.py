@@ -19,17 +19,8 @@ from metrics.models import MetricRun
 from metrics.services import metric_run_start
 from tests.factories import UserFactory, make_study, token_client
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttles(fresh_throttles):
-    """Throttle counters start empty (tests/conftest.py)."""
-
-
-@pytest.fixture
-def owner(db):
-    return UserFactory(username="owner", is_staff=True)
+# Throttle counters start empty (tests/conftest.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_throttles")]
 
 
 @pytest.fixture

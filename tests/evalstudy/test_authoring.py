@@ -79,14 +79,14 @@ def test_bad_rows_are_named(kind, text, expected):
 
 # --- the admin ------------------------------------------------------------------------------
 @pytest.fixture
-def owner(db):
+def superuser_author(db):
     return UserFactory(username="author", is_staff=True, is_superuser=True)
 
 
 @pytest.fixture
-def admin(owner):
+def admin(superuser_author):
     client = Client()
-    client.force_login(owner)
+    client.force_login(superuser_author)
     return client
 
 
@@ -145,9 +145,9 @@ def test_admin_refuses_a_bad_criterion_at_save(admin, changes, field, message):
     assert Criterion.objects.get(study=study, key="usable").kind == "binary"
 
 
-def test_api_refuses_a_likert_criterion_without_points(owner):
-    make_study(n_items=2, n_systems=2, owner=owner, slug="api-study")
-    api = token_client(owner)
+def test_api_refuses_a_likert_criterion_without_points(superuser_author):
+    make_study(n_items=2, n_systems=2, owner=superuser_author, slug="api-study")
+    api = token_client(superuser_author)
     response = api.post(reverse("api-study-criteria", args=["api-study"]),
                         {"key": "fluency", "prompt": "How fluent?", "kind": "likert"},
                         content_type="application/json")
@@ -163,8 +163,8 @@ def test_save_and_open_use_one_rule():
 
 
 # --- opening --------------------------------------------------------------------------------
-def test_open_problems_are_listed_one_a_line(admin, owner):
-    study = make_study(n_items=2, n_systems=2, owner=owner)
+def test_open_problems_are_listed_one_a_line(admin, superuser_author):
+    study = make_study(n_items=2, n_systems=2, owner=superuser_author)
     Output.objects.filter(item__external_id="item-000", system__name="sys-1").delete()
     Criterion.objects.filter(study=study, key="usable").update(kind="categorical", options=[])
     response = admin.post(reverse("admin:evalstudy_study_changelist"),
@@ -173,7 +173,7 @@ def test_open_problems_are_listed_one_a_line(admin, owner):
     html = response.content.decode()
     assert '<ul class="problem-list"><li>' in html
     assert html.count("</li><li>") >= 1
-    api = token_client(owner)
+    api = token_client(superuser_author)
     body = api.post(reverse("api-study-open", args=[study.slug])).json()
     assert len(body["errors"]) >= 2
     assert {e["field"] for e in body["errors"]} == {"study"}
@@ -197,9 +197,9 @@ def test_one_attention_check_for_several_slots_is_a_warning(admin):
     assert study_warnings(study=study) == []
 
 
-def test_the_api_opens_a_study_and_says_its_warnings(owner):
-    study = make_study(n_items=6, n_systems=2, attention_check_every=2, owner=owner)
-    response = token_client(owner).post(reverse("api-study-open", args=[study.slug]))
+def test_the_api_opens_a_study_and_says_its_warnings(superuser_author):
+    study = make_study(n_items=6, n_systems=2, attention_check_every=2, owner=superuser_author)
+    response = token_client(superuser_author).post(reverse("api-study-open", args=[study.slug]))
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["status"] == "open"
@@ -240,7 +240,7 @@ def test_pasted_table_with_an_error_names_row_and_column_and_changes_nothing(adm
     assert snapshot(study) == before
 
 
-def test_pasted_table_is_stored_and_audited(admin, owner):
+def test_pasted_table_is_stored_and_audited(admin, superuser_author):
     study = make_study(n_items=2, n_systems=2)
     table = ("item\treference\tsys-0\tsys-1\tspeaker\tseverity\n"
              "item-000\tnew ref\tA0\tB0\tS01\t2\n"
@@ -254,7 +254,7 @@ def test_pasted_table_is_stored_and_audited(admin, owner):
     assert dict(item.outputs.values_list("system__name", "text")) == {"sys-0": "A1",
                                                                       "sys-1": "B1"}
     event = AuditEvent.objects.filter(study=study, action="import").latest("at")
-    assert event.actor == owner and event.source == "admin"
+    assert event.actor == superuser_author and event.source == "admin"
     assert event.changes["file"] == "pasted table"
 
 
@@ -290,8 +290,8 @@ def test_grid_refuses_an_open_study_and_says_why(admin):
     assert snapshot(study) == before
 
 
-def test_grid_of_another_owners_study_is_404(owner):
-    study = make_study(n_items=2, n_systems=2, owner=owner)
+def test_grid_of_another_owners_study_is_404(superuser_author):
+    study = make_study(n_items=2, n_systems=2, owner=superuser_author)
     stranger = UserFactory(username="stranger", is_staff=True)
     from django.contrib.auth.models import Permission
 

@@ -47,14 +47,6 @@ items:
 """
 
 
-@pytest.fixture
-def media_root(settings, tmp_path) -> Path:
-    """Stored media go to a fresh directory, so a test can see that nothing was left."""
-    root = tmp_path / "stored"
-    settings.MEDIA_ROOT = str(root)
-    return root
-
-
 def stored_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
@@ -271,12 +263,12 @@ def test_an_allowed_https_url_is_fetched_and_others_are_refused(db, settings, me
 
 # --- the admin and the API --------------------------------------------------------------------
 @pytest.fixture
-def tone(tmp_path) -> Path:
+def upload_tone(tmp_path) -> Path:
     return write_tone(tmp_path / "upload.wav", seconds=1.2)
 
 
 def test_the_api_uploads_lists_and_removes_an_items_media_for_editors_only(
-        db, media_root, tone, tmp_path):
+        db, media_root, upload_tone, tmp_path):
     owner, editor, viewer, other = (UserFactory(username=n, is_staff=True)
                                     for n in ("own", "edi", "vie", "oth"))
     study = make_study(n_items=2, n_systems=2, owner=owner)
@@ -289,9 +281,9 @@ def test_the_api_uploads_lists_and_removes_an_items_media_for_editors_only(
         with open(path, "rb") as stream:
             return token_client(user).post(url, {"file": stream, **data})
 
-    assert post(viewer, tone).status_code == 403
-    assert post(other, tone).status_code == 404
-    response = post(editor, tone, system="sys-1")
+    assert post(viewer, upload_tone).status_code == 403
+    assert post(other, upload_tone).status_code == 404
+    response = post(editor, upload_tone, system="sys-1")
     assert response.status_code == 201, response.content
     body = response.json()
     assert body["system"] == "sys-1" and body["mime"] == "audio/wav" and body["source"] == (
@@ -315,14 +307,14 @@ def test_the_api_uploads_lists_and_removes_an_items_media_for_editors_only(
         "action", "source")) == {("import", "api"), ("delete", "api")}
 
 
-def test_media_cannot_change_once_raters_started(db, media_root, tone):
+def test_media_cannot_change_once_raters_started(db, media_root, upload_tone):
     study = make_study(n_items=1, n_systems=1, status=Study.Status.OPEN)
-    with open(tone, "rb") as stream, pytest.raises(SpecInvalid, match="draft study"):
+    with open(upload_tone, "rb") as stream, pytest.raises(SpecInvalid, match="draft study"):
         item_media_upload(item=Item.objects.get(study=study), upload=stream, name="t.wav")
     assert stored_files(media_root) == []
 
 
-def test_the_admin_item_page_uploads_through_the_same_checks(db, media_root, tone, tmp_path):
+def test_the_admin_item_page_uploads_through_the_same_checks(db, media_root, upload_tone, tmp_path):
     admin = UserFactory(username="root", is_staff=True, is_superuser=True)
     study = make_study(n_items=1, n_systems=1, owner=admin)
     item = Item.objects.get(study=study)
@@ -348,7 +340,7 @@ def test_the_admin_item_page_uploads_through_the_same_checks(db, media_root, ton
     refused = client.post(url, form(tmp_path / "fake.wav"))
     assert refused.status_code == 200 and "not a readable audio" in refused.content.decode()
     assert not ItemMedia.objects.exists() and stored_files(media_root) == []
-    assert client.post(url, form(tone)).status_code == 302
+    assert client.post(url, form(upload_tone)).status_code == 302
     media = ItemMedia.objects.get()
     assert media.item == item and media.output is None and media.source == "upload.wav"
     assert AuditEvent.objects.filter(action="import", source="admin",
@@ -384,9 +376,9 @@ def test_deleting_an_item_or_a_study_deletes_its_stored_files(
 
     settings.MEDIA_ROOT = str(tmp_path / "stored")
     study = make_study(n_items=2, n_systems=2)
-    tone = write_tone(tmp_path / "tone.wav", seconds=0.5)
+    upload_tone = write_tone(tmp_path / "tone.wav", seconds=0.5)
     for item in Item.objects.filter(study=study):
-        with open(tone, "rb") as stream:
+        with open(upload_tone, "rb") as stream:
             item_media_upload(item=item, upload=stream, name="tone.wav")
     stored = lambda: sorted(p.name for p in (tmp_path / "stored").rglob("*") if p.is_file())  # noqa: E731
     assert len(stored()) == 2

@@ -21,42 +21,42 @@ PID = "60a7c1e2f3b4d5e6f7a8b9c0"
 
 
 @pytest.fixture
-def study(db):
+def consented_study(db):
     return make_study(n_items=4, n_systems=2, status=Study.Status.OPEN,
                       consent_text="You agree to take part.")
 
 
-def _rate_everything(client, study):
-    client.post(reverse("annotation:consent", args=[study.slug]), {"consent": "yes"})
+def _rate_everything(client, consented_study):
+    client.post(reverse("annotation:consent", args=[consented_study.slug]), {"consent": "yes"})
     for _ in range(20):
-        html = client.get(reverse("annotation:rate", args=[study.slug]), follow=True)
+        html = client.get(reverse("annotation:rate", args=[consented_study.slug]), follow=True)
         match = re.search(r'/slots/(\d+)/"', html.content.decode())
         if match is None:
             return
-        client.post(reverse("annotation:submit", args=[study.slug, int(match.group(1))]),
+        client.post(reverse("annotation:submit", args=[consented_study.slug, int(match.group(1))]),
                     {"severity": "1", "usable": "yes"})
     raise AssertionError("the list did not end")
 
 
 @pytest.fixture
-def participant(study):
+def participant(consented_study):
     """A crowd participant who came from Prolific, consented and rated the whole list; plus a
     second participant whose data must stay untouched."""
     client = Client()
-    client.get(reverse("annotation:crowd_entry", args=[study.slug]),
+    client.get(reverse("annotation:crowd_entry", args=[consented_study.slug]),
                {"PROLIFIC_PID": PID, "STUDY_ID": "prolific-study-1", "SESSION_ID": "sess-77"})
-    _rate_everything(client, study)
+    _rate_everything(client, consented_study)
     other = Client()
-    other.get(reverse("annotation:crowd_entry", args=[study.slug]),
+    other.get(reverse("annotation:crowd_entry", args=[consented_study.slug]),
               {"PROLIFIC_PID": "5f1e2d3c4b5a69788796ffff", "SESSION_ID": "sess-88"})
-    _rate_everything(other, study)
+    _rate_everything(other, consented_study)
     rater = Rater.objects.get(external_id=PID)
     rater.metadata = {"email": "ann@example.org", "age_band": "30-39"}
     rater.save()
     return rater, client
 
 
-def test_export_contains_what_crowd_entry_stored(participant, study):
+def test_export_contains_what_crowd_entry_stored(participant, consented_study):
     rater, _ = participant
     data = rater_data_export(rater)
     json.dumps(data)  # JSON-safe
@@ -65,13 +65,13 @@ def test_export_contains_what_crowd_entry_stored(participant, study):
     assert data["rater"]["has_personal_entry_link"] is True
     assert rater.access_token not in json.dumps(data)  # a credential, not personal data
     [enrollment] = data["enrollments"]
-    assert enrollment["study"] == study.slug
+    assert enrollment["study"] == consented_study.slug
     assert enrollment["platform_study_id"] == "prolific-study-1"
     assert enrollment["platform_session_id"] == "sess-77"
     assert enrollment["consented_at"] is not None
     n_judgments = Judgment.objects.filter(rater=rater).count()
-    assert n_judgments > 0 and data["judgments_per_study"] == {study.slug: n_judgments}
-    assert data["assignments"][0]["study"] == study.slug
+    assert n_judgments > 0 and data["judgments_per_study"] == {consented_study.slug: n_judgments}
+    assert data["assignments"][0]["study"] == consented_study.slug
     assert data["user"] is None
 
 
@@ -95,11 +95,11 @@ def test_export_of_an_account_holder_includes_the_account(db):
     assert data["user"]["first_name"] == "Pat"
 
 
-def test_erase_keeps_judgments_and_analysis_inputs(participant, study):
+def test_erase_keeps_judgments_and_analysis_inputs(participant, consented_study):
     rater, _ = participant
     other = Rater.objects.get(external_id="5f1e2d3c4b5a69788796ffff")
     judgments_before = list(Judgment.objects.order_by("id").values())
-    tidy_before = judgments_tidy(study, JudgmentFilter()).sort_values("judgment")
+    tidy_before = judgments_tidy(consented_study, JudgmentFilter()).sort_values("judgment")
     researcher = UserFactory(username="pi", is_staff=True)
 
     rater_data_erase(rater, actor=researcher, source="admin")
@@ -111,7 +111,7 @@ def test_erase_keeps_judgments_and_analysis_inputs(participant, study):
     assert Enrollment.objects.get(rater=rater).platform_session_id == ""
     assert Enrollment.objects.get(rater=rater).consented_at is not None  # evidence is kept
     assert list(Judgment.objects.order_by("id").values()) == judgments_before
-    tidy_after = judgments_tidy(study, JudgmentFilter()).sort_values("judgment")
+    tidy_after = judgments_tidy(consented_study, JudgmentFilter()).sort_values("judgment")
     # The same rows and values; only the erased rater's label differs, one-to-one.
     labels = dict(zip(tidy_before["rater"], tidy_after["rater"], strict=True))
     other_pid = "5f1e2d3c4b5a69788796ffff"
@@ -127,7 +127,7 @@ def test_erase_keeps_judgments_and_analysis_inputs(participant, study):
     assert PID not in json.dumps(event.changes) + event.target_repr
 
 
-def test_erase_ends_the_entry_link_and_the_participants_session(participant, study):
+def test_erase_ends_the_entry_link_and_the_participants_session(participant, consented_study):
     rater, client = participant
     old_token = rater.access_token
     assert Session.objects.count() == 2
@@ -136,7 +136,7 @@ def test_erase_ends_the_entry_link_and_the_participants_session(participant, stu
     assert rater.access_token != old_token
     assert Client().get(reverse("annotation:enter", args=[old_token])).status_code == 404
     assert Session.objects.count() == 1  # the other participant's session is kept
-    response = client.get(reverse("annotation:rate", args=[study.slug]))
+    response = client.get(reverse("annotation:rate", args=[consented_study.slug]))
     assert response.status_code == 404  # no rater behind this browser any more
 
 
@@ -216,10 +216,10 @@ def test_admin_actions_export_and_erase_with_confirmation(participant):
     assert not Rater.objects.filter(external_id=PID).exists()
 
 
-def _analyse(study):
+def _analyse(consented_study):
     from analysis.services import analysis_run_execute, analysis_run_start
 
-    run = analysis_run_start(study=study, options={"engine": "statsmodels", "pdf": True},
+    run = analysis_run_start(study=consented_study, options={"engine": "statsmodels", "pdf": True},
                              enqueue=False)
     return analysis_run_execute(run)
 
@@ -230,7 +230,7 @@ def _stored_text(model) -> str:
     return "\n".join(json.dumps(row, default=str, ensure_ascii=False) for row in rows)
 
 
-def test_erase_scrubs_analysis_runs_and_enrollment_events(participant, study):
+def test_erase_scrubs_analysis_runs_and_enrollment_events(participant, consented_study):
     """Analyses stored under the rater's old names (the PID, then a display name given in the
     admin) and audit events about its enrollment (an admin deletion records the platform
     session id) keep none of them after the erasure; the numbers stay the same."""
@@ -239,13 +239,13 @@ def test_erase_scrubs_analysis_runs_and_enrollment_events(participant, study):
     rater, _ = participant
     admin = Client()
     admin.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
-    first = _analyse(study)  # names the rater by its PID
+    first = _analyse(consented_study)  # names the rater by its PID
     assert PID in json.dumps(first.result) and bytes(first.report_pdf).startswith(b"%PDF")
     form = {"kind": "crowd", "external_id": PID, "display_name": "Ann O'Brien",
             "metadata": json.dumps(rater.metadata), "user": ""}
     assert admin.post(reverse("admin:evalstudy_rater_change", args=[rater.pk]),
                       form).status_code == 302
-    second = _analyse(study)  # names it "Ann O'Brien"
+    second = _analyse(consented_study)  # names it "Ann O'Brien"
     assert "Ann O'Brien" in json.dumps(second.result)
     # The review's case: an HTML report that shows the name (escaped) and a note with it.
     second.report_html += "<p>Rater Ann O&#x27;Brien screened out</p>"
@@ -282,13 +282,13 @@ def test_erase_scrubs_analysis_runs_and_enrollment_events(participant, study):
         assert "5f1e2d3c4b5a69788796ffff" in json.dumps(run.result)
     assert f"Rater {pseudonym} screened out" in AnalysisRun.objects.get(pk=second.pk).report_html
     event.refresh_from_db()
-    assert event.target_repr == f"{pseudonym} in {study.slug}"
+    assert event.target_repr == f"{pseudonym} in {consented_study.slug}"
     assert "platform_session_id" not in event.changes  # never recorded
     assert event.changes["rater"] == [rater.pk, None]  # the link to the pseudonymous row stays
     # The other participant's event and values are untouched.
     kept = AuditEvent.objects.get(target_type="evalstudy.enrollment",
                                   target_id=str(other_enrollment.pk))
-    assert kept.target_repr == f"5f1e2d3c4b5a69788796ffff in {study.slug}"
+    assert kept.target_repr == f"5f1e2d3c4b5a69788796ffff in {consented_study.slug}"
     assert kept.changes == {"platform_session_id": ["sess-88", "sess-88b"]}
     assert AuditEvent.objects.get(action="erase").changes["analysis_runs_scrubbed"] == 2
 

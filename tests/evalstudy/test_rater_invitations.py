@@ -15,15 +15,15 @@ from tests.factories import UserFactory, invite, make_study, token_client
 
 
 @pytest.fixture
-def researcher(db):
+def permitted_researcher(db):
     user = UserFactory(username="res", is_staff=True)
     user.user_permissions.set(Permission.objects.filter(content_type__app_label="evalstudy"))
     return user
 
 
-def test_the_admin_invites_a_personal_link_rater_into_one_study(client, researcher):
-    study = make_study(owner=researcher, slug="mine", status=Study.Status.OPEN)
-    client.force_login(researcher)
+def test_the_admin_invites_a_personal_link_rater_into_one_study(client, permitted_researcher):
+    study = make_study(owner=permitted_researcher, slug="mine", status=Study.Status.OPEN)
+    client.force_login(permitted_researcher)
     response = client.post("/admin/evalstudy/rater/add/", {
         "study": study.pk, "kind": "slp", "display_name": "Dr Who", "external_id": "who",
         "metadata": "{}", "username": ""})
@@ -40,10 +40,10 @@ def test_the_admin_invites_a_personal_link_rater_into_one_study(client, research
     assert again.status_code == 200 and "already has a rater" in again.content.decode()
 
 
-def test_the_admin_enrols_an_account_holder_without_a_link(client, researcher):
-    study = make_study(owner=researcher, slug="mine", status=Study.Status.OPEN)
+def test_the_admin_enrols_an_account_holder_without_a_link(client, permitted_researcher):
+    study = make_study(owner=permitted_researcher, slug="mine", status=Study.Status.OPEN)
     holder = UserFactory(username="slp-holder")
-    client.force_login(researcher)
+    client.force_login(permitted_researcher)
     response = client.post("/admin/evalstudy/rater/add/", {
         "study": study.pk, "kind": "slp", "display_name": "", "external_id": "",
         "metadata": "{}", "username": "slp-holder"})
@@ -56,12 +56,12 @@ def test_the_admin_enrols_an_account_holder_without_a_link(client, researcher):
     assert study.title in holder_client.get("/").content.decode()
 
 
-def test_the_admin_offers_only_studies_the_user_may_edit(client, researcher):
+def test_the_admin_offers_only_studies_the_user_may_edit(client, permitted_researcher):
     other_owner = UserFactory(username="other", is_staff=True)
     theirs = make_study(owner=other_owner, slug="theirs")
     viewed = make_study(owner=other_owner, slug="viewed")
-    StudyCollaborator.objects.create(study=viewed, user=researcher, role="viewer")
-    client.force_login(researcher)
+    StudyCollaborator.objects.create(study=viewed, user=permitted_researcher, role="viewer")
+    client.force_login(permitted_researcher)
     for study in (theirs, viewed):
         response = client.post("/admin/evalstudy/rater/add/", {
             "study": study.pk, "kind": "slp", "display_name": "x", "external_id": "x",
@@ -71,9 +71,9 @@ def test_the_admin_offers_only_studies_the_user_may_edit(client, researcher):
     assert not Rater.objects.exists()
 
 
-def test_the_api_invites_into_the_study_and_refuses_proxies_and_strangers(researcher):
-    study = make_study(owner=researcher, slug="mine", status=Study.Status.OPEN)
-    api = token_client(researcher)
+def test_the_api_invites_into_the_study_and_refuses_proxies_and_strangers(permitted_researcher):
+    study = make_study(owner=permitted_researcher, slug="mine", status=Study.Status.OPEN)
+    api = token_client(permitted_researcher)
     url = reverse("api-study-raters", args=["mine"])
     created = api.post(url, {"kind": "crowd", "external_id": "P1"}, content_type="application/json")
     assert created.status_code == 201

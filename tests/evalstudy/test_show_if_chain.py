@@ -152,28 +152,21 @@ def test_an_empty_post_cannot_complete_a_slot_when_criteria_became_cyclic(db):
 
 
 # --- the admin: the criterion inline of the study page ----------------------------------------
-@pytest.fixture
-def admin_client(db):
-    client = Client()
-    client.force_login(UserFactory(username="boss", is_staff=True, is_superuser=True))
-    return client
-
-
 def _criterion_prefix(data: dict, key: str) -> str:
     field = next(k for k, v in data.items()
                  if k.startswith("criteria-") and k.endswith("-key") and v == key)
     return field.removesuffix("-key")
 
 
-def test_admin_criterion_inline_refuses_a_cycle(admin_client):
+def test_admin_criterion_inline_refuses_a_cycle(boss_client):
     study = make_study()
     url = reverse("admin:evalstudy_study_change", args=[study.pk])
-    data = change_form(admin_client, url)
+    data = change_form(boss_client, url)
     severity = _criterion_prefix(data, "severity")
     note = study.criteria.get(key="note")
     data[f"{severity}-show_if_criterion"] = str(note.pk)
     data[f"{severity}-show_if_values"] = '["x"]'
-    response = admin_client.post(url, data)
+    response = boss_client.post(url, data)
     assert response.status_code == 200  # the form again, with the error
     html = response.content.decode().replace("&#x27;", "'")
     assert "errornote" in html
@@ -181,25 +174,25 @@ def test_admin_criterion_inline_refuses_a_cycle(admin_client):
     assert study.criteria.get(key="severity").show_if_criterion is None
 
 
-def test_admin_criterion_inline_refuses_reordering_a_parent_after_its_dependent(admin_client):
+def test_admin_criterion_inline_refuses_reordering_a_parent_after_its_dependent(boss_client):
     study = make_study()
     url = reverse("admin:evalstudy_study_change", args=[study.pk])
-    data = change_form(admin_client, url)
+    data = change_form(boss_client, url)
     data[f"{_criterion_prefix(data, 'severity')}-order"] = "7"
-    response = admin_client.post(url, data)
+    response = boss_client.post(url, data)
     assert response.status_code == 200
     assert "comes after" in response.content.decode()
     assert study.criteria.get(key="severity").order == 0
 
 
-def test_admin_criterion_inline_accepts_a_forward_chain(admin_client):
+def test_admin_criterion_inline_accepts_a_forward_chain(boss_client):
     study = make_study()
     url = reverse("admin:evalstudy_study_change", args=[study.pk])
-    data = change_form(admin_client, url)
+    data = change_form(boss_client, url)
     data[f"{_criterion_prefix(data, 'usable')}-show_if_criterion"] = str(
         study.criteria.get(key="severity").pk)
     data[f"{_criterion_prefix(data, 'usable')}-show_if_values"] = '["0", "1"]'
-    response = admin_client.post(url, data)
+    response = boss_client.post(url, data)
     assert response.status_code == 302, response.content.decode()[-3000:]
     assert study.criteria.get(key="usable").show_if_criterion.key == "severity"
 

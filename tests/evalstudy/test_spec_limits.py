@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.test import Client, override_settings
+from django.test import override_settings
 from django.urls import reverse
 
 from evalstudy.models import Assignment, AssignmentSlot, Criterion, Item, Output, Study
@@ -272,17 +272,10 @@ BAD_SPECS = {
 }
 
 
-@pytest.fixture
-def staff(db):
-    client = Client()
-    client.force_login(UserFactory(username="boss", is_staff=True, is_superuser=True))
-    return client
-
-
 @pytest.mark.parametrize("name", sorted(BAD_SPECS))
-def test_admin_spec_import_locates_the_problem_and_stores_nothing(staff, name):
+def test_admin_spec_import_locates_the_problem_and_stores_nothing(boss_client, name):
     text, reason, line = BAD_SPECS[name]
-    response = staff.post(reverse("admin:evalstudy_study_import_spec"),
+    response = boss_client.post(reverse("admin:evalstudy_study_import_spec"),
                           {"file": SimpleUploadedFile(name, text.encode())}, follow=True)
     assert response.status_code == 200
     html = response.content.decode()
@@ -315,12 +308,12 @@ def test_import_study_command_locates_the_problem_and_stores_nothing(db, tmp_pat
 
 
 @override_settings(EVALSTUDY_SPEC_MAX_BYTES=200)
-def test_specs_over_the_byte_limit_are_refused_before_parsing(staff, tmp_path, monkeypatch):
+def test_specs_over_the_byte_limit_are_refused_before_parsing(boss_client, tmp_path, monkeypatch):
     def no_parse(*args, **kwargs):
         raise AssertionError("parsed a spec that is over the limit")
 
     monkeypatch.setattr(spec_study, "load_document", no_parse)
-    response = staff.post(reverse("admin:evalstudy_study_import_spec"),
+    response = boss_client.post(reverse("admin:evalstudy_study_import_spec"),
                           {"file": SimpleUploadedFile("big.yaml", BASE.encode())}, follow=True)
     assert "EVALSTUDY_SPEC_MAX_BYTES" in response.content.decode()
 
@@ -340,21 +333,6 @@ def test_specs_over_the_byte_limit_are_refused_before_parsing(staff, tmp_path, m
 
 
 # --- API: settings, bulk counts, characters ---------------------------------------------------
-@pytest.fixture
-def owner(db):
-    return UserFactory(username="owner", is_staff=True)
-
-
-@pytest.fixture
-def api(owner):
-    return token_client(owner)
-
-
-@pytest.fixture
-def draft(owner):
-    return make_study(n_items=3, n_systems=2, owner=owner, slug="draft")
-
-
 def post_json(client, url, body):
     return client.post(url, data=json.dumps(body), content_type="application/json")
 
@@ -456,12 +434,12 @@ def test_api_items_body_nested_too_deep_answers_400(api, draft):
 
 
 # --- the admin's study form -------------------------------------------------------------------
-def test_admin_study_form_bounds_the_design_settings(staff):
+def test_admin_study_form_bounds_the_design_settings(boss_client):
     study = make_study()
     url = reverse("admin:evalstudy_study_change", args=[study.pk])
-    data = change_form(staff, url)
+    data = change_form(boss_client, url)
     data.update(ratings_per_output="1000000000", lease_minutes="999999999")
-    response = staff.post(url, data)
+    response = boss_client.post(url, data)
     assert response.status_code == 200
     html = response.content.decode()
     assert "EVALSTUDY_MAX_RATINGS_PER_OUTPUT" in html and "at most 10080" in html
@@ -470,16 +448,16 @@ def test_admin_study_form_bounds_the_design_settings(staff):
 
 
 @override_settings(EVALSTUDY_MAX_CRITERIA=3)
-def test_admin_criterion_inline_respects_the_criteria_limit(staff):
+def test_admin_criterion_inline_respects_the_criteria_limit(boss_client):
     study = make_study()
     url = reverse("admin:evalstudy_study_change", args=[study.pk])
-    data = change_form(staff, url)
+    data = change_form(boss_client, url)
     data.update({"criteria-3-key": "extra", "criteria-3-kind": "binary", "criteria-3-order": "9",
                  "criteria-3-prompt": "More?", "criteria-3-required": "on",
                  "criteria-3-labels": "[]", "criteria-3-options": "[]",
                  "criteria-3-show_if_values": "[]", "criteria-3-study": str(study.pk),
                  "criteria-TOTAL_FORMS": "4"})
-    response = staff.post(url, data)
+    response = boss_client.post(url, data)
     assert response.status_code == 200 and "EVALSTUDY_MAX_CRITERIA" in response.content.decode()
     assert study.criteria.count() == 3
 

@@ -49,7 +49,7 @@ def learning_judge(request):
 
 
 @pytest.fixture
-def judge():
+def learner():
     with FakeOpenAI(learning_judge) as server:
         yield server
 
@@ -76,22 +76,22 @@ def add_humans(study, n_raters: int = 3) -> None:
                                     submitted_at=now)
 
 
-def versioned_study(judge, *, owner=None, slug="asr", n_examples=3):
+def versioned_study(learner, *, owner=None, slug="asr", n_examples=3):
     """A study with humans, version 1 run, version 2 built from its corrections and run."""
     study = make_study(n_items=12, n_systems=3, owner=owner, slug=slug)
     add_humans(study)
     v1 = judge_prompt_version_create(study=study, criterion_key="usable", method="latte",
                                      n_examples=0, dev_fraction=0.3, seed=0)
-    run1 = run_here(proxy_run_start(study=study, method="latte", backend=backend_for(judge),
+    run1 = run_here(proxy_run_start(study=study, method="latte", backend=backend_for(learner),
                                     prompt_version=v1, enqueue=False))
     v2 = judge_prompt_version_create(study=study, base_version=v1, n_examples=n_examples)
-    run2 = run_here(proxy_run_start(study=study, method="latte", backend=backend_for(judge),
+    run2 = run_here(proxy_run_start(study=study, method="latte", backend=backend_for(learner),
                                     prompt_version=v2, enqueue=False))
     return study, (v1, run1), (v2, run2)
 
 
-def test_corrections_on_the_dev_split_become_examples(judge):
-    study, (v1, run1), (v2, run2) = versioned_study(judge)
+def test_corrections_on_the_dev_split_become_examples(learner):
+    study, (v1, run1), (v2, run2) = versioned_study(learner)
     assert v1.number == 1 and not v1.examples and v1.parent is None
     dev = set(v1.split["dev_items"])
     assert dev and len(dev) < 12 and v2.split == v1.split
@@ -119,8 +119,8 @@ def test_corrections_on_the_dev_split_become_examples(judge):
     assert JudgePromptVersion.objects.filter(study=study).count() == 2
 
 
-def test_the_guard_refuses_examples_from_the_evaluation_set(judge):
-    study, (v1, _), _ = versioned_study(judge)
+def test_the_guard_refuses_examples_from_the_evaluation_set(learner):
+    study, (v1, _), _ = versioned_study(learner)
     held_out = sorted(held_out_outputs(v1))
     dev_output = Output.objects.filter(item_id__in=v1.split["dev_items"]).first()
     before = JudgePromptVersion.objects.count()
@@ -147,12 +147,12 @@ def test_the_guard_refuses_examples_from_the_evaluation_set(judge):
     assert picked.corrections["picked_by"] == "researcher"
 
 
-def test_examples_reach_the_judge_and_held_out_outputs_stay_out_of_them(judge):
-    _study, (_v1, _), (v2, _) = versioned_study(judge)
+def test_examples_reach_the_judge_and_held_out_outputs_stay_out_of_them(learner):
+    _study, (_v1, _), (v2, _) = versioned_study(learner)
     held_out_texts = set(Output.objects.filter(pk__in=held_out_outputs(v2))
                          .values_list("text", flat=True))
-    zero_shot = [r for r in judge.requests if r.prompt.count("Transcription:") == 1]
-    few_shot = [r for r in judge.requests if r.prompt.count("Transcription:") > 1]
+    zero_shot = [r for r in learner.requests if r.prompt.count("Transcription:") == 1]
+    few_shot = [r for r in learner.requests if r.prompt.count("Transcription:") > 1]
     assert len(zero_shot) == 36 and len(few_shot) == 36  # v1's prompts, then v2's
     for request in few_shot:
         body = json.dumps(request.body)
@@ -173,8 +173,8 @@ def test_examples_reach_the_judge_and_held_out_outputs_stay_out_of_them(judge):
     assert answers == {"0": "yes", "1": "yes", "2": "no"}
 
 
-def test_held_out_evaluation_excludes_every_example_output(judge):
-    study, (v1, run1), (v2, run2) = versioned_study(judge)
+def test_held_out_evaluation_excludes_every_example_output(learner):
+    study, (v1, run1), (v2, run2) = versioned_study(learner)
     dev_outputs = set(Output.objects.filter(item_id__in=v1.split["dev_items"])
                       .values_list("id", flat=True))
     held_out = held_out_outputs(v2)
@@ -192,28 +192,28 @@ def test_held_out_evaluation_excludes_every_example_output(judge):
         Output.objects.filter(item_id__in=example_items).values_list("id", flat=True))
 
 
-def test_a_run_of_a_version_is_checked(judge):
-    study, (v1, _), _ = versioned_study(judge)
+def test_a_run_of_a_version_is_checked(learner):
+    study, (v1, _), _ = versioned_study(learner)
     cases = [({"method": "rubric"}, "is a latte prompt"),
              ({"method": "latte", "criteria": ["severity"]}, "answers its criterion 'usable'"),
              ({"method": "latte", "template": "{reference} {output} ok? "},
               "uses the version's template")]
     for request, expected in cases:
         with pytest.raises(ValidationError, match=re.escape(expected)):
-            proxy_run_start(study=study, backend=backend_for(judge), prompt_version=v1,
+            proxy_run_start(study=study, backend=backend_for(learner), prompt_version=v1,
                             enqueue=False, **request)
 
 
-def test_another_studys_owner_can_neither_build_on_nor_see_the_versions(judge):
+def test_another_studys_owner_can_neither_build_on_nor_see_the_versions(learner):
     owner = UserFactory(username="owner", is_staff=True)
     stranger = UserFactory(username="stranger", is_staff=True)
-    study, (v1, run1), (v2, _) = versioned_study(judge, owner=owner)
+    study, (v1, run1), (v2, _) = versioned_study(learner, owner=owner)
     theirs = make_study(n_items=4, n_systems=2, owner=stranger, slug="theirs")
     # Services: a version or a run of another study is refused.
     with pytest.raises(ValidationError, match="not a prompt version of this study"):
         judge_prompt_version_create(study=theirs, base_version=v2)
     with pytest.raises(ValidationError, match="not a prompt version of this study"):
-        proxy_run_start(study=theirs, method="latte", backend=backend_for(judge),
+        proxy_run_start(study=theirs, method="latte", backend=backend_for(learner),
                         prompt_version=v1, enqueue=False)
     with pytest.raises(ValidationError, match="is not a latte run of 'theirs'"):
         judge_prompt_version_create(study=theirs, criterion_key="usable", method="latte",
@@ -254,7 +254,7 @@ def _admin_client(user):
     return client
 
 
-def test_api_lists_creates_and_reads_versions(judge):
+def test_api_lists_creates_and_reads_versions(learner):
     owner = UserFactory(username="owner", is_staff=True)
     study = make_study(n_items=12, n_systems=3, owner=owner, slug="asr")
     add_humans(study)
@@ -270,7 +270,7 @@ def test_api_lists_creates_and_reads_versions(judge):
     assert created.status_code == 201, created.content
     v1 = created.json()
     assert v1["number"] == 1 and v1["criterion"] == "usable" and v1["examples"] == []
-    run = proxy_run_start(study=study, method="latte", backend=backend_for(judge),
+    run = proxy_run_start(study=study, method="latte", backend=backend_for(learner),
                           prompt_version=JudgePromptVersion.objects.get(pk=v1["id"]),
                           enqueue=False)
     premature = api.post(url, data=json.dumps({"base_version": v1["id"]}),
@@ -291,13 +291,13 @@ def test_api_lists_creates_and_reads_versions(judge):
                                      target_type="judge prompt version").count() == 2
     # A run of v2 through the proxy-run endpoint.
     started = api.post(reverse("api-study-proxy-runs", args=["asr"]), data=json.dumps(
-        {"method": "latte", "backend": backend_for(judge), "prompt_version": v2["id"]}),
+        {"method": "latte", "backend": backend_for(learner), "prompt_version": v2["id"]}),
         content_type="application/json")
     assert started.status_code == 202, started.content
     assert ProxyRun.objects.get(pk=started.json()["id"]).prompt_version_id == v2["id"]
 
 
-def test_viewers_read_versions_but_cannot_create_them(judge):
+def test_viewers_read_versions_but_cannot_create_them(learner):
     from evalstudy.models import StudyCollaborator
 
     owner = UserFactory(username="owner", is_staff=True)
@@ -314,7 +314,7 @@ def test_viewers_read_versions_but_cannot_create_them(judge):
     assert response.status_code == 403
 
 
-def test_admin_creates_version_one_and_the_next_from_corrections(judge):
+def test_admin_creates_version_one_and_the_next_from_corrections(learner):
     owner = UserFactory(username="owner", is_staff=True)
     study = make_study(n_items=12, n_systems=3, owner=owner, slug="asr")
     add_humans(study)
@@ -324,7 +324,7 @@ def test_admin_creates_version_one_and_the_next_from_corrections(judge):
         "dev_fraction": 0.3, "seed": 0, "note": ""})
     assert add.status_code == 302, add.content.decode()[:2000]
     v1 = JudgePromptVersion.objects.get(study=study)
-    run_here(proxy_run_start(study=study, method="latte", backend=backend_for(judge),
+    run_here(proxy_run_start(study=study, method="latte", backend=backend_for(learner),
                              prompt_version=v1, enqueue=False))
     changelist = reverse("admin:proxies_judgepromptversion_changelist")
     client.post(changelist, {"action": "create_next_versions", "_selected_action": [v1.pk]})

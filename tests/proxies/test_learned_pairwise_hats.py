@@ -15,13 +15,9 @@ from evalstudy.models import Study
 from proxies.models import LearnedProxy
 from tests.hats import hats_study as hats_slice
 
-pytestmark = pytest.mark.django_db
+# Trained proxies go to a fresh directory per test (tests/conftest.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("proxy_dir_in_tmp")]
 ROWS = 300
-
-
-@pytest.fixture(autouse=True)
-def _artifacts_in_tmp(settings, tmp_path):
-    settings.EVALSTUDY_PROXY_DIR = str(tmp_path / "proxies")
 
 
 def hats_study(tmp_path, rows: int) -> Study:

@@ -22,15 +22,11 @@ from proxies.services import proxy_run_start
 from tests.factories import make_study
 from tests.proxies.test_proxy_runs import run_here
 
-pytestmark = pytest.mark.django_db
+# Trained proxies go to a fresh directory per test (tests/conftest.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("proxy_dir_in_tmp")]
 
 WORDS = ("le", "chat", "mange", "une", "souris", "dans", "la", "cuisine", "grise", "petite",
          "maison", "rouge", "jardin", "soleil", "matin", "parle", "avec", "ses", "amis", "vite")
-
-
-@pytest.fixture(autouse=True)
-def _artifacts_in_tmp(settings, tmp_path):
-    settings.EVALSTUDY_PROXY_DIR = str(tmp_path / "proxies")
 
 
 def _garble(text: str, errors: int, rng: random.Random) -> str:

@@ -28,7 +28,7 @@ from tests.workers import ROOT, STARTUP_ENVIRONMENT, wait_for
 
 
 @pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
+def two_layer_bert_dir(tmp_path_factory):
     return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert-kill"), layers=2)
 
 
@@ -63,10 +63,10 @@ def test_process_identity_and_liveness():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_killed_training_is_failed_by_the_next_status_read(
-        tmp_path, tiny_model_dir, allow_tmp_model_dirs):
+        tmp_path, two_layer_bert_dir, allow_tmp_model_dirs):
     synthetic_study("killed", seed=11, n_references=30)
     owner = UserFactory(username="owner-killed", is_superuser=True, is_staff=True)
-    process = start_training("killed", tiny_model_dir, str(tmp_path / "proxies"),
+    process = start_training("killed", two_layer_bert_dir, str(tmp_path / "proxies"),
                              allow_tmp_model_dirs)
     try:
         assert wait_for(lambda: running_row(process) is not None, timeout=120), (
@@ -91,9 +91,9 @@ def test_a_killed_training_is_failed_by_the_next_status_read(
 
 @pytest.mark.django_db(transaction=True)
 def test_sigterm_marks_the_training_failed_before_the_process_exits(
-        tmp_path, tiny_model_dir, allow_tmp_model_dirs):
+        tmp_path, two_layer_bert_dir, allow_tmp_model_dirs):
     synthetic_study("terminated", seed=12, n_references=30)
-    process = start_training("terminated", tiny_model_dir, str(tmp_path / "proxies"),
+    process = start_training("terminated", two_layer_bert_dir, str(tmp_path / "proxies"),
                              allow_tmp_model_dirs)
     try:
         assert wait_for(lambda: running_row(process) is not None, timeout=120), (

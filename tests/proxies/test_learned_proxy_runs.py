@@ -24,12 +24,8 @@ from tests.proxies.learned.synthetic import make_synthetic_study
 from tests.proxies.test_proxy_runs import latte_responder, run_here
 from tests.workers import running_worker, wait_for
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _artifacts_in_tmp(settings, tmp_path):
-    settings.EVALSTUDY_PROXY_DIR = str(tmp_path / "proxies")
+# Trained proxies go to a fresh directory per test (tests/conftest.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("proxy_dir_in_tmp")]
 
 
 def synthetic_study(slug: str, *, seed: int, n_references: int = 60, humans: bool = True):

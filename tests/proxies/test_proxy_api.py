@@ -17,28 +17,26 @@ from tests.proxies.judges.fake_openai import FakeOpenAI
 from tests.proxies.test_proxy_runs import backend_for, latte_responder, run_here
 from tests.workers import running_worker, wait_for
 
-
-@pytest.fixture(autouse=True)
-def _fresh_throttles(fresh_throttles):
-    """Throttle counters start empty (tests/conftest.py)."""
+# Throttle counters start empty (tests/conftest.py): these tests call the API.
+pytestmark = pytest.mark.usefixtures("fresh_throttles")
 
 
 @pytest.fixture
-def judge(allow_loopback_judges):
-    """The fake judge on loopback, with loopback allowed (tests/metrics/conftest.py)."""
+def allowed_latte(allow_loopback_judges):
+    """The fake judge on loopback, with loopback allowed (tests/proxies/conftest.py)."""
     with FakeOpenAI(latte_responder) as server:
         yield server
 
 
 @pytest.mark.django_db
 def test_start_follow_and_read_a_proxy_run_through_the_api(
-        judge, django_capture_on_commit_callbacks):
+        allowed_latte, django_capture_on_commit_callbacks):
     owner = UserFactory(username="owner", is_staff=True)
     make_study(owner=owner, slug="asr")
     api = token_client(owner)
     with django_capture_on_commit_callbacks(execute=False):
         response = api.post(reverse("api-study-proxy-runs", args=["asr"]), data=json.dumps(
-            {"method": "latte", "criteria": ["usable"], "backend": backend_for(judge)}),
+            {"method": "latte", "criteria": ["usable"], "backend": backend_for(allowed_latte)}),
             content_type="application/json")
     assert response.status_code == 202, response.content
     body = response.json()
@@ -57,12 +55,12 @@ def test_start_follow_and_read_a_proxy_run_through_the_api(
 
 
 @pytest.mark.django_db
-def test_bad_proxy_requests_get_the_error_shape_and_store_nothing(judge):
+def test_bad_proxy_requests_get_the_error_shape_and_store_nothing(allowed_latte):
     owner = UserFactory(username="owner", is_staff=True)
     make_study(owner=owner, slug="asr")
     api = token_client(owner)
     response = api.post(reverse("api-study-proxy-runs", args=["asr"]), data=json.dumps(
-        {"method": "latte", "criteria": ["nope"], "backend": backend_for(judge)}),
+        {"method": "latte", "criteria": ["nope"], "backend": backend_for(allowed_latte)}),
         content_type="application/json")
     assert response.status_code == 400
     body = response.json()
@@ -72,16 +70,16 @@ def test_bad_proxy_requests_get_the_error_shape_and_store_nothing(judge):
 
 
 @pytest.mark.django_db
-def test_viewers_read_but_cannot_start_and_strangers_see_nothing(judge):
+def test_viewers_read_but_cannot_start_and_strangers_see_nothing(allowed_latte):
     owner = UserFactory(username="owner", is_staff=True)
     viewer = UserFactory(username="viewer", is_staff=True)
     stranger = UserFactory(username="stranger", is_staff=True)
     study = make_study(owner=owner, slug="asr")
     StudyCollaborator.objects.create(study=study, user=viewer, role="viewer")
     run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
-                                   backend=backend_for(judge), enqueue=False))
+                                   backend=backend_for(allowed_latte), enqueue=False))
     start = reverse("api-study-proxy-runs", args=["asr"])
-    body = json.dumps({"method": "latte", "backend": backend_for(judge)})
+    body = json.dumps({"method": "latte", "backend": backend_for(allowed_latte)})
     as_viewer, as_stranger = token_client(viewer), token_client(stranger)
     assert as_viewer.get(reverse("api-proxy-run", args=[run.pk])).status_code == 200
     assert as_viewer.post(start, data=body, content_type="application/json").status_code == 403
@@ -92,14 +90,14 @@ def test_viewers_read_but_cannot_start_and_strangers_see_nothing(judge):
 
 
 @pytest.mark.django_db
-def test_admin_starts_a_proxy_run_and_shows_errors_on_the_form(judge, client,
+def test_admin_starts_a_proxy_run_and_shows_errors_on_the_form(allowed_latte, client,
                                                               django_capture_on_commit_callbacks):
     owner = UserFactory(username="owner", is_staff=True, is_superuser=True)
     study = make_study(owner=owner, slug="asr")
     client.force_login(owner)
     url = reverse("admin:proxies_proxyrun_add")
     form = {"study": study.pk, "method": "latte", "criteria_keys": "usable",
-            "backend_config": json.dumps(backend_for(judge)), "template": "",
+            "backend_config": json.dumps(backend_for(allowed_latte)), "template": "",
             "params_config": "{}"}
     bad = client.post(url, {**form, "criteria_keys": "nope"})
     assert bad.status_code == 200 and "is not a criterion" in bad.content.decode()
@@ -113,27 +111,27 @@ def test_admin_starts_a_proxy_run_and_shows_errors_on_the_form(judge, client,
 
 
 @pytest.mark.django_db(transaction=True)
-def test_real_worker_on_the_llm_queue_judges_a_run(judge, allow_loopback_judges):
+def test_real_worker_on_the_llm_queue_judges_a_run(allowed_latte, allow_loopback_judges):
     study = make_study(n_items=4, n_systems=2)
     name = f"llm-{uuid.uuid4().hex[:6]}"
     # The worker reads its settings from the environment: the loopback opt-in goes there too.
     with running_worker(["cpu", "llm"], name=name, env=allow_loopback_judges):
         run = proxy_run_start(study=study, method="latte", criteria=["usable"],
-                              backend=backend_for(judge))
+                              backend=backend_for(allowed_latte))
         assert wait_for(lambda: ProxyRun.objects.get(pk=run.pk).status == "done", timeout=120)
     assert Judgment.objects.filter(rater=run.rater).count() == 8
-    assert judge.hits == 8
+    assert allowed_latte.hits == 8
 
 
 @pytest.mark.django_db
-def test_metrics_page_lists_proxy_runs_with_progress(judge, client):
+def test_metrics_page_lists_proxy_runs_with_progress(allowed_latte, client):
     from django.contrib.auth.models import Permission
 
     owner = UserFactory(username="owner", is_staff=True)
     owner.user_permissions.set(Permission.objects.filter(content_type__app_label="proxies"))
     study = make_study(owner=owner, slug="asr")
     run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
-                                   backend=backend_for(judge), enqueue=False))
+                                   backend=backend_for(allowed_latte), enqueue=False))
     client.force_login(owner)
     page = client.get(reverse("metrics:runs", args=["asr"])).content.decode()
     assert str(run.rater) in page and "18 / 18" in page
@@ -164,12 +162,12 @@ def test_admin_offers_only_studies_the_researcher_may_edit(client):
 
 
 @pytest.mark.django_db
-def test_a_proxy_run_and_its_resumption_are_audited_and_a_refusal_is_not(judge):
+def test_a_proxy_run_and_its_resumption_are_audited_and_a_refusal_is_not(allowed_latte):
     owner = UserFactory(username="owner", is_staff=True)
     make_study(owner=owner, slug="asr")
     api = token_client(owner)
     response = api.post(reverse("api-study-proxy-runs", args=["asr"]), data=json.dumps(
-        {"method": "latte", "criteria": ["usable"], "backend": backend_for(judge)}),
+        {"method": "latte", "criteria": ["usable"], "backend": backend_for(allowed_latte)}),
         content_type="application/json")
     assert response.status_code == 202, response.content
     run = ProxyRun.objects.get()
@@ -183,7 +181,7 @@ def test_a_proxy_run_and_its_resumption_are_audited_and_a_refusal_is_not(judge):
     assert (event.source, event.actor_repr) == ("api", "owner")
     # A refused request is no run and no event.
     refused = api.post(reverse("api-study-proxy-runs", args=["asr"]), data=json.dumps(
-        {"method": "latte", "criteria": ["nope"], "backend": backend_for(judge)}),
+        {"method": "latte", "criteria": ["nope"], "backend": backend_for(allowed_latte)}),
         content_type="application/json")
     assert refused.status_code == 400
     assert AuditEvent.objects.filter(action="start").count() == 2

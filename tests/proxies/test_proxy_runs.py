@@ -22,7 +22,7 @@ from tests.factories import make_study
 from tests.proxies.judges.fake_openai import FakeOpenAI, Reply, answer, yes_no_reply
 from tests.proxies.judges.test_judge_local_hf import causal_dir  # noqa: F401 - a fixture
 
-# Every judge here is the fake server on loopback: opted in explicitly (tests/metrics/conftest).
+# Every judge here is the fake server on loopback: opted in explicitly (tests/proxies/conftest.py).
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_loopback_judges")]
 
 # make_study's outputs are "<reference> (variant k)"; the judge's P(yes) follows the variant.
@@ -38,7 +38,7 @@ def latte_responder(request):
 
 
 @pytest.fixture
-def judge():
+def fake_latte():
     with FakeOpenAI(latte_responder) as server:
         yield server
 
@@ -57,9 +57,9 @@ def run_here(run: ProxyRun) -> ProxyRun:
     return run
 
 
-def test_latte_run_stores_judgments_of_an_llm_rater(study, judge):
+def test_latte_run_stores_judgments_of_an_llm_rater(study, fake_latte):
     run = proxy_run_start(study=study, method="latte", criteria=["usable", "severity"],
-                          backend=backend_for(judge), enqueue=False)
+                          backend=backend_for(fake_latte), enqueue=False)
     assert run.total == 2 * 18 and run.queue == "llm"
     run = run_here(run)
     assert run.status == ProxyRun.Status.DONE and run.done == 36 and run.failed == 0
@@ -80,7 +80,7 @@ def test_latte_run_stores_judgments_of_an_llm_rater(study, judge):
         else:  # LATTE's binary reading of the severity scale
             assert judgment.value == ("0" if p >= 0.5 else "2")
     # Both criteria send the same LATTE prompt: the second is answered from the cache.
-    assert judge.hits == 18
+    assert fake_latte.hits == 18
     assert run.usage["requests"] == 18 and run.usage["cache_hits"] == 18
     assert run.usage["answers_logprobs"] == 36
     assert JudgeResponse.objects.count() == 18
@@ -88,26 +88,26 @@ def test_latte_run_stores_judgments_of_an_llm_rater(study, judge):
     assert len(tidy) == 36 and not tidy["is_human"].any()
 
 
-def test_rerunning_the_same_judge_costs_nothing_and_reuses_its_rater(study, judge):
+def test_rerunning_the_same_judge_costs_nothing_and_reuses_its_rater(study, fake_latte):
     first = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
-                                     backend=backend_for(judge), enqueue=False))
-    hits = judge.hits
+                                     backend=backend_for(fake_latte), enqueue=False))
+    hits = fake_latte.hits
     second = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
-                                      backend=backend_for(judge), enqueue=False))
+                                      backend=backend_for(fake_latte), enqueue=False))
     assert second.rater_id == first.rater_id
     assert second.status == ProxyRun.Status.DONE and second.done == 18
-    assert judge.hits == hits
+    assert fake_latte.hits == hits
     assert Judgment.objects.filter(rater=first.rater).count() == 18
     # A changed prompt is another proxy: a new rater, never mixed with the first one's answers.
     third = proxy_run_start(
-        study=study, method="latte", criteria=["usable"], backend=backend_for(judge),
+        study=study, method="latte", criteria=["usable"], backend=backend_for(fake_latte),
         template="Reference: {reference}\nHypothesis: {output}\nSame meaning? ", enqueue=False)
     assert third.rater_id != first.rater_id
 
 
-def test_a_batch_judged_twice_stores_each_answer_once(study, judge):
+def test_a_batch_judged_twice_stores_each_answer_once(study, fake_latte):
     run = proxy_run_start(study=study, method="latte", criteria=["usable"],
-                          backend=backend_for(judge), enqueue=False)
+                          backend=backend_for(fake_latte), enqueue=False)
     batches = []
     proxy_run_dispatch(run, send=lambda queue, ids: batches.append(ids))
     proxy_batch_judge(run_id=run.pk, slot_ids=batches[0])
@@ -148,7 +148,7 @@ def test_failed_answers_are_recorded_and_a_resumed_run_retries_them(study):
     assert (run.done, run.failed) == (18, 0)
 
 
-def test_requests_are_refused_with_a_clear_reason(study, judge):
+def test_requests_are_refused_with_a_clear_reason(study, fake_latte):
     cases = [
         ({"method": "oracle"}, "method"),
         ({"method": "latte", "criteria": ["nope"]}, "'nope' is not a criterion"),
@@ -158,13 +158,13 @@ def test_requests_are_refused_with_a_clear_reason(study, judge):
         ({"method": "latte", "params": {"threshold": 2}}, "threshold must lie in [0, 1]"),
         ({"method": "latte", "template": "Ground truth: {reference} {speaker}"}, "template"),
         ({"method": "rubric", "template": "x {output}"}, "only the LATTE prompt is editable"),
-        ({"method": "latte", "backend": {**backend_for(judge), "api_key": "sk-1"}},
+        ({"method": "latte", "backend": {**backend_for(fake_latte), "api_key": "sk-1"}},
          "keys are never stored"),
-        ({"method": "latte", "backend": {**backend_for(judge), "colour": "red"}},
+        ({"method": "latte", "backend": {**backend_for(fake_latte), "colour": "red"}},
          "unknown key(s) ['colour']"),
         ({"method": "latte", "backend": {"base_url": ""}}, "needs base_url and model"),
         ({"method": "learned"}, "a trained learned proxy is required"),
-        ({"method": "latte", "backend": {**backend_for(judge), "api_key_env": "SECRET_KEY"}},
+        ({"method": "latte", "backend": {**backend_for(fake_latte), "api_key_env": "SECRET_KEY"}},
          "api_key_env 'SECRET_KEY' is not one of the key variables allowed"),
         ({"method": "latte", "backend": {"base_url": "http://user:pw@127.0.0.1:9/v1",
                                          "model": "m"}}, "must not carry credentials"),
@@ -172,7 +172,7 @@ def test_requests_are_refused_with_a_clear_reason(study, judge):
          "is not an http(s) URL"),
     ]
     for request, expected in cases:
-        backend = request.pop("backend", backend_for(judge))
+        backend = request.pop("backend", backend_for(fake_latte))
         with pytest.raises(ValidationError) as error:
             proxy_run_start(study=study, backend=backend, enqueue=False, **request)
         assert expected in " ".join(error.value.messages), request
@@ -193,14 +193,14 @@ def _human_labels(study, label_for_variant):
                                 value=label_for_variant[_variant(output.text)])
 
 
-def test_threshold_chosen_on_dev_for_precision_and_applied(judge):
+def test_threshold_chosen_on_dev_for_precision_and_applied(fake_latte):
     study = make_study(n_items=12, n_systems=3)
     _human_labels(study, {"0": "yes", "1": "no", "2": "no"})
     run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
-                                   backend=backend_for(judge), enqueue=False))
+                                   backend=backend_for(fake_latte), enqueue=False))
     # At the default 0.5, variant 1 (P = 0.6) is called preserved though humans say no.
     assert Judgment.objects.filter(rater=run.rater, value="yes").count() == 24
-    hits = judge.hits
+    hits = fake_latte.hits
     report = proxy_threshold_choose(run, criterion_key="usable", target_precision=0.9,
                                     enqueue=False, source="command")
     assert 0.6 < report["threshold"] <= 0.9
@@ -217,18 +217,18 @@ def test_threshold_chosen_on_dev_for_precision_and_applied(judge):
     # The decision is part of the proxy: a new rater at the chosen threshold, answered from
     # the judge cache, while the first run's answers stay as they were.
     assert decided.rater_id != run.rater_id and decided.params["threshold"] == report["threshold"]
-    assert judge.hits == hits
+    assert fake_latte.hits == hits
     assert Judgment.objects.filter(rater=decided.rater, value="yes").count() == 12
     assert Judgment.objects.filter(rater=run.rater, value="yes").count() == 24
     assert sorted(set(Judgment.objects.filter(rater=decided.rater)
                       .values_list("numeric_value", flat=True))) == pytest.approx([0.2, 0.6, 0.9])
 
 
-def test_threshold_choice_refuses_what_it_cannot_do(judge):
+def test_threshold_choice_refuses_what_it_cannot_do(fake_latte):
     study = make_study(n_items=12, n_systems=3)
     _human_labels(study, {"0": "no", "1": "yes", "2": "no"})  # never monotone in P(yes)
     run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
-                                   backend=backend_for(judge), enqueue=False))
+                                   backend=backend_for(fake_latte), enqueue=False))
     with pytest.raises(ValidationError, match=r"no threshold reaches precision 0.99"):
         proxy_threshold_choose(run, criterion_key="usable", target_precision=0.99)
     with pytest.raises(ValidationError, match="not one of this run's criteria"):
@@ -236,12 +236,12 @@ def test_threshold_choice_refuses_what_it_cannot_do(judge):
     assert ProxyRun.objects.count() == 1
 
 
-def test_latte_score_per_system_and_metadata_field(study, judge):
+def test_latte_score_per_system_and_metadata_field(study, fake_latte):
     for index, item in enumerate(study.items.order_by("pk")):
         item.metadata = {"speaker": "s1" if index < 3 else "s2"}
         item.save()
     run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
-                                   backend=backend_for(judge), enqueue=False))
+                                   backend=backend_for(fake_latte), enqueue=False))
     by_system = {row["group"]: row["latte_score"]
                  for row in latte_scores(run, criterion_key="usable", by="system")}
     assert by_system == {"sys-0": 100.0, "sys-1": 100.0, "sys-2": 0.0}
@@ -305,9 +305,9 @@ def test_drpe_run_judges_the_pairs_humans_see_in_both_orders():
         assert judgment.numeric_value == pytest.approx(1.0 if shorter_is_a else 0.0)
 
 
-def test_run_proxy_command_reports_progress_and_latte_scores(study, judge, capsys):
+def test_run_proxy_command_reports_progress_and_latte_scores(study, fake_latte, capsys):
     call_command("run_proxy", "--study", study.slug, "--method", "latte", "--criteria", "usable",
-                 "--backend", json.dumps({"base_url": judge.base_url, "model": "judge-test"}),
+                 "--backend", json.dumps({"base_url": fake_latte.base_url, "model": "judge-test"}),
                  "--sync", "--latte-by", "system")
     out = capsys.readouterr().out
     assert "done, 18/18 answers, 0 unreadable" in out
@@ -329,7 +329,7 @@ def test_local_hugging_face_judge_runs_on_the_gpu_queue_from_logits(study, reque
     assert all(0 < p < 1 for p in scores)
 
 
-def test_the_configured_key_goes_to_the_configured_endpoint_only(settings, monkeypatch, judge):
+def test_the_configured_key_goes_to_the_configured_endpoint_only(settings, monkeypatch, fake_latte):
     """An editor's base_url never receives the organisation's judge key."""
     from proxies.judge_config import backend_clean
 
@@ -337,30 +337,30 @@ def test_the_configured_key_goes_to_the_configured_endpoint_only(settings, monke
     settings.EVALSTUDY_JUDGE_BASE_URL = "http://judge.internal:8000/v1"
     settings.EVALSTUDY_JUDGE_MODEL = "m"
     assert backend_clean(None)["api_key_env"] == "EVALSTUDY_JUDGE_API_KEY"
-    assert "api_key_env" not in backend_clean({"base_url": judge.base_url})
+    assert "api_key_env" not in backend_clean({"base_url": fake_latte.base_url})
     settings.EVALSTUDY_JUDGE_ALLOWED_HOSTS = ["judge.internal"]
     with pytest.raises(ValidationError, match="not in EVALSTUDY_JUDGE_ALLOWED_HOSTS"):
-        backend_clean({"base_url": judge.base_url})
+        backend_clean({"base_url": fake_latte.base_url})
 
 
-def test_a_running_run_is_not_resumed_twice(study, judge):
+def test_a_running_run_is_not_resumed_twice(study, fake_latte):
     from proxies.services import proxy_run_resume
 
     run = proxy_run_start(study=study, method="latte", criteria=["usable"],
-                          backend=backend_for(judge), enqueue=False)
+                          backend=backend_for(fake_latte), enqueue=False)
     ProxyRun.objects.filter(pk=run.pk).update(status=ProxyRun.Status.RUNNING)
     run.refresh_from_db()
     with pytest.raises(ValidationError, match="still running"):
         proxy_run_resume(run)
 
 
-def test_a_unit_answered_after_a_failure_counts_once(study, judge):
+def test_a_unit_answered_after_a_failure_counts_once(study, fake_latte):
     """A batch redelivered after a failure stores the answer: the run counts it as done, not
     also as failed, and so does not finish early."""
     from proxies.services import proxy_run_refresh
 
     run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
-                                   backend=backend_for(judge), enqueue=False))
+                                   backend=backend_for(fake_latte), enqueue=False))
     slot = Judgment.objects.filter(rater=run.rater).first().slot_id
     ProxyRun.objects.filter(pk=run.pk).update(unreadable={f"{slot}:usable": "timeout"})
     run = proxy_run_refresh(run)

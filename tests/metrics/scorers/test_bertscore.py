@@ -20,7 +20,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest  # noqa: E402
 
 from metrics.scorers.base import Pair  # noqa: E402
-from metrics.scorers.encoder import get_encoder  # noqa: E402
 from metrics.scorers.semantic import BertScoreScorer, read_baseline_file  # noqa: E402
 
 LONG = (
@@ -68,13 +67,8 @@ BASELINE = (0.21, 0.23, 0.22)
 
 
 @pytest.fixture(scope="module")
-def encoder():
-    return get_encoder(device="cpu")
-
-
-@pytest.fixture(scope="module")
-def path(encoder):
-    return encoder.model_path
+def path(cpu_encoder):
+    return cpu_encoder.model_path
 
 
 @pytest.fixture(scope="module")
@@ -114,20 +108,20 @@ def assert_equal_to_bert_score(ours, theirs):
     assert max(diffs) < 1e-4, max(diffs)
 
 
-def test_equals_bert_score_last_layer(plain_reference, encoder):
-    ours = BertScoreScorer(bert_score_batch_size=8).score(as_pairs(), encoder=encoder)
+def test_equals_bert_score_last_layer(plain_reference, cpu_encoder):
+    ours = BertScoreScorer(bert_score_batch_size=8).score(as_pairs(), encoder=cpu_encoder)
     assert_equal_to_bert_score(ours, plain_reference)
     identical = ours[8].values
     assert identical["bertscore_f"] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_default_equals_bert_score_on_padded_pairs_and_ignores_neighbours(
-    plain_reference, encoder
+    plain_reference, cpu_encoder
 ):
     scorer = BertScoreScorer()
     pairs = as_pairs()
-    ours = scorer.score(pairs, encoder=encoder)
-    records = encoder.encode(REFS + CANDS)
+    ours = scorer.score(pairs, encoder=cpu_encoder)
+    records = cpu_encoder.encode(REFS + CANDS)
     floor_p, floor_r = BertScoreScorer(bert_score_batch_size=8)._floors(
         records[: len(PAIRS)], records[len(PAIRS):]
     )
@@ -139,89 +133,89 @@ def test_default_equals_bert_score_on_padded_pairs_and_ignores_neighbours(
     assert ours[0].values["bertscore_p"] == pytest.approx(plain_reference[0][0], abs=1e-4)
     for pair, together in zip(pairs[:6], ours[:6], strict=True):
         # equal up to float rounding: the batched product may sum in another order
-        assert scorer.score([pair], encoder=encoder)[0].values == pytest.approx(
+        assert scorer.score([pair], encoder=cpu_encoder)[0].values == pytest.approx(
             together.values, abs=1e-6)
 
 
-def test_unpadded_bert_score_keeps_negative_best_matches(path, encoder):
+def test_unpadded_bert_score_keeps_negative_best_matches(path, cpu_encoder):
     """Alone in its batch, "fite ... lamt" is not padded: bert-score keeps a match below 0."""
     import bert_score
 
     pair = as_pairs()[0]
     (p,), (r,), (f,) = bert_score.score([pair.hypothesis], [pair.reference],
                                         model_type=str(path), num_layers=6, device="cpu")
-    exact = BertScoreScorer(bert_score_batch_size=64).score([pair], encoder=encoder)[0]
+    exact = BertScoreScorer(bert_score_batch_size=64).score([pair], encoder=cpu_encoder)[0]
     assert_equal_to_bert_score([exact], ([p.item()], [r.item()], [f.item()]))
-    floored = BertScoreScorer().score([pair], encoder=encoder)[0]
+    floored = BertScoreScorer().score([pair], encoder=cpu_encoder)[0]
     assert floored.values["bertscore_p"] > exact.values["bertscore_p"] + 1e-3
 
 
-def test_equals_bert_score_with_idf(path, encoder):
+def test_equals_bert_score_with_idf(path, cpu_encoder):
     theirs = reference_scores(path, num_layers=6, idf=True)
     # bert-score computes idf over the references as passed (with repeats): do the same
     scorer = BertScoreScorer(idf=True, idf_sentences=REFS, bert_score_batch_size=8)
-    ours = scorer.score(as_pairs(), encoder=encoder)
+    ours = scorer.score(as_pairs(), encoder=cpu_encoder)
     assert_equal_to_bert_score(ours, theirs)
 
 
-def test_equals_bert_score_rescaled_at_another_layer(path, encoder, baseline_file):
+def test_equals_bert_score_rescaled_at_another_layer(path, cpu_encoder, baseline_file):
     theirs = reference_scores(path, num_layers=4, lang="en", rescale_with_baseline=True,
                               baseline_path=str(baseline_file))
     baseline = read_baseline_file(baseline_file, 4)
     assert baseline == BASELINE
     scorer = BertScoreScorer(layer=4, baseline=baseline, bert_score_batch_size=8)
-    ours = scorer.score(as_pairs(), encoder=encoder)
+    ours = scorer.score(as_pairs(), encoder=cpu_encoder)
     assert_equal_to_bert_score(ours, theirs)
 
 
-def test_truncation_is_reported(encoder):
-    scores = BertScoreScorer().score(as_pairs(), encoder=encoder)
+def test_truncation_is_reported(cpu_encoder):
+    scores = BertScoreScorer().score(as_pairs(), encoder=cpu_encoder)
     assert [i for i, s in enumerate(scores) if s.details.get("truncated")] == [28]
 
 
-def test_empty_hypothesis_scores_zero_and_empty_reference_is_an_error(encoder):
+def test_empty_hypothesis_scores_zero_and_empty_reference_is_an_error(cpu_encoder):
     pairs = [Pair(1, "a reference", ""), Pair(2, "a reference", "  \n"), Pair(3, "", "text"),
              Pair(4, "   ", ""), Pair(5, "a reference", "a reference")]
-    plain = BertScoreScorer().score(pairs, encoder=encoder)
+    plain = BertScoreScorer().score(pairs, encoder=cpu_encoder)
     for score in plain[:2]:
         assert score.values == {"bertscore_f": 0.0, "bertscore_p": 0.0, "bertscore_r": 0.0}
         assert score.details == {"empty_hypothesis": True}
     assert plain[2].error.startswith("empty reference") and not plain[2].values
     assert plain[3].error.startswith("empty reference")
     assert plain[4].values["bertscore_f"] == pytest.approx(1.0, abs=1e-5)
-    rescaled = BertScoreScorer(baseline=BASELINE).score(pairs[:1], encoder=encoder)[0]
+    rescaled = BertScoreScorer(baseline=BASELINE).score(pairs[:1], encoder=cpu_encoder)[0]
     assert rescaled.values["bertscore_p"] == pytest.approx(-0.21 / 0.79)
     assert rescaled.values["bertscore_f"] == pytest.approx(-0.22 / 0.78)
 
 
-def test_idf_weights_match_bert_score_definition(encoder):
+def test_idf_weights_match_bert_score_definition(cpu_encoder):
     import math
 
     scorer = BertScoreScorer(idf=True, idf_sentences=["the cat", "the dog", "a bird"])
-    table = scorer._weight_table(encoder)
-    tok = encoder.tokenizer
+    table = scorer._weight_table(cpu_encoder)
+    tok = cpu_encoder.tokenizer
     the, cat, unseen = tok.convert_tokens_to_ids(["the", "cat", "zebra"])
     assert table[the].item() == pytest.approx(math.log(4 / 3))
     assert table[cat].item() == pytest.approx(math.log(4 / 2))
     assert table[unseen].item() == pytest.approx(math.log(4))
     assert table[tok.cls_token_id].item() == 0 and table[tok.sep_token_id].item() == 0
-    plain = BertScoreScorer()._weight_table(encoder)
+    plain = BertScoreScorer()._weight_table(cpu_encoder)
     assert plain[tok.cls_token_id] == 0 and plain[tok.sep_token_id] == 0 and plain[the] == 1
 
 
-def test_params_are_validated_and_signature_is_compact(encoder):
+def test_params_are_validated_and_signature_is_compact(cpu_encoder):
     with pytest.raises(ValueError):
         BertScoreScorer(idf=True)
     with pytest.raises(ValueError):
         BertScoreScorer(baseline=(0.1, 0.2))
-    sig = BertScoreScorer(idf=True, idf_sentences=REFS).signature(encoder)
+    sig = BertScoreScorer(idf=True, idf_sentences=REFS).signature(cpu_encoder)
     assert sig["metric"] == "bertscore" and sig["params"]["layer"] == 6
     assert sig["params"]["idf_sentences"]["n"] == len(REFS)
-    given = BertScoreScorer(idf=True, idf_sentences=REFS, idf_digest="abc").signature(encoder)
+    given = BertScoreScorer(idf=True, idf_sentences=REFS, idf_digest="abc").signature(cpu_encoder)
     assert given["params"]["idf_sentences"] == {"n": len(REFS), "sha256": "abc"}
-    assert BertScoreScorer(model_path=encoder.model_path).signature(encoder)["params"][
-        "model_path"] == encoder.model_path
-    assert sig["encoder"] == encoder.signature()
+    assert BertScoreScorer(model_path=cpu_encoder.model_path).signature(cpu_encoder)["params"][
+        "model_path"] == cpu_encoder.model_path
+    assert sig["encoder"] == cpu_encoder.signature()
     scorer = BertScoreScorer()
     assert scorer.needs_encoder and scorer.direction == "higher"
     assert scorer.outputs[0] == "bertscore_f"

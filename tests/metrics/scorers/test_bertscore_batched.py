@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode  # noqa: E402
 
 from metrics.scorers import semantic  # noqa: E402
 from metrics.scorers.base import Pair  # noqa: E402
-from metrics.scorers.encoder import Encoder, get_encoder  # noqa: E402
+from metrics.scorers.encoder import Encoder  # noqa: E402
 from metrics.scorers.semantic import BertScoreScorer, bertscore_batched  # noqa: E402
 
 
@@ -124,11 +124,6 @@ class _Products(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.fixture(scope="module")
-def shared():
-    return get_encoder(device="cpu")
-
-
 def short_pairs(n):
     words = ["the", "flight", "is", "about", "to", "land", "now", "please", "sit", "down"]
     pairs = []
@@ -139,33 +134,33 @@ def short_pairs(n):
     return pairs
 
 
-def test_greedy_matching_is_one_batched_product_not_one_per_pair(shared):
+def test_greedy_matching_is_one_batched_product_not_one_per_pair(cpu_encoder):
     pairs = short_pairs(60)
     scorer = BertScoreScorer()
-    scorer.score(pairs, encoder=shared)  # every text encoded and cached: no model call below
+    scorer.score(pairs, encoder=cpu_encoder)  # every text encoded and cached: no model call below
     with _Products() as mode:
-        scores = scorer.score(pairs, encoder=shared)
+        scores = scorer.score(pairs, encoder=cpu_encoder)
     assert all(s.error is None for s in scores)
     assert mode.products == 1  # 60 short pairs: one similarity product for all of them
 
 
-def test_torch_calls_do_not_grow_with_the_number_of_pairs(shared):
+def test_torch_calls_do_not_grow_with_the_number_of_pairs(cpu_encoder):
     scorer = BertScoreScorer()
     few, many = short_pairs(6), short_pairs(120)
-    scorer.score(many, encoder=shared)
+    scorer.score(many, encoder=cpu_encoder)
     with _Products() as small:
-        scorer.score(few, encoder=shared)
+        scorer.score(few, encoder=cpu_encoder)
     with _Products() as large:
-        scorer.score(many, encoder=shared)
+        scorer.score(many, encoder=cpu_encoder)
     # pair by pair, 20x the pairs made about 20x the operations; batched, about the same
     assert large.calls < 2 * small.calls
 
 
-def test_matching_runs_within_the_encoders_thread_bound(shared):
+def test_matching_runs_within_the_encoders_thread_bound(cpu_encoder):
     if torch.get_num_threads() < 2:
         pytest.skip("needs a process allowed at least 2 torch threads")
-    bounded = Encoder(shared.model_path, "cpu", num_threads=1)
-    bounded._model, bounded._tokenizer = shared.model, shared.tokenizer
+    bounded = Encoder(cpu_encoder.model_path, "cpu", num_threads=1)
+    bounded._model, bounded._tokenizer = cpu_encoder.model, cpu_encoder.tokenizer
     pairs = short_pairs(10)
     scorer = BertScoreScorer()
     scorer.score(pairs, encoder=bounded)

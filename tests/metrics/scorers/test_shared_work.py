@@ -19,7 +19,6 @@ from rouge_score.tokenize import tokenize  # noqa: E402
 from sacrebleu.metrics import BLEU, CHRF  # noqa: E402
 
 from metrics.scorers.base import Pair  # noqa: E402
-from metrics.scorers.encoder import get_encoder  # noqa: E402
 from metrics.scorers.heval import HevalScorer  # noqa: E402
 from metrics.scorers.memo import memo_stats, memos_clear  # noqa: E402
 from metrics.scorers.normalise import Normaliser  # noqa: E402
@@ -94,12 +93,7 @@ def test_rouge_with_remembered_stems_equals_rouge_score(batch):
             assert ours.values[f"{kind}_f"] == pytest.approx(result[kind].fmeasure)
 
 
-@pytest.fixture(scope="module")
-def encoder():
-    return get_encoder(device="cpu")
-
-
-def test_wer_and_heval_align_each_pair_once(encoder, monkeypatch):
+def test_wer_and_heval_align_each_pair_once(cpu_encoder, monkeypatch):
     calls = []
     original = jiwer.process_words
 
@@ -113,24 +107,24 @@ def test_wer_and_heval_align_each_pair_once(encoder, monkeypatch):
              Pair(3, "Call Anna on speaker", "call hannah on speaker please")]
     memos_clear()
     wer = WordErrorScorer().score(pairs)
-    heval = HevalScorer().score(pairs, encoder=encoder)
+    heval = HevalScorer().score(pairs, encoder=cpu_encoder)
     assert len(calls) == len(pairs)  # H_eval reused WER's alignments
     assert [s.values["substitutions"] + s.values["deletions"] for s in wer] == [
         s.values["wrong_keywords"] + s.values["wrong_nonkeywords"] for s in heval]
 
 
-def test_heval_sd_and_keywords_are_shared_per_reference(encoder):
+def test_heval_sd_and_keywords_are_shared_per_reference(cpu_encoder):
     pairs = [Pair(1, "He had a ridiculous idea", "He had a ridiculous idea"),
              Pair(2, "He had a ridiculous idea", "hi hada ridiculous idea"),
              Pair(3, "He had a ridiculous idea", ""),
              Pair(4, "Morale is raised", "Moral is raised")]
-    heval = HevalScorer().score(pairs, encoder=encoder)
-    sd = SemanticDistanceScorer().score(pairs, encoder=encoder)
+    heval = HevalScorer().score(pairs, encoder=cpu_encoder)
+    sd = SemanticDistanceScorer().score(pairs, encoder=cpu_encoder)
     for h, s in zip(heval, sd, strict=True):
         assert h.values["sd"] == pytest.approx(s.values["sd"], abs=1e-6)
     assert heval[0].details["keywords"] == heval[1].details["keywords"] == heval[2].details[
         "keywords"]
     assert heval[2].details["empty_hypothesis"] and heval[2].values["sd"] == 1.0
     for pair, score in zip(pairs, heval, strict=True):  # each alone: the same values
-        (alone,) = HevalScorer().score([pair], encoder=encoder)
+        (alone,) = HevalScorer().score([pair], encoder=cpu_encoder)
         assert alone.values == pytest.approx(score.values, abs=1e-6)

@@ -27,30 +27,26 @@ from proxies.services import proxy_run_start  # noqa: E402
 from tests.proxies.test_learned_proxy_runs import synthetic_study  # noqa: E402
 from tests.proxies.test_proxy_runs import run_here  # noqa: E402
 
-pytestmark = pytest.mark.django_db
+# Trained proxies go to a fresh directory per test (tests/conftest.py).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("proxy_dir_in_tmp")]
 
 PARAMS = {"epochs": 2, "batch_size": 32, "seed": 0}
 
 
-@pytest.fixture(autouse=True)
-def _artifacts_in_tmp(settings, tmp_path):
-    settings.EVALSTUDY_PROXY_DIR = str(tmp_path / "proxies")
-
-
 @pytest.fixture
-def labelled():
+def toy_study():
     return synthetic_study("soft-prompt-study", seed=3, n_references=24)
 
 
 @pytest.fixture
-def model_dir(labelled, tmp_path_factory, allow_tmp_model_dirs):
+def model_dir(toy_study, tmp_path_factory, allow_tmp_model_dirs):
     """A tiny random Llama whose word-level vocabulary covers the study's texts."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
 
     from evalstudy.models import Output
 
-    study, _labels = labelled
+    study, _labels = toy_study
     texts = latte_prompts(Output.objects.filter(item__study=study).values_list(
         "item__reference", "text"))
     words = ["<pad>", "<unk>", "<s>", "</s>", "yes", "no"]
@@ -76,8 +72,8 @@ def _backend(model_dir, **extra):
     return {"backend": "hf", "model_path": model_dir, "device": "cpu", **extra}
 
 
-def test_train_on_the_study_then_judge_it_with_the_soft_prompt(labelled, model_dir, settings):
-    study, _labels = labelled
+def test_train_on_the_study_then_judge_it_with_the_soft_prompt(toy_study, model_dir, settings):
+    study, _labels = toy_study
     report = soft_prompt_train(study=study, criterion_key="usable", backend=_backend(model_dir),
                                params=PARAMS)
     path = Path(report["path"])
@@ -117,8 +113,8 @@ def test_train_on_the_study_then_judge_it_with_the_soft_prompt(labelled, model_d
     assert plain.rater != run.rater
 
 
-def test_a_soft_prompt_stays_with_its_study(labelled, model_dir):
-    study, _labels = labelled
+def test_a_soft_prompt_stays_with_its_study(toy_study, model_dir):
+    study, _labels = toy_study
     path = soft_prompt_train(study=study, criterion_key="usable", backend=_backend(model_dir),
                              params=PARAMS)["path"]
     other, _ = synthetic_study("another-study", seed=5, n_references=8)
@@ -130,8 +126,8 @@ def test_a_soft_prompt_stays_with_its_study(labelled, model_dir):
     assert soft_prompt_check(path, study=study) == path
 
 
-def test_only_soft_prompts_trained_here_are_loaded(labelled, model_dir, settings, tmp_path):
-    study, _labels = labelled
+def test_only_soft_prompts_trained_here_are_loaded(toy_study, model_dir, settings, tmp_path):
+    study, _labels = toy_study
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "soft_prompt.json").write_text('{"format": 1}')
@@ -159,8 +155,8 @@ def test_only_soft_prompts_trained_here_are_loaded(labelled, model_dir, settings
                                  "soft_prompt": str(empty)}, enqueue=False)
 
 
-def test_training_requests_are_checked(labelled, model_dir):
-    study, _labels = labelled
+def test_training_requests_are_checked(toy_study, model_dir):
+    study, _labels = toy_study
     for params, message in [({"epochs": 51}, "epochs must be a number above 0 and at most 50"),
                             ({"epoch": 2}, "not understood by prompt tuning"),
                             ({"seed": -1}, "seed must be an integer"),

@@ -14,15 +14,9 @@ import torch
 from proxies.learned import Example, load_artifact, save_artifact, train_proxy
 from proxies.learned.cross_encoder import CrossEncoderProxy
 from proxies.learned.training import top1_per_group
-from tests.tiny_models import save_tiny_bert
 
 HISTORY = " ".join(f"turn{i} said word{i}." for i in range(60))  # several hundred tokens
 COMPLETION = "and then the completion continues the conversation politely"
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert-ce"))
 
 
 def loaded(path: str, **params) -> CrossEncoderProxy:

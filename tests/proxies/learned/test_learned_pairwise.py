@@ -53,12 +53,12 @@ def pairs():
 
 
 @pytest.fixture(scope="module")
-def trained(pairs):
+def fitted(pairs):
     return train_pairwise(pairs, params={"features": ["wer", "cer", "bertscore_f"]}, seed=0)
 
 
-def test_learns_the_preference_rule_and_beats_each_metric_alone(trained):
-    metrics = trained.metrics
+def test_learns_the_preference_rule_and_beats_each_metric_alone(fitted):
+    metrics = fitted.metrics
     coefficients = metrics["coefficients"]
     assert coefficients["cer"] < 0 < coefficients["bertscore_f"]
     assert abs(coefficients["wer"]) < min(abs(coefficients["cer"]),
@@ -77,8 +77,8 @@ def test_learns_the_preference_rule_and_beats_each_metric_alone(trained):
         assert 0 <= fold["accuracy"]["ties_wrong"] <= 1
 
 
-def test_every_prediction_is_out_of_fold_and_no_reference_is_in_two_folds(pairs, trained):
-    proxy = trained.proxy
+def test_every_prediction_is_out_of_fold_and_no_reference_is_in_two_folds(pairs, fitted):
+    proxy = fitted.proxy
     records = proxy.out_of_fold
     assert len(records) == len(pairs) and all(r["p_a"] is not None for r in records)
     folds_of_group: dict[str, set[int]] = {}
@@ -100,20 +100,20 @@ def test_every_prediction_is_out_of_fold_and_no_reference_is_in_two_folds(pairs,
         stored = np.array([r["p_a"] for r in records])[fold == number]
         np.testing.assert_allclose(stored, expected, rtol=1e-12)
     # The kept model is fitted on every labelled pair: it differs from the fold models.
-    assert trained.split_keys["out_of_fold"][0] == [pairs[0].output, pairs[0].output_b]
+    assert fitted.split_keys["out_of_fold"][0] == [pairs[0].output, pairs[0].output_b]
 
 
-def test_human_ties_are_left_out_of_training_but_predicted(pairs, trained):
+def test_human_ties_are_left_out_of_training_but_predicted(pairs, fitted):
     ties = [i for i, p in enumerate(pairs) if p.majority == 0]
     assert ties, "the synthetic study has human ties"
-    assert trained.metrics["human_ties_left_out"] == len(ties)
-    assert trained.metrics["labelled_pairs"] == len(pairs) - len(ties)
-    assert trained.report.n_train == len(pairs) - len(ties)
-    assert all(trained.proxy.out_of_fold[i]["p_a"] is not None for i in ties)
+    assert fitted.metrics["human_ties_left_out"] == len(ties)
+    assert fitted.metrics["labelled_pairs"] == len(pairs) - len(ties)
+    assert fitted.report.n_train == len(pairs) - len(ties)
+    assert all(fitted.proxy.out_of_fold[i]["p_a"] is not None for i in ties)
 
 
-def test_p_a_is_antisymmetric(pairs, trained):
-    proxy = trained.proxy
+def test_p_a_is_antisymmetric(pairs, fitted):
+    proxy = fitted.proxy
     swapped = [PairExample(p.output_b, p.output, p.group, p.features_b, p.features_a)
                for p in pairs[:30]]
     np.testing.assert_allclose(proxy.predict_pairs(pairs[:30]),
@@ -132,12 +132,12 @@ def test_answers_follow_the_tie_band():
     assert answer(0.54, tie_band=0.05, allow_tie=False) == "A"
 
 
-def test_accuracy_is_counted_as_the_analysis_counts_it(pairs, trained):
+def test_accuracy_is_counted_as_the_analysis_counts_it(pairs, fitted):
     """Same picks, same units: the proxy's own figures equal analysis.stats.pairwise_validity's
     (both tie rules, every stratum)."""
     from analysis.stats.pairwise_validity import pairwise_validity
 
-    records = trained.proxy.out_of_fold
+    records = fitted.proxy.out_of_fold
     picks = np.array([{"A": 1, "B": -1, "tie": 0}[answer(r["p_a"])] for r in records],
                      dtype=float)
     picks[:7] = np.nan  # a few pairs without an answer
@@ -161,9 +161,9 @@ def test_a_feature_nothing_stores_is_refused_by_name_and_metric(pairs):
     with pytest.raises(ValueError, match=r"per \(metric per\).*compute_metrics --metrics per"):
         train_pairwise(pairs, params={"features": ["cer", "per"]})
     # By default: the default features that are stored, the others recorded as left out.
-    trained = train_pairwise(pairs, n_boot=0)
-    assert trained.metrics["features"] == ["wer", "cer", "bertscore_f"]
-    assert "per" in trained.metrics["features_left_out"]
+    fitted = train_pairwise(pairs, n_boot=0)
+    assert fitted.metrics["features"] == ["wer", "cer", "bertscore_f"]
+    assert "per" in fitted.metrics["features_left_out"]
     with pytest.raises(ValueError, match="no stored metric results"):
         train_pairwise([PairExample(1, 2, "g", {}, {}, a=3)])
 
@@ -185,26 +185,26 @@ def test_pairs_missing_a_value_get_no_prediction(pairs):
     broken = list(pairs)
     broken[0] = PairExample(broken[0].output, broken[0].output_b, broken[0].group,
                             {"cer": None}, broken[0].features_b, a=5)
-    trained = train_pairwise(broken, params={"features": ["cer"]}, n_boot=0)
-    assert trained.proxy.out_of_fold[0]["p_a"] is None
-    assert trained.metrics["pairs_missing_features"] == 1
-    assert trained.metrics["accuracy"]["n_missing"] == 1
+    fitted = train_pairwise(broken, params={"features": ["cer"]}, n_boot=0)
+    assert fitted.proxy.out_of_fold[0]["p_a"] is None
+    assert fitted.metrics["pairs_missing_features"] == 1
+    assert fitted.metrics["accuracy"]["n_missing"] == 1
 
 
 def test_artifact_round_trip_keeps_the_model_and_the_out_of_fold_predictions(
-        pairs, trained, tmp_path):
-    directory = save_artifact(trained, tmp_path, "pairwise")
+        pairs, fitted, tmp_path):
+    directory = save_artifact(fitted, tmp_path, "pairwise")
     manifest = json.loads((directory / "manifest.json").read_text())
     assert manifest["kind"] == "pairwise_logistic"
     assert manifest["target_precision"] is None
     assert manifest["encoder"] == {"model": None, "model_sha": None, "external": False}
     assert OUT_OF_FOLD_FILE in manifest["files"]
-    assert manifest["metrics"]["cv_accuracy"] == trained.metrics["cv_accuracy"]
+    assert manifest["metrics"]["cv_accuracy"] == fitted.metrics["cv_accuracy"]
     loaded = load_artifact(directory)
-    assert loaded.target_precision is None and loaded.feature_names() == trained.feature_names()
+    assert loaded.target_precision is None and loaded.feature_names() == fitted.feature_names()
     np.testing.assert_array_equal(loaded.proxy.predict_pairs(pairs),
-                                  trained.proxy.predict_pairs(pairs))
-    assert loaded.proxy.out_of_fold == json.loads(json.dumps(trained.proxy.out_of_fold))
+                                  fitted.proxy.predict_pairs(pairs))
+    assert loaded.proxy.out_of_fold == json.loads(json.dumps(fitted.proxy.out_of_fold))
     table = loaded.proxy.out_of_fold_table()
     first = loaded.proxy.out_of_fold[0]
     assert table[(first["output_b"], first["output"])] == pytest.approx(1 - first["p_a"])
@@ -224,8 +224,8 @@ def test_an_error_count_and_nker_alone_prefer_the_output_with_fewer_errors():
                                  group=f"ref {reference}", features_a=values[0],
                                  features_b=values[1], a=5 if fewer_a else 0,
                                  b=0 if fewer_a else 5, tie=0))
-    trained = train_pairwise(pairs, params={"features": ["substitutions", "nker"]}, seed=0,
+    fitted = train_pairwise(pairs, params={"features": ["substitutions", "nker"]}, seed=0,
                              n_boot=0)
-    alone = trained.metrics["features_alone"]
+    alone = fitted.metrics["features_alone"]
     for name in ("substitutions", "nker"):
         assert alone[name]["ties_excluded"]["accuracy"] == 1.0, name

@@ -272,11 +272,11 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
     - `exclude_decisions`: the dev split a threshold was chosen on (`proxy_threshold_choose`,
       recorded in a rater's metadata["threshold_choices"]) when the rater decides at that
       threshold, with the outputs sharing a reference with it.
-    - For a judge asking with a prompt version (`proxies.judge_versions`), `exclude_scores`
+    - For a judge asking with a prompt version (`proxies.versions`), `exclude_scores`
       holds every output of its development split (its few-shot examples come from there).
     """
     from proxies.models import ProxyRun
-    from proxies.thresholds import decision_identity
+    from proxies.runs import decision_identity
 
     raters = list(Rater.objects.filter(judgments__slot__assignment__study=study)
                   .exclude(kind__in=Rater.HUMAN_KINDS).distinct())
@@ -338,8 +338,8 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
             entry.update(_learned_exclusions(learned, study, outputs, sharing_references))
         if run is not None and run.prompt_version is not None:
             # A versioned judge was shown examples from its development split: it is scored
-            # on the held-out outputs only (proxies.judge_versions).
-            from proxies.judge_versions import prompt_version_exclusions
+            # on the held-out outputs only (proxies.versions).
+            from proxies.versions import prompt_version_exclusions
 
             entry.update(prompt_version_exclusions(run.prompt_version))
         info[str(rater)] = entry

@@ -45,7 +45,7 @@ class ProxyRunStartForm(forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
-        from .services import proxy_run_prepare
+        from .runs import proxy_run_prepare
 
         try:
             self.prepared = proxy_run_prepare(
@@ -95,7 +95,7 @@ class ProxyRunAdmin(StudyScopedAdmin):
         return self.readonly_fields if obj else ()
 
     def save_model(self, request, obj, form, change):
-        from .services import proxy_run_start
+        from .runs import proxy_run_start
 
         run = proxy_run_start(actor=request.user, source=ADMIN, **{
             "study": form.cleaned_data["study"], "method": form.cleaned_data["method"],
@@ -114,7 +114,7 @@ class ProxyRunAdmin(StudyScopedAdmin):
     @admin.action(description="Resume: judge what is still missing")
     def resume_runs(self, request, queryset):
         """Only runs of studies the user may change (editor or above); others are reported."""
-        from .services import proxy_run_resume
+        from .runs import proxy_run_resume
 
         resumed = 0
         for run in rows_with_role(request, queryset, perms.EDITOR,
@@ -139,13 +139,13 @@ class LearnedProxyStartForm(forms.ModelForm):
         data = super().clean()
         if self.errors:
             return data
-        from .learned_services import learned_examples, learned_proxy_check
+        from .training import learned_examples, learned_proxy_check
 
         try:
             params = data.get("params_config") or {}
             learned_proxy_check(study=data["study"], params=params, kind=data.get("kind", ""))
             if data.get("kind") == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
-                from .learned_pairwise import pairwise_examples
+                from .training import pairwise_examples
 
                 pairwise_examples(data["study"], data["criterion_key"],
                                   features=params.get("features"))
@@ -167,7 +167,7 @@ class LearnedProxyAdmin(StudyScopedAdmin):
 
     def get_queryset(self, request):
         # Reading the list or a row fails at once a training whose process died on this host.
-        from .learned_services import learned_proxies_fail_dead
+        from .training import learned_proxies_fail_dead
 
         learned_proxies_fail_dead()
         return super().get_queryset(request)
@@ -194,7 +194,7 @@ class LearnedProxyAdmin(StudyScopedAdmin):
         return self.readonly_fields if obj else ()
 
     def save_model(self, request, obj, form, change):
-        from .learned_services import learned_proxy_start
+        from .training import learned_proxy_start
 
         try:
             proxy = learned_proxy_start(
@@ -228,7 +228,7 @@ class JudgePromptVersionForm(forms.ModelForm):
     def clean(self):
         """The service's own checks of the criterion, the method, the split and an existing
         version 1, shown on their fields (the service checks them again when saving)."""
-        from .judge_versions import root_settings_check, split_items
+        from .versions import root_settings_check, split_items
 
         data = super().clean()
         study = data.get("study")
@@ -288,7 +288,7 @@ class JudgePromptVersionAdmin(StudyScopedAdmin):
         return self.readonly_fields if obj else ()
 
     def save_model(self, request, obj, form, change):
-        from .judge_versions import judge_prompt_version_create
+        from .versions import judge_prompt_version_create
 
         data = form.cleaned_data
         try:
@@ -310,7 +310,7 @@ class JudgePromptVersionAdmin(StudyScopedAdmin):
     @admin.action(description="Create the next version from the raters' corrections")
     def create_next_versions(self, request, queryset):
         """Only versions of studies the user may change (editor or above)."""
-        from .judge_versions import judge_prompt_version_create
+        from .versions import judge_prompt_version_create
 
         for version in rows_with_role(request, queryset, perms.EDITOR,
                                       label=lambda v: f"prompt version {v.pk}"):

@@ -23,11 +23,16 @@ from evalstudy.criteria import BINARY_KINDS
 from evalstudy.permissions import EDITOR, VIEWER, check_study, studies_visible_to
 from kit.rest import accepted
 
-from .learned_services import learned_proxy_start
 from .methods import METHOD_CHOICES
 from .models import LearnedProxy, ProxyRun
-from .services import proxy_judgments, proxy_run_resume, proxy_run_start
-from .thresholds import latte_scores, proxy_threshold_choose
+from .runs import (
+    latte_scores,
+    proxy_judgments,
+    proxy_run_resume,
+    proxy_run_start,
+    proxy_threshold_choose,
+)
+from .training import learned_proxy_start
 
 
 class ProxyRunSerializer(serializers.ModelSerializer):
@@ -241,7 +246,7 @@ class StudyLearnedProxies(StudyRunList):
     start_serializer_class = TrainSerializer
 
     def get(self, request, slug):
-        from .learned_services import learned_proxies_fail_dead
+        from .training import learned_proxies_fail_dead
 
         learned_proxies_fail_dead(LearnedProxy.objects.filter(study=self.get_study()))
         return super().get(request, slug)
@@ -260,7 +265,7 @@ class LearnedProxyDetail(RunDetail):
 
     def get_run(self, minimum: str = VIEWER) -> Any:
         # A training whose process died on this host is failed at once, not after the sweep.
-        from .learned_services import learned_proxies_fail_dead
+        from .training import learned_proxies_fail_dead
 
         learned_proxies_fail_dead(LearnedProxy.objects.filter(pk=self.kwargs["pk"]))
         return super().get_run(minimum)

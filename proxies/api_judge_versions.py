@@ -18,7 +18,8 @@ from evalstudy.api.base import StudyScopedView
 from evalstudy.audit import API
 from evalstudy.permissions import EDITOR, VIEWER, check_study
 
-from .judge_versions import (
+from .models import JudgePromptVersion, ProxyRun
+from .versions import (
     DEFAULT_DEV_FRACTION,
     MAX_EXAMPLES,
     VERSION_METHODS,
@@ -26,7 +27,6 @@ from .judge_versions import (
     judge_prompt_version_create,
     judge_prompt_versions,
 )
-from .models import JudgePromptVersion, ProxyRun
 
 
 class JudgePromptVersionSerializer(serializers.ModelSerializer):

@@ -79,7 +79,7 @@ class LearnedProxy(BackgroundRun):
     report = models.JSONField(default=dict, blank=True,
                               help_text="Split sizes, threshold, train/dev/test AUC.")
     # The process training it (while running): a run whose process ended without finishing
-    # is failed at once by `learned_services.learned_proxies_fail_dead` on the same host,
+    # is failed at once by `proxies.training.learned_proxies_fail_dead` on the same host,
     # instead of waiting for the stale-run sweep.
     pid = models.PositiveIntegerField(null=True, blank=True,
                                       help_text="Process id of the training process.")
@@ -124,7 +124,7 @@ class JudgeResponse(models.Model):
 
 class JudgePromptVersion(models.Model):
     """One version of an LLM judge's prompt for one criterion of a study: the template and the
-    few-shot examples built from human corrections (`proxies.judge_versions`).
+    few-shot examples built from human corrections (`proxies.versions`).
 
     Version 1 is the zero-shot prompt; each later version adds examples from the units of the
     development split where the previous version's judge disagreed with the human majority.

@@ -1,7 +1,7 @@
 """How well a proxy's scores separate human labels (no Django here): AUC-ROC with a DeLong or
 stratified-bootstrap CI, the threshold reaching a target precision, and LATTEScore.
 
-The proxies use these to train and choose (`proxies.learned.training`, `proxies.thresholds`),
+The proxies use these to train and choose (`proxies.learned.training`, `proxies.runs.thresholds`),
 and the analysis reports them (`analysis.stats.validity` builds its slices, DeLong's test and
 the deployment table on them).
 

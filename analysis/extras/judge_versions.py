@@ -1,5 +1,5 @@
 """Judge prompt versions in the report: per criterion and prompt version of an LLM judge
-(`proxies.judge_versions`), its agreement with the human majority on held-out outputs only.
+(`proxies.versions`), its agreement with the human majority on held-out outputs only.
 
 - Held-out outputs: for every version of one judge (criterion and method), the study's outputs
   outside the development split and outside every item any example of any of its versions
@@ -31,10 +31,10 @@ def prepare(study: Any, judgments: pd.DataFrame, options: dict[str, Any]) -> pd.
 
 
 def _units(rows: pd.DataFrame) -> dict[tuple[int, int | None], list[Any]]:
-    """Answers per unit, a pair read as `proxies.judge_versions` reads it (`oriented`: lower
+    """Answers per unit, a pair read as `proxies.versions` reads it (`oriented`: lower
     output id first, an answer given the other way round turned around), so the human
     majority counts every rater of a pair whichever way round each saw it."""
-    from proxies.judge_versions import oriented
+    from evalstudy.criteria import pair_oriented as oriented
 
     found: dict[tuple[int, int | None], list[Any]] = defaultdict(list)
     for output, output_b, value in zip(rows["output"], rows["output_b"], rows["value"],
@@ -56,7 +56,7 @@ def _common_units(answered: dict[Any, set[Any]]) -> set[Any] | None:
 def _family(study: Any, versions: list[Any]) -> dict[str, Any]:
     """The held-out outputs shared by one judge's versions, and what each version excluded."""
     from evalstudy.models import Output
-    from proxies.judge_versions import excluded_items
+    from proxies.versions import excluded_items
 
     outputs = dict(Output.objects.filter(item__study=study).values_list("id", "item_id"))
     items: set[int] = set()
@@ -73,8 +73,8 @@ def _family(study: Any, versions: list[Any]) -> dict[str, Any]:
 def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
             options: dict[str, Any]) -> dict[str, Any] | None:
     from analysis.stats.judge_agreement import agreement_with_majority
-    from proxies.judge_versions import GUARD_SENTENCE
     from proxies.models import JudgePromptVersion, ProxyRun
+    from proxies.versions import GUARD_SENTENCE
 
     versions = list(JudgePromptVersion.objects.filter(study=study)
                     .select_related("criterion", "parent")

@@ -688,7 +688,7 @@ def _proxy_scores(proxy_rows: pd.DataFrame, kind: str, key: str, info: Mapping[s
     `info` (Django side, `analysis.selectors.proxy_raters`), every key optional:
     - `thresholds[criterion key]`: {threshold, source, rule}. With a threshold, an output is
       predicted preserved when its score >= threshold: the rule the judge itself applied to
-      store its answer (proxies.answers._decide), so decisions follow the run's
+      store its answer (proxies.methods.decide), so decisions follow the run's
       threshold even where only the score was kept. Without one (a rubric judge's most likely
       severity level, imported judgments) the stored answers are the decisions.
     - `exclude_scores` / `exclude_scores_because`: output ids the proxy may not be scored on

@@ -210,7 +210,7 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_TASK_ROUTES = {
     "metrics.gpu.*": {"queue": "gpu"},
-    "metrics.llm.*": {"queue": "llm"},  # the proxies' tasks' old names (proxies.tasks.ALIASES)
+    "metrics.llm.*": {"queue": "llm"},  # the proxies' tasks' old names (proxies.task_names.ALIASES)
     "metrics.cpu.*": {"queue": "cpu"},
     "proxies.gpu.*": {"queue": "gpu"},
     "proxies.llm.*": {"queue": "llm"},
@@ -291,7 +291,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": PROLIFIC_SYNC_EVERY_S,
     },
     # A `train_proxy --sync` process that died (killed, out of memory) is failed within a
-    # minute instead of at the stale-run sweep (proxies.learned_services).
+    # minute instead of at the stale-run sweep (proxies.training).
     "fail-dead-trainings": {
         "task": "proxies.cpu.learned_proxies_fail_dead",
         "schedule": 60.0,

@@ -1,7 +1,7 @@
 """LLM judges without Django: backends (OpenAI-compatible HTTP, local Hugging Face models) and
 judging methods (LATTE P(yes), rubric/G-Eval expected scores, DRPE role-player votes).
 
-The Django side (runs, Judgments of `llm` raters, Celery tasks) lives in `proxies.services` and
+The Django side (runs, Judgments of `llm` raters, Celery tasks) lives in `proxies.runs` and
 `proxies.tasks`; this package only turns prompts into `Completion`s and those into scores.
 """
 

@@ -1,6 +1,6 @@
 """Few-shot examples in a judge's prompts (no Django here).
 
-A versioned judge prompt (`proxies.judge_versions`) carries examples built from human
+A versioned judge prompt (`proxies.versions`) carries examples built from human
 corrections: units the raters judged, each shown with the answer the human majority gave. They
 reach the model as a block put before every prompt the judge sends, written in the method's
 own answer format, so the model sees a worked case exactly as it is then asked one:

@@ -13,7 +13,7 @@ from analysis.selectors import judgments_tidy, proxy_raters
 from analysis.stats.judge_agreement import agreement_with_majority
 from analysis.stats.pipeline import proxy_validity
 from evalstudy.models import Output
-from proxies.judge_versions import held_out_outputs
+from proxies.versions import held_out_outputs
 from tests.proxies.conftest import allow_loopback_judges  # noqa: F401 - a fixture
 from tests.proxies.judges.fake_openai import FakeOpenAI
 from tests.proxies.test_judge_versions import learning_judge, versioned_study
@@ -129,8 +129,8 @@ def _answer(study, rater, criterion, pair, value):
 
 def test_a_pair_shown_either_way_round_is_one_unit_for_humans_and_judge():
     from evalstudy.models import Rater
-    from proxies.judge_versions import human_answers
     from proxies.models import JudgePromptVersion, ProxyRun
+    from proxies.versions import human_answers
     from tests.factories import make_study
 
     study = make_study(n_items=3, n_systems=2, design="pairwise")

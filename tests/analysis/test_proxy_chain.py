@@ -16,11 +16,10 @@ from annotation.models import Judgment
 from evalstudy.models import Assignment, AssignmentSlot, Output, Rater
 from metrics.services import metric_batch_score, metric_run_dispatch, metric_run_start
 from proxies.learned import load_artifact
-from proxies.learned_services import learned_proxy_start, learned_proxy_train
 from proxies.models import LearnedProxy, ProxyRun
 from proxies.quality import auc_with_ci
-from proxies.services import proxy_run_start
-from proxies.thresholds import proxy_threshold_choose
+from proxies.runs import proxy_run_start, proxy_threshold_choose
+from proxies.training import learned_proxy_start, learned_proxy_train
 from tests.factories import make_study
 from tests.proxies.conftest import LOOPBACK_NETWORKS
 from tests.proxies.judges.fake_openai import FakeOpenAI

@@ -20,7 +20,7 @@ from django.core.management import call_command
 
 from analysis.models import AnalysisRun
 from analysis.services import analysis_run_execute, analysis_run_start
-from proxies.services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
+from proxies.runs import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
 from tests.analysis.demo_data import (
     load_demo,
     simulate_asr_raters,

@@ -346,7 +346,7 @@ def test_proxy_raters_have_no_entry_link_and_cannot_be_entered(labs):
 def test_the_same_judge_in_two_labs_is_two_proxy_raters(labs, settings):
     """Before: one proxy rater per signature for the whole installation, so the owner of B
     could rename (admin) the rater whose answers A's analyses show."""
-    from proxies.services import proxy_rater_for
+    from proxies.runs import proxy_rater_for
 
     studies, _, _ = labs
     signature = {"backend": {"model": "m"}, "method": "latte"}

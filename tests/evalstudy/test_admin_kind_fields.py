@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def admin_client():
+def superuser_client():
     client = Client()
     client.force_login(UserFactory(username="kinds", is_staff=True, is_superuser=True))
     return client
@@ -42,10 +42,10 @@ def criterion_page(client, criterion):
 
 
 @pytest.mark.parametrize("kind", [kind.name for kind in all_kinds()])
-def test_a_criterion_page_shows_only_its_kinds_fields(admin_client, kind):
+def test_a_criterion_page_shows_only_its_kinds_fields(superuser_client, kind):
     study = make_study(n_items=1, n_systems=2)
     criterion = Criterion.objects.create(study=study, key="q", prompt="?", kind=kind)
-    html = criterion_page(admin_client, criterion).content.decode()
+    html = criterion_page(superuser_client, criterion).content.decode()
     assert shown_settings(html) == set(kind_of(kind).settings) & set(SETTINGS)
     # Every field is still in the page (hidden), so the script can swap them at once.
     for name in SETTINGS:
@@ -53,11 +53,11 @@ def test_a_criterion_page_shows_only_its_kinds_fields(admin_client, kind):
     assert f'name="kind_shown" value="{kind}"' in html
 
 
-def test_a_yes_no_question_shows_no_scale_options_range_or_weights(admin_client):
+def test_a_yes_no_question_shows_no_scale_options_range_or_weights(superuser_client):
     study = make_study(n_items=1, n_systems=2)
     usable = Criterion.objects.get(study=study, key="usable")
     assert not kind_of(usable.kind).settings
-    html = admin_client.get(reverse("admin:evalstudy_study_change",
+    html = superuser_client.get(reverse("admin:evalstudy_study_change",
                                     args=[study.pk])).content.decode()
     index = next(i for i in range(3)
                  if f'name="criteria-{i}-key" value="usable"' in html.replace("\n", ""))
@@ -87,10 +87,10 @@ def change_form_data_of(page) -> dict:
     return data
 
 
-def test_a_changed_kind_comes_back_with_its_fields_instead_of_being_saved(admin_client):
+def test_a_changed_kind_comes_back_with_its_fields_instead_of_being_saved(superuser_client):
     study = make_study(n_items=1, n_systems=2)
     criterion = Criterion.objects.get(study=study, key="usable")
-    response = _posted(admin_client, criterion, kind="likert")
+    response = _posted(superuser_client, criterion, kind="likert")
     assert response.status_code == 200  # not saved: shown again
     html = response.content.decode()
     assert "are shown now" in html
@@ -100,39 +100,39 @@ def test_a_changed_kind_comes_back_with_its_fields_instead_of_being_saved(admin_
     # Sent again from the page that shows the likert fields: saved.
     data = change_form_data_of(response)
     data.update({"scale_points": "5"})
-    saved = admin_client.post(reverse("admin:evalstudy_criterion_change",
+    saved = superuser_client.post(reverse("admin:evalstudy_criterion_change",
                                       args=[criterion.pk]), data)
     assert saved.status_code == 302
     criterion.refresh_from_db()
     assert (criterion.kind, criterion.scale_points) == ("likert", 5)
 
 
-def test_a_switch_the_script_made_saves_at_once(admin_client):
+def test_a_switch_the_script_made_saves_at_once(superuser_client):
     """The script says which kind's fields the form shows: the page was swapped already."""
     study = make_study(n_items=1, n_systems=2)
     criterion = Criterion.objects.get(study=study, key="usable")
-    response = _posted(admin_client, criterion, kind="likert", kind_shown="likert",
+    response = _posted(superuser_client, criterion, kind="likert", kind_shown="likert",
                        scale_points="7")
     assert response.status_code == 302
     assert Criterion.objects.get(pk=criterion.pk).scale_points == 7
 
 
-def test_a_kind_with_no_fields_of_its_own_saves_at_once(admin_client):
+def test_a_kind_with_no_fields_of_its_own_saves_at_once(superuser_client):
     study = make_study(n_items=1, n_systems=2)
     criterion = Criterion.objects.create(study=study, key="q", prompt="?", kind="slider",
                                          scale_min=0, scale_max=10)
-    response = _posted(admin_client, criterion, kind="binary")
+    response = _posted(superuser_client, criterion, kind="binary")
     assert response.status_code == 302
 
 
-def test_values_of_fields_the_kind_has_not_are_dropped_on_save(admin_client):
+def test_values_of_fields_the_kind_has_not_are_dropped_on_save(superuser_client):
     study = make_study(n_items=1, n_systems=2)
     criterion = Criterion.objects.create(
         study=study, key="q", prompt="?", kind="slider", scale_min=0, scale_max=10,
         labels={"0": "bad", "10": "good"})
     # A slider page posted as a yes/no question, with the slider's values still in the form
     # (hidden): nothing of them is stored.
-    response = _posted(admin_client, criterion, kind="binary", options=["x", "y"],
+    response = _posted(superuser_client, criterion, kind="binary", options=["x", "y"],
                        severity_weights="minor = 1", scale_points="5", allow_tie="on",
                        span_reference="on")
     assert response.status_code == 302, response.context["errors"]
@@ -144,30 +144,30 @@ def test_values_of_fields_the_kind_has_not_are_dropped_on_save(admin_client):
     assert (criterion.allow_tie, criterion.span_reference) == (False, False)
 
 
-def test_the_study_page_posted_unchanged_still_saves(admin_client):
+def test_the_study_page_posted_unchanged_still_saves(superuser_client):
     study = make_study(n_items=2, n_systems=2)
     url = reverse("admin:evalstudy_study_change", args=[study.pk])
-    page = admin_client.get(url)
+    page = superuser_client.get(url)
     data = change_form_data(page)
     for index in range(3):
         data[f"criteria-{index}-kind_shown"] = data[f"criteria-{index}-kind"]
-    assert admin_client.post(url, data).status_code == 302
+    assert superuser_client.post(url, data).status_code == 302
 
 
-def test_a_new_criterion_shows_the_fields_of_the_kind_chosen(admin_client):
+def test_a_new_criterion_shows_the_fields_of_the_kind_chosen(superuser_client):
     study = make_study(n_items=1, n_systems=2)
     add = reverse("admin:evalstudy_criterion_add")
-    page = admin_client.get(add)
+    page = superuser_client.get(add)
     assert shown_settings(page.content.decode()) == set()  # no kind chosen yet
     data = {"study": str(study.pk), "key": "fluency", "prompt": "How fluent?", "kind": "likert",
             "kind_shown": "", "order": "0", "required": "on", "labels": "", "options": "",
             "severity_weights": "", "show_if_values": ""}
-    response = admin_client.post(add, data)
+    response = superuser_client.post(add, data)
     assert response.status_code == 200
     assert shown_settings(response.content.decode()) == {"scale_points", "labels"}
     assert not Criterion.objects.filter(study=study, key="fluency").exists()
-    saved = admin_client.post(add, {**data, "kind_shown": "likert", "scale_points": "5"})
+    saved = superuser_client.post(add, {**data, "kind_shown": "likert", "scale_points": "5"})
     assert saved.status_code == 302
     assert Criterion.objects.get(study=study, key="fluency").scale_points == 5
     # A kind without fields of its own needs no second round.
-    assert admin_client.post(add, {**data, "key": "ok", "kind": "binary"}).status_code == 302
+    assert superuser_client.post(add, {**data, "key": "ok", "kind": "binary"}).status_code == 302

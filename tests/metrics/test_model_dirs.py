@@ -14,9 +14,9 @@ from django.urls import reverse
 from metrics.models import MetricRun
 from metrics.scorers.encoder import encoder_resolve
 from metrics.services import metric_run_start
-from proxies.learned_services import learned_proxy_start, learned_proxy_train
 from proxies.models import LearnedProxy, ProxyRun
-from proxies.services import proxy_run_prepare, proxy_run_start
+from proxies.runs import proxy_run_prepare, proxy_run_start
+from proxies.training import learned_proxy_start, learned_proxy_train
 from tests.factories import UserFactory, make_study, token_client
 from tests.proxies.test_learned_proxy_runs import synthetic_study
 from tests.proxies.test_proxy_runs import run_here

@@ -8,9 +8,8 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
-from proxies.judge_config import backend_build, backend_clean
 from proxies.models import ProxyRun
-from proxies.services import proxy_run_start
+from proxies.runs import backend_build, backend_clean, proxy_run_start
 from tests.proxies.judges.fake_openai import FakeOpenAI
 from tests.proxies.test_proxy_runs import latte_responder, run_here
 

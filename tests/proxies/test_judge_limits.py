@@ -1,4 +1,4 @@
-"""Editors' judge settings have upper bounds (proxies.services BACKEND_LIMITS and
+"""Editors' judge settings have upper bounds (proxies.runs.backends BACKEND_LIMITS and
 PARAM_LIMITS), refused with the bound when a run is started; the Django-free backends keep
 their own defaults and accept what a library caller asks for."""
 
@@ -8,7 +8,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from proxies.models import ProxyRun
-from proxies.services import proxy_run_prepare
+from proxies.runs import proxy_run_prepare
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_loopback_judges")]
 
@@ -107,7 +107,7 @@ def test_the_django_free_backend_keeps_its_defaults_and_takes_any_value():
 def test_learned_proxy_training_numbers_are_bounded(db, name, value):
     from django.core.exceptions import ValidationError
 
-    from proxies.learned_services import learned_proxy_check
+    from proxies.training import learned_proxy_check
     from tests.factories import make_study
 
     with pytest.raises(ValidationError, match=name):

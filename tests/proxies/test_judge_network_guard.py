@@ -14,7 +14,7 @@ from django.urls import reverse
 from annotation.models import Judgment
 from evalstudy.models import Output
 from proxies.models import JudgeResponse, ProxyRun
-from proxies.services import proxy_run_start
+from proxies.runs import proxy_run_start
 from tests.factories import UserFactory, make_study, token_client
 from tests.proxies.judges.fake_openai import FakeOpenAI, Reply
 from tests.proxies.test_proxy_runs import latte_responder, run_here

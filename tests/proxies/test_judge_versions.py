@@ -19,13 +19,9 @@ from django.utils import timezone
 from analysis.selectors import proxy_raters
 from annotation.models import Judgment
 from evalstudy.models import Assignment, AssignmentSlot, AuditEvent, Output, Rater
-from proxies.judge_versions import (
-    examples_guard,
-    held_out_outputs,
-    judge_prompt_version_create,
-)
 from proxies.models import JudgePromptVersion, ProxyRun
-from proxies.services import proxy_run_start
+from proxies.runs import proxy_run_start
+from proxies.versions import examples_guard, held_out_outputs, judge_prompt_version_create
 from tests.factories import UserFactory, make_study, token_client
 from tests.proxies.judges.fake_openai import FakeOpenAI, yes_no_reply
 from tests.proxies.test_proxy_runs import backend_for, run_here

@@ -16,9 +16,9 @@ from django.utils import timezone
 
 from annotation.models import Judgment, VoteCount
 from evalstudy.models import Assignment, AssignmentSlot, Item, Output, Rater, System
-from proxies.learned_services import learned_proxy_start, learned_proxy_train
 from proxies.models import LearnedProxy, ProxyRun
-from proxies.services import proxy_run_start
+from proxies.runs import proxy_run_start
+from proxies.training import learned_proxy_start, learned_proxy_train
 from tests.factories import make_study
 from tests.proxies.test_proxy_runs import run_here
 
@@ -176,7 +176,7 @@ def test_used_on_another_study_from_its_stored_metrics():
     assert run.criteria == ["preference"]
     assert run.failed == 20 and "cer" in next(iter(run.unreadable.values()))  # not computed
     compute(target, "cer")
-    from proxies.services import proxy_run_resume
+    from proxies.runs import proxy_run_resume
 
     proxy_run_resume(run)
     run = run_here(ProxyRun.objects.get(pk=run.pk))
@@ -204,7 +204,7 @@ def test_it_learns_from_the_answers_the_analysis_reads():
     """A rater the researcher excluded is not read by the analysis: before, the proxy
     trained on their answers anyway."""
     from evalstudy.models import Enrollment
-    from proxies.learned_pairwise import human_units
+    from proxies.training import human_units
 
     study = preference_study("exclusions", n_items=24, named_items=0, ties=0)
     criterion = study.criteria.get(key="preference")

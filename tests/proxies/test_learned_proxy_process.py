@@ -14,12 +14,8 @@ import sys
 import pytest
 from django.urls import reverse
 
-from proxies.learned_services import (
-    learned_proxies_fail_dead,
-    process_alive,
-    process_identity,
-)
 from proxies.models import LearnedProxy
+from proxies.training import learned_proxies_fail_dead, process_alive, process_identity
 from tests import workers
 from tests.factories import UserFactory, token_client
 from tests.proxies.test_learned_proxy_runs import synthetic_study

@@ -14,10 +14,10 @@ from django.utils import timezone
 
 from annotation.models import Judgment
 from evalstudy.models import Assignment, AssignmentSlot, Item, Output, Rater, System
-from proxies.learned_services import learned_proxy_start, learned_proxy_train
 from proxies.models import LearnedProxy, ProxyRun
 from proxies.quality import auc_with_ci
-from proxies.services import proxy_run_start
+from proxies.runs import proxy_run_start
+from proxies.training import learned_proxy_start, learned_proxy_train
 from tests.factories import make_study
 from tests.proxies.judges.fake_openai import FakeOpenAI
 from tests.proxies.learned.synthetic import make_synthetic_study

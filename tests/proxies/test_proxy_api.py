@@ -11,7 +11,7 @@ from django.urls import reverse
 from annotation.models import Judgment
 from evalstudy.models import AuditEvent, StudyCollaborator
 from proxies.models import ProxyRun
-from proxies.services import proxy_run_start
+from proxies.runs import proxy_run_start
 from tests.factories import UserFactory, make_study, token_client
 from tests.proxies.judges.fake_openai import FakeOpenAI
 from tests.proxies.test_proxy_runs import backend_for, latte_responder, run_here

@@ -16,8 +16,13 @@ from analysis.selectors import JudgmentFilter, judgments_tidy
 from annotation.models import Judgment
 from evalstudy.models import Assignment, AssignmentSlot, AuditEvent, Output, Rater
 from proxies.models import JudgeResponse, ProxyRun
-from proxies.services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
-from proxies.thresholds import latte_scores, proxy_threshold_choose
+from proxies.runs import (
+    latte_scores,
+    proxy_batch_judge,
+    proxy_run_dispatch,
+    proxy_run_start,
+    proxy_threshold_choose,
+)
 from tests.factories import make_study
 from tests.proxies.judges.fake_openai import FakeOpenAI, Reply, answer, yes_no_reply
 from tests.proxies.judges.test_judge_local_hf import causal_dir  # noqa: F401 - a fixture
@@ -331,7 +336,7 @@ def test_local_hugging_face_judge_runs_on_the_gpu_queue_from_logits(study, reque
 
 def test_the_configured_key_goes_to_the_configured_endpoint_only(settings, monkeypatch, fake_latte):
     """An editor's base_url never receives the organisation's judge key."""
-    from proxies.judge_config import backend_clean
+    from proxies.runs import backend_clean
 
     monkeypatch.setenv("EVALSTUDY_JUDGE_API_KEY", "sk-organisation")
     settings.EVALSTUDY_JUDGE_BASE_URL = "http://judge.internal:8000/v1"
@@ -344,7 +349,7 @@ def test_the_configured_key_goes_to_the_configured_endpoint_only(settings, monke
 
 
 def test_a_running_run_is_not_resumed_twice(study, fake_latte):
-    from proxies.services import proxy_run_resume
+    from proxies.runs import proxy_run_resume
 
     run = proxy_run_start(study=study, method="latte", criteria=["usable"],
                           backend=backend_for(fake_latte), enqueue=False)
@@ -357,7 +362,7 @@ def test_a_running_run_is_not_resumed_twice(study, fake_latte):
 def test_a_unit_answered_after_a_failure_counts_once(study, fake_latte):
     """A batch redelivered after a failure stores the answer: the run counts it as done, not
     also as failed, and so does not finish early."""
-    from proxies.services import proxy_run_refresh
+    from proxies.runs import proxy_run_refresh
 
     run = run_here(proxy_run_start(study=study, method="latte", criteria=["usable"],
                                    backend=backend_for(fake_latte), enqueue=False))

@@ -8,8 +8,13 @@ from evalstudy.criteria import BINARY_KINDS
 from evalstudy.management.base import get_study, judge_batches_here, wait_for_run
 from proxies.methods import METHODS
 from proxies.models import LearnedProxy, ProxyRun
-from proxies.services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
-from proxies.thresholds import latte_scores, proxy_threshold_choose
+from proxies.runs import (
+    latte_scores,
+    proxy_batch_judge,
+    proxy_run_dispatch,
+    proxy_run_start,
+    proxy_threshold_choose,
+)
 
 
 def _json(option: str, text: str) -> dict:

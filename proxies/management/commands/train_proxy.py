@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evalstudy.audit import COMMAND
 from evalstudy.management.base import get_study, wait_for_run
-from proxies.learned_services import learned_proxy_start, learned_proxy_train
 from proxies.models import LearnedProxy
+from proxies.training import learned_proxy_start, learned_proxy_train
 
 
 class Stopped(BaseException):
@@ -79,7 +79,7 @@ class Command(BaseCommand):
         by the next status read on this host (`learned_proxies_fail_dead`)."""
         from django.db import connection
 
-        from proxies.learned_services import learned_proxy_fail
+        from proxies.training import learned_proxy_fail
 
         # Signal handlers can only be set from the main thread (call_command elsewhere runs
         # without them).

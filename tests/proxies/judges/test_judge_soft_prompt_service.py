@@ -19,11 +19,11 @@ from django.core.exceptions import ValidationError  # noqa: E402
 
 from annotation.models import Judgment  # noqa: E402
 from evalstudy.models import AuditEvent  # noqa: E402
-from proxies.judge_config import soft_prompt_check, soft_prompt_train  # noqa: E402
 from proxies.judges.methods import latte_prompts  # noqa: E402
 from proxies.judges.prompt_tuning import load_soft_prompt, score_with_soft_prompt  # noqa: E402
 from proxies.models import ProxyRun  # noqa: E402
-from proxies.services import proxy_run_start  # noqa: E402
+from proxies.runs import proxy_run_start, soft_prompt_check  # noqa: E402
+from proxies.training import soft_prompt_train  # noqa: E402
 from tests.proxies.test_learned_proxy_runs import synthetic_study  # noqa: E402
 from tests.proxies.test_proxy_runs import run_here  # noqa: E402
 
@@ -180,7 +180,7 @@ def test_training_requests_are_checked(toy_study, model_dir):
 def test_drpe_options_are_checked_before_a_worker_sees_them():
     """DRPE's paper options (role prompts, eq. 4 aggregation) as run parameters: checked by
     limits_check like the other DRPE parameters."""
-    from proxies.judge_config import limits_check
+    from proxies.runs import limits_check
 
     limits_check({}, {"role_prompts": "both", "aggregation": "sum"})
     with pytest.raises(ValidationError) as refused:

@@ -3,7 +3,7 @@ pairwise criterion, from named raters and counted votes, with the study's STORED
 results as features) and its answers stored as a proxy rater's judgments.
 
 The Django-free model is `proxies.learned.pairwise`; training and saving go through
-`learned_services.learned_proxy_train` like every learned proxy. After training, the
+`proxies.training.services.learned_proxy_train` like every learned proxy. After training, the
 proxy's answers on the study are stored by an ordinary proxy run (`ProxyRun`, method
 "learned") under its own proxy rater, one seat of source "proxy", so the analysis' pairwise
 validity (`analysis.stats.votes.pairwise_entry`) scores it like any rater. On the study it
@@ -15,19 +15,26 @@ study's stored metric results.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef
 
 from annotation.models import Judgment, VoteCount
-from annotation.preferences import merge_units, units_from_choices, units_from_votes
 from evalstudy.models import AssignmentSlot, Criterion, Enrollment, Output, Rater, Study
+from proxies.methods import learned_method
+from proxies.models import LearnedProxy, ProxyRun
+from proxies.runs.answers import stored_values
+from proxies.runs.services import (
+    proxy_batch_judge,
+    proxy_run_dispatch,
+    proxy_run_start,
+    proxy_units,
+    shows_pair,
+)
 
-from .answers import stored_values
-from .methods import learned_method
-from .models import LearnedProxy, ProxyRun
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Fewer labelled pairs than this cannot be cross-validated meaningfully.
 MIN_LABELLED_PAIRS = 20
@@ -39,7 +46,7 @@ def pairwise_criterion(study: Study, criterion_key: str) -> Criterion:
     except Criterion.DoesNotExist:
         raise ValidationError(f"criterion: {criterion_key!r} is not a criterion of "
                               f"{study.slug!r}") from None
-    if criterion.kind != "pairwise":
+    if not shows_pair(criterion):
         raise ValidationError(f"criterion: {criterion_key!r} is {criterion.kind}; the "
                               "pairwise_logistic proxy needs a pairwise criterion")
     return criterion
@@ -50,7 +57,7 @@ def features_check(study: Study, features: Sequence[str] | None,
     """The features training will read (named ones, else the default ones the study
     stores); ValidationError naming every named feature nothing stores, the metric to
     compute and the command that computes it."""
-    from .learned.pairwise import DEFAULT_FEATURES, feature_metric
+    from proxies.learned.pairwise import DEFAULT_FEATURES, feature_metric
 
     values = stored_values(study) if values is None else values
     stored = {name for row in values.values() for name in row}
@@ -74,6 +81,11 @@ def human_units(study: Study, criterion: Criterion) -> pd.DataFrame:
     merges them (`annotation.preferences`). As the analysis reads them by default: answers to
     items only (no practice item or attention check), and none of a rater the researcher
     excluded from the analysis."""
+    # pandas is loaded where the pairs are tabled, not when Django starts.
+    import pandas as pd
+
+    from annotation.preferences import merge_units, units_from_choices, units_from_votes
+
     excluded = Enrollment.objects.filter(study=study, rater=OuterRef("rater"),
                                          excluded_at__isnull=False)
     choices = pd.DataFrame.from_records(
@@ -101,8 +113,7 @@ def pairwise_examples(study: Study, criterion_key: str, *,
     """One `PairExample` per pair: every pair people judged (their votes) and every pair the
     proxy will answer on the study (`services.proxy_units`; no votes), each with the stored
     values of both outputs and its group, the item's reference (or context) text."""
-    from .learned.pairwise import PairExample
-    from .services import proxy_units
+    from proxies.learned.pairwise import PairExample
 
     criterion = pairwise_criterion(study, criterion_key)
     values = stored_values(study)
@@ -132,7 +143,7 @@ def labelled_pairs(examples: Sequence[Any]) -> int:
 def pairwise_train(proxy: LearnedProxy, params: dict[str, Any], seed: int):
     """Train `proxy` (kind pairwise_logistic) on its study: the `TrainedProxy` (ValueError
     from the core for a bad parameter or too few references)."""
-    from .learned import train_pairwise
+    from proxies.learned import train_pairwise
 
     assert proxy.study is not None
     criterion = pairwise_criterion(proxy.study, proxy.criterion_key)
@@ -145,7 +156,6 @@ def pairwise_train(proxy: LearnedProxy, params: dict[str, Any], seed: int):
 def pairwise_store_answers(proxy: LearnedProxy) -> ProxyRun:
     """Store the trained proxy's answers on its own study as a proxy run (judged here, at
     once: a few thousand numbers looked up), under its proxy rater."""
-    from .services import proxy_batch_judge, proxy_run_dispatch, proxy_run_start
 
     assert proxy.study is not None
     run = proxy_run_start(study=proxy.study, method=learned_method().name,

@@ -18,11 +18,10 @@ from annotation.models import Judgment
 from evalstudy.audit import SYSTEM, audit_record
 from evalstudy.criteria import binary_label, kind_of
 from evalstudy.models import AuditEvent, Rater
-
-from .methods import DEFAULT_THRESHOLD, method_of
-from .models import ProxyRun
-from .quality import latte_score, threshold_for_precision
-from .services import proxy_judgments, proxy_run_start
+from proxies.methods import DEFAULT_THRESHOLD, method_of
+from proxies.models import ProxyRun
+from proxies.quality import latte_score, threshold_for_precision
+from proxies.runs.services import proxy_judgments, proxy_run_start
 
 
 def proxy_scores_with_labels(run: ProxyRun, criterion_key: str):

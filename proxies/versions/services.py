@@ -25,7 +25,6 @@ the analysis groups results by version (`analysis.extras.judge_versions`).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -38,9 +37,8 @@ from evalstudy.audit import SYSTEM, actor_user, audit_record
 from evalstudy.criteria import BINARY_KINDS, binary_label, kinds_where, strict_majority
 from evalstudy.criteria import pair_oriented as oriented
 from evalstudy.models import AssignmentSlot, AuditEvent, Criterion, Output, Rater, Study
-
-from .methods import VERSIONED_METHOD_CHOICES, fewshot_prefix, method_of
-from .models import JudgePromptVersion, ProxyRun
+from proxies.methods import VERSIONED_METHOD_CHOICES, method_of
+from proxies.models import JudgePromptVersion, ProxyRun
 
 DEFAULT_DEV_FRACTION = 0.3
 # Bounds on a prompt: every example is sent with every prompt of every run of the version.
@@ -310,7 +308,7 @@ def judge_prompt_version_create(
 
     ValidationError (naming the field) for another study's version or run, an example from
     the evaluation set (the guard), no correction to learn from, or bad numbers."""
-    from .services import template_check
+    from proxies.runs.services import template_check
 
     n_examples = _bounded_int("n_examples", n_examples, 0, MAX_EXAMPLES)
     if base_version is not None:
@@ -436,27 +434,6 @@ def judge_prompt_version_create(
 
 def base_version_template(version: JudgePromptVersion | None) -> str:
     return version.template if version is not None else ""
-
-
-# --- what a run of a version sends ----------------------------------------------------------
-
-def version_prefix(version: JudgePromptVersion) -> str:
-    """The few-shot block every prompt of a run of `version` starts with."""
-    from .judges.fewshot import FewShotExample
-
-    return fewshot_prefix(version.method,
-                          [FewShotExample.from_dict(e) for e in version.examples or []],
-                          template=version.template)
-
-
-def version_signature(version: JudgePromptVersion) -> dict[str, Any]:
-    """What of a version enters a run's signature: which version, and a digest of its
-    examples (their texts and answers), so two versions never share a rater."""
-    digest = hashlib.sha256(json.dumps(
-        [[e.get("output"), e.get("output_b"), e.get("text"), e.get("text_b"), e.get("answer")]
-         for e in version.examples or []], sort_keys=True, default=str).encode()).hexdigest()
-    return {"id": version.pk, "number": version.number, "criterion": version.criterion.key,
-            "examples": len(version.examples or []), "examples_digest": digest[:16]}
 
 
 def judge_prompt_versions(study: Study):

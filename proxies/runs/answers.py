@@ -13,9 +13,8 @@ from typing import Any
 
 from evalstudy.criteria import kind_of
 from evalstudy.models import AssignmentSlot, Criterion, Study
-
-from .methods import Answer, Batch, method_of
-from .models import ProxyRun
+from proxies.methods import Answer, Batch, method_of
+from proxies.models import ProxyRun
 
 
 def unit_texts(slot_ids: Sequence[int]) -> dict[int, dict[str, Any]]:

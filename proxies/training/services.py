@@ -1,5 +1,5 @@
 """Learned proxies on a study: their training data (outputs with a clear human majority;
-pairs with one for the pairwise proxy, `learned_pairwise`), starting and running a training
+pairs with one for the pairwise proxy, `proxies.training.pairwise`), starting and running a training
 on a worker, the checks on what a training may read, and failing at once a training whose
 process ended without finishing (`learned_proxies_fail_dead`).
 """
@@ -23,13 +23,12 @@ from django.utils import timezone
 
 from annotation.models import Judgment
 from evalstudy.audit import SYSTEM, actor_user, audit_record
-from evalstudy.criteria import BINARY_KINDS, binary_label
+from evalstudy.criteria import BINARY_KINDS, PAIR, binary_label, kind_of
 from evalstudy.models import AuditEvent, Criterion, Rater, Study
 from kit.jsonable import to_jsonable
 from metrics.scorers.encoder import encoder_resolve
 from metrics.services import model_dir_check
-
-from .models import LearnedProxy
+from proxies.models import LearnedProxy
 
 # Training a learned proxy holds a worker (the GPU one for the cross-encoder) for as long as
 # these say: an editor's numbers stay within what a study needs.
@@ -42,7 +41,7 @@ TRAINING_LIMITS: dict[str, float] = {"epochs": 50, "batch_size": 512, "eval_batc
 def learned_examples(study: Study, criterion_key: str) -> list:
     """One Example per output with a clear human majority on the criterion's binary reading
     (ties are left out): the training data of a learned proxy."""
-    from .learned import Example
+    from proxies.learned import Example
 
     try:
         criterion = study.criteria.get(key=criterion_key)
@@ -51,7 +50,7 @@ def learned_examples(study: Study, criterion_key: str) -> list:
                               f"{study.slug!r}") from None
     if criterion.kind not in BINARY_KINDS:
         extra = (" (for a pairwise criterion, train kind pairwise_logistic)"
-                 if criterion.kind == "pairwise" else "")
+                 if kind_of(criterion.kind).shows == PAIR else "")
         raise ValidationError(f"criterion: {criterion_key!r} is {criterion.kind}; a learned "
                               f"proxy of this kind needs a binary or severity criterion{extra}")
     votes: dict[int, list[float]] = defaultdict(list)
@@ -86,7 +85,7 @@ def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: st
         raise ValidationError(f"kind: {kind!r} is not one of {LearnedProxy.Kind.values}")
     learned_proxy_check(study=study, params=params or {}, kind=kind)
     if kind == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
-        from .learned_pairwise import MIN_LABELLED_PAIRS, labelled_pairs, pairwise_examples
+        from proxies.training.pairwise import MIN_LABELLED_PAIRS, labelled_pairs, pairwise_examples
 
         features = (params or {}).get("features")
         examples = pairwise_examples(study, criterion_key, features=features)
@@ -112,7 +111,10 @@ def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: st
                      changes={"kind": kind, "criterion": criterion_key, "name": name,
                               "examples": len(examples)})
         if enqueue:
-            from .tasks import learned_proxy_train_cpu_task, learned_proxy_train_gpu_task
+            from proxies.training.tasks import (
+                learned_proxy_train_cpu_task,
+                learned_proxy_train_gpu_task,
+            )
 
             task = (learned_proxy_train_gpu_task if kind == LearnedProxy.Kind.CROSS_ENCODER
                     else learned_proxy_train_cpu_task)
@@ -130,13 +132,13 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
 
     A pairwise proxy (kind pairwise_logistic) is cross-validated by reference instead
     (`proxies.learned.pairwise`), and its out-of-fold answers are then stored at once as a
-    proxy run on the study (`learned_pairwise.pairwise_store_answers`; the run's id is in
+    proxy run on the study (`proxies.training.pairwise.pairwise_store_answers`; the run's id is in
     the report's `answers_run`).
 
     The row records the process training it (`pid`, `host`, `pid_started`): a process that
     dies (killed, out of memory) leaves a run that `learned_proxies_fail_dead` fails at once
     on this host."""
-    from .learned import save_artifact, train_proxy
+    from proxies.learned import save_artifact, train_proxy
 
     proxy = LearnedProxy.objects.select_related("study").get(pk=proxy_id)
     if proxy.status == LearnedProxy.Status.DONE:
@@ -166,7 +168,7 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
     try:
         with _heartbeat(LearnedProxy, proxy.pk):
             if pairwise:
-                from .learned_pairwise import pairwise_train
+                from proxies.training.pairwise import pairwise_train
 
                 trained = pairwise_train(proxy, params, seed)
             else:
@@ -185,7 +187,7 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
         status=LearnedProxy.Status.DONE, error="", finished_at=now, heartbeat_at=now)
     proxy.refresh_from_db()
     if pairwise:
-        from .learned_pairwise import pairwise_store_answers
+        from proxies.training.pairwise import pairwise_store_answers
 
         run = pairwise_store_answers(proxy)
         proxy.report = {**proxy.report, "answers_run": run.pk,

@@ -1,11 +1,12 @@
 """What a proxy run may ask of a judge: the backend settings an editor gives, checked and
 completed from the operator's settings (EVALSTUDY_JUDGE_*), the network policy every backend is
 built under, which key may go to which origin, upper bounds on an editor's numbers, and the
-per-study response cache in the database. Also the soft prompts a local judge may use: LATTE's
-prompt tuning on a study's human labels (`soft_prompt_train`) and where those live.
+per-study response cache in the database. Also where the soft prompts a local judge may load
+live and which it may (proxies.training.soft_prompts trains them).
 
 Every check here runs when a run is started and again on the worker before a key is read or a
-model file opened (`proxies.services.proxy_batch_judge`): settings may have changed meanwhile.
+model file opened (`proxies.runs.services.proxy_batch_judge`): settings may have changed
+meanwhile.
 """
 
 from __future__ import annotations
@@ -20,11 +21,9 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
-from evalstudy.audit import SYSTEM
 from evalstudy.models import Study
 from metrics.services import model_dir_check
-
-from .models import JudgeResponse
+from proxies.models import JudgeResponse
 
 # Upper bounds on what an editor may ask of a judge, checked when a run is started (README,
 # "Proxy judges"). Editors choose the endpoint: without them a run could hold a worker for
@@ -95,7 +94,7 @@ def judge_network_policy():
     bodies stay out of error messages: those are shown to editors, who chose the URL.
 
     Built on every call (cheap), so a worker applies the settings it runs with now."""
-    from .judges.network import NetworkPolicy
+    from proxies.judges.network import NetworkPolicy
 
     try:
         return NetworkPolicy.build(
@@ -125,7 +124,7 @@ def judge_key_origins() -> dict[str, frozenset[Origin]]:
     that origin. A name listed twice is bound to both origins.
 
     Read on every call, so a worker applies the settings it runs with now."""
-    from .judges.network import url_origin
+    from proxies.judges.network import url_origin
 
     default = url_origin(settings.EVALSTUDY_JUDGE_BASE_URL or "")
     origins: dict[str, set[Origin]] = {}
@@ -156,8 +155,8 @@ def key_env_check(config: dict[str, Any]) -> None:
     token), and the origin of `base_url` must be the one that entry binds it to. Otherwise an
     editor could send the operator's key to a server of their own by naming it with their
     base_url. Checked when a run starts and again right before a worker reads the key."""
-    from .judges.backends.registry import backend_kind
-    from .judges.network import url_origin
+    from proxies.judges.backends.registry import backend_kind
+    from proxies.judges.network import url_origin
 
     key_env = config.get("api_key_env")
     if not key_env:
@@ -215,13 +214,13 @@ def limits_check(config: dict[str, Any], params: dict[str, Any] | None = None) -
             errors.append(f"params: static_roles may hold at most "
                           f"{PARAM_LIMITS['static_roles']} roles, got {len(roles)}")
     if "role_prompts" in params:  # DRPE's role-generation prompt(s), methods.ROLE_GRANULARITIES
-        from .judges.methods import ROLE_GRANULARITIES
+        from proxies.judges.methods import ROLE_GRANULARITIES
 
         if params["role_prompts"] not in ROLE_GRANULARITIES:
             errors.append(f"params: role_prompts must be one of {sorted(ROLE_GRANULARITIES)}, "
                           f"got {params['role_prompts']!r}")
     if "aggregation" in params:  # DRPE: the weighted share, or eq. 4's unnormalised sum
-        from .judges.methods import AGGREGATIONS
+        from proxies.judges.methods import AGGREGATIONS
 
         if params["aggregation"] not in AGGREGATIONS:
             errors.append(f"params: aggregation must be one of {list(AGGREGATIONS)}, got "
@@ -244,7 +243,7 @@ def base_url_check(url: str, *, require_resolvable: bool = True) -> None:
     The same checks run again on every connection (this one gives the editor a clear message
     early). `require_resolvable=False` lets a host that does not resolve pass (a batch about to
     send leaves a passing DNS failure to its retries)."""
-    from .judges.network import NetworkRefused
+    from proxies.judges.network import NetworkRefused
 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -271,7 +270,7 @@ def backend_clean(backend: dict[str, Any] | None) -> dict[str, Any]:
     the origin EVALSTUDY_JUDGE_KEY_ENVS binds it to (`key_env_check`). A local model's
     directory must be one an operator allows (`model_dir_check`), checked before any file is
     read; numbers stay within BACKEND_LIMITS."""
-    from .judges.backends.registry import backend_kind
+    from proxies.judges.backends.registry import backend_kind
 
     backend = dict(backend or {})
     if "backend" in backend:
@@ -318,8 +317,8 @@ def backend_clean(backend: dict[str, Any] | None) -> dict[str, Any]:
 def backend_build(config: dict[str, Any], *, study: Study | None = None):
     """The judge backend of a stored config, under the network policy (always: this is where
     editors' URLs are called), with the study's response cache when `study` is given."""
-    from .judges.backends.base import JudgeError
-    from .judges.backends.registry import backend_kind, build_backend
+    from proxies.judges.backends.base import JudgeError
+    from proxies.judges.backends.registry import backend_kind, build_backend
 
     # The last word before a key is read and a local model is loaded: whoever calls, a key
     # goes only to its own origin and a model directory is one an operator allows.
@@ -347,7 +346,7 @@ SOFT_PROMPT_LIMITS: dict[str, float] = {
     "weight_decay": 1.0,
 }
 SOFT_PROMPT_DIR = "soft-prompts"
-_SOFT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+SOFT_PROMPT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 def soft_prompt_root() -> Path:
@@ -366,7 +365,7 @@ def soft_prompt_check(path: Any, *, study: Study | None = None,
     soft prompt must have been trained on that study: it is made from that study's human
     labels, so another study's run may not use it (as one study's cache and raters are its
     own). Checked when a run starts and again on the worker, like a model directory."""
-    from .judges.prompt_tuning import read_soft_prompt_manifest
+    from proxies.judges.prompt_tuning import read_soft_prompt_manifest
 
     text = path if isinstance(path, str) else ""
     shown = text[:300]
@@ -390,154 +389,3 @@ def soft_prompt_check(path: Any, *, study: Study | None = None,
         raise ValidationError(f"{field}: {shown!r} was trained on another study; a soft prompt "
                               "is used on the study whose labels trained it")
     return text
-
-
-def _soft_prompt_params(params: dict[str, Any] | None) -> dict[str, Any]:
-    from .judges.prompt_tuning import TUNING_DEFAULTS
-
-    if params is None:
-        return {}
-    if not isinstance(params, dict):
-        raise ValidationError("params: must be a JSON object")
-    allowed = {*TUNING_DEFAULTS, "seed", "target_precision"}
-    unknown = sorted(set(params) - allowed)
-    if unknown:
-        raise ValidationError(f"params: {unknown} not understood by prompt tuning; known: "
-                              f"{sorted(allowed)}")
-    errors = []
-    for name, bound in SOFT_PROMPT_LIMITS.items():
-        value = params.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                  or not 0 < value <= bound):
-            errors.append(f"params: {name} must be a number above 0 and at most {bound:g}, "
-                          f"got {value!r}")
-    seed = params.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        errors.append(f"params: seed must be an integer >= 0, got {seed!r}")
-    precision = params.get("target_precision", 0.9)
-    if isinstance(precision, bool) or not isinstance(precision, int | float) or not (
-            0 < precision <= 1):
-        errors.append(f"params: target_precision must lie in (0, 1], got {precision!r}")
-    if errors:
-        raise ValidationError(errors)
-    return dict(params)
-
-
-def _claim_soft_prompt_dir(base: Path) -> tuple[int, Path]:
-    """The next free `v<N>` under `base`, claimed with an atomic mkdir."""
-    base.mkdir(parents=True, exist_ok=True)
-    taken = [int(p.name[1:]) for p in base.iterdir() if re.fullmatch(r"v[1-9][0-9]*", p.name)]
-    number = max(taken, default=0) + 1
-    while True:
-        try:
-            (base / f"v{number}").mkdir()
-            return number, base / f"v{number}"
-        except FileExistsError:  # another process claimed it first
-            number += 1
-
-
-def soft_prompt_train(*, study: Study, criterion_key: str, backend: dict[str, Any],
-                      params: dict[str, Any] | None = None, name: str = "", template: str = "",
-                      actor: Any = None, source: str = SYSTEM) -> dict[str, Any]:
-    """Prompt-tune a local judge on the study's human labels (LATTE section 3) and save the
-    soft prompt; returns its report, `path` included (give it to a LATTE run as the
-    backend's `soft_prompt`).
-
-    - Labels: `learned_examples` (per output, the human majority on the binary reading of one
-      binary or severity criterion, ties left out), the learned proxies' training data; at
-      least 20 outputs.
-    - Splits: train/dev/test with no reference shared (`split_examples`, 15 % dev and test,
-      `params["seed"]`); trained on train, the epoch kept by dev accuracy; the decision
-      threshold picked on dev for `params["target_precision"]` (0.9); AUC-ROC on dev and
-      test. The manifest lists each split's output ids (`split_keys`): judge the study's
-      outputs outside train and dev only when measuring the tuned judge against humans.
-    - `backend`: `{"backend": "hf", "model_path": ..., "device": ...}` (checked like a run's;
-      no soft_prompt). `template`: the LATTE template (default the paper's).
-    - Runs in this process (GPU when there is one). Audited as "start".
-    """
-    import time
-
-    from evalstudy.audit import audit_record
-    from evalstudy.models import AuditEvent
-
-    from .judges.backends.registry import backend_kind
-    from .judges.methods import LATTE_TEMPLATE, latte_prompts
-    from .judges.prompt_tuning import (
-        latte_training_pairs,
-        save_soft_prompt,
-        score_with_soft_prompt,
-        train_soft_prompt,
-    )
-    from .learned import split_examples
-    from .learned_services import learned_examples
-    from .quality import auc_with_ci, threshold_for_precision
-
-    if not isinstance(backend, dict) or backend_kind(backend.get("backend")) != "hf":
-        raise ValidationError("backend: prompt tuning needs a local Hugging Face judge "
-                              "(backend 'hf' with model_path)")
-    config = backend_clean(backend)
-    if config.get("soft_prompt") is not None:
-        raise ValidationError("backend: train from the model alone, without a soft_prompt")
-    options = _soft_prompt_params(params)
-    seed = int(options.pop("seed", 0))
-    target_precision = float(options.pop("target_precision", 0.9))
-    template = template or LATTE_TEMPLATE
-    try:
-        latte_prompts([("reference", "output")], template, contexts=["context"])
-    except (KeyError, ValueError) as error:
-        raise ValidationError(f"template: {error}") from None
-    name = name or f"{criterion_key}-latte".replace("_", "-")
-    if not _SOFT_NAME.match(name):
-        raise ValidationError("name: 1-100 letters, digits, '.', '_' or '-', starting with a "
-                              "letter or digit")
-    examples = learned_examples(study, criterion_key)
-    if len(examples) < 20:
-        raise ValidationError(f"only {len(examples)} outputs of {study.slug!r} have a clear "
-                              f"human majority on {criterion_key!r}; at least 20 are needed")
-    try:
-        splits = split_examples(examples, dev=0.15, test=0.15, seed=seed)
-    except ValueError as error:
-        raise ValidationError(str(error)) from None
-    pairs = {part: latte_training_pairs(getattr(splits, part), template)
-             for part in ("train", "dev", "test")}
-    model_path = str(config["model_path"])
-    started = time.perf_counter()
-    try:
-        soft, report = train_soft_prompt(model_path, pairs["train"], pairs["dev"],
-                                         params=options, seed=seed,
-                                         device=config.get("device"))
-    except ValueError as error:
-        raise ValidationError(f"params: {error}") from None
-    scoring = {"device": config.get("device"), "batch_size": int(config.get("batch_size", 8)),
-               "max_length": int(options.get("max_length", config.get("max_length", 512)))}
-    metrics: dict[str, Any] = {"auc": {}}
-    scores = {}
-    for part in ("dev", "test"):
-        scores[part] = score_with_soft_prompt(model_path, soft, [p for p, _ in pairs[part]],
-                                              **scoring)
-        labels = [y for _, y in pairs[part]]
-        estimate = auc_with_ci(scores[part], labels)
-        metrics["auc"][part] = {"value": estimate.auc.value, "ci_low": estimate.auc.ci_low,
-                                "ci_high": estimate.auc.ci_high, "n": estimate.auc.n}
-    choice = threshold_for_precision(scores["dev"], [y for _, y in pairs["dev"]],
-                                     target_precision)
-    threshold = 0.5  # as train_proxy: when no dev threshold reaches the target precision
-    if choice.achieved and choice.threshold is not None:
-        threshold = float(choice.threshold)
-    number, directory = _claim_soft_prompt_dir(soft_prompt_root() / f"study-{study.pk}" / name)
-    extra = {
-        "name": name, "version": number, "study": {"id": study.pk, "slug": study.slug},
-        "criterion": criterion_key, "template": template, "seed": seed,
-        "split_sizes": {part: len(pairs[part]) for part in pairs},
-        "split_keys": {part: [e.key for e in getattr(splits, part)]
-                       for part in ("train", "dev", "test")},
-        "metrics": metrics, "threshold": threshold, "target_precision": target_precision,
-        "threshold_achieved": bool(choice.achieved),
-        "seconds": time.perf_counter() - started,
-    }
-    save_soft_prompt(soft, directory, extra=extra)
-    audit_record(actor=actor, source=source, action=AuditEvent.Action.START, study=study,
-                 target=("soft prompt", number, f"{name} v{number}"),
-                 changes={"criterion": criterion_key, "path": str(directory),
-                          "examples": len(examples), "best_epoch": report.best_epoch})
-    return {"path": str(directory), **extra, "training": report.to_dict()}

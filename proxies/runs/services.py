@@ -16,9 +16,9 @@ every backend built here gets it, so the check happens again on each connection 
 not only when the run is started.
 
 This module starts, dispatches and refreshes runs and judges their batches; beside it,
-`judge_config` checks and builds the backends, `answers` holds each method's answers,
-`thresholds` turns scores into decisions and LATTEScores, and `learned_services` trains
-learned proxies.
+`backends` checks and builds the judge backends, `answers` judges a batch through the run's
+method (proxies.methods), and `thresholds` turns scores into decisions and LATTEScores;
+proxies.training trains learned proxies.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from annotation.models import Judgment
 from evalstudy.audit import SYSTEM, actor_user, audit_record
-from evalstudy.criteria import kinds_where
+from evalstudy.criteria import PAIR, kind_of, kinds_where
 from evalstudy.models import (
     Assignment,
     AssignmentSlot,
@@ -49,18 +49,28 @@ from evalstudy.models import (
     Study,
 )
 from metrics.services import model_dir_check
-
-from .answers import batch_answers, unit_texts
-from .judge_config import backend_build, backend_clean, base_url_check, key_env_check, limits_check
-from .methods import DEFAULT_THRESHOLD, METHODS, THRESHOLD, ProxyMethod, method_of
-from .methods.learned import answers_pairs
-from .models import LearnedProxy, ProxyRun
+from proxies.methods import DEFAULT_THRESHOLD, METHODS, THRESHOLD, ProxyMethod, method_of
+from proxies.methods.learned import answers_pairs
+from proxies.models import LearnedProxy, ProxyRun
+from proxies.runs.answers import batch_answers, unit_texts
+from proxies.runs.backends import (
+    backend_build,
+    backend_clean,
+    base_url_check,
+    key_env_check,
+    limits_check,
+)
 
 # Bump when the way answers are turned into judgments changes: it enters every proxy
 # signature, so new answers belong to a new proxy rater instead of mixing with old ones.
 JUDGE_VERSION = "1"
 
 # --- starting a run -------------------------------------------------------------------------
+
+def shows_pair(criterion: Criterion) -> bool:
+    """Whether one answer of `criterion` judges a pair of outputs (a unit with output_b)."""
+    return kind_of(criterion.kind).shows == PAIR
+
 
 def default_template(method: str) -> str:
     return method_of(method).default_template
@@ -143,7 +153,7 @@ def proxy_run_prepare(
     """Check a proxy-run request and return the run's fields; writes nothing.
 
     `prompt_version` (a `JudgePromptVersion` of this study): ask with that version's template
-    and few-shot examples (`proxies.judge_versions`); the run answers its criterion only, with
+    and few-shot examples (`proxies.versions`); the run answers its criterion only, with
     the version's method, and the version enters the signature (a rater per version).
 
     Raises ValidationError naming the field for an unknown method, criterion, parameter or
@@ -195,7 +205,7 @@ def proxy_run_prepare(
     signature = proxy_signature(method=method, backend_signature=backend_signature,
                                 template=template, params=params)
     if prompt_version is not None:
-        from .judge_versions import version_signature
+        from proxies.runs.prompts import version_signature
 
         signature["prompt_version"] = version_signature(prompt_version)
     units = proxy_units(study, chosen)
@@ -205,7 +215,7 @@ def proxy_run_prepare(
         "learned_proxy": learned_proxy, "signature": signature,
         "prompt_version": prompt_version,
         "queue": _queue_for(spec, config, learned_proxy),
-        "total": sum(len(units[c.kind == "pairwise"]) for c in chosen),
+        "total": sum(len(units[shows_pair(c)]) for c in chosen),
     }
 
 
@@ -243,7 +253,7 @@ def proxy_run_start(*, enqueue: bool = True, actor: Any = None, source: str = SY
                               "signature": run.signature,
                               "prompt_version": run.prompt_version_id})
         if enqueue:
-            from .tasks import proxy_run_dispatch_task
+            from proxies.runs.tasks import proxy_run_dispatch_task
 
             transaction.on_commit(lambda: proxy_run_dispatch_task.delay(run.pk))
     return run
@@ -257,10 +267,10 @@ def proxy_units(study: Study, criteria: Sequence[Criterion]
     ordered pairs the design shows humans (so both judge the same units), else every pair per
     item."""
     units: dict[bool, list[tuple[int, int | None]]] = {False: [], True: []}
-    if any(c.kind != "pairwise" for c in criteria):
+    if not all(shows_pair(c) for c in criteria):
         units[False] = [(pk, None) for pk in Output.objects.filter(item__study=study)
                         .order_by("item_id", "system_id").values_list("id", flat=True)]
-    if any(c.kind == "pairwise" for c in criteria):
+    if any(shows_pair(c) for c in criteria):
         from annotation.models import VoteCount
 
         shown = (AssignmentSlot.objects
@@ -275,7 +285,7 @@ def proxy_units(study: Study, criteria: Sequence[Criterion]
         pairs_shown = set(shown)
         counted = (VoteCount.objects
                    .filter(study=study, output_b__isnull=False,
-                           criterion__in=[c for c in criteria if c.kind == "pairwise"])
+                           criterion__in=[c for c in criteria if shows_pair(c)])
                    .values_list("output_id", "output_b_id").distinct())
         pairs_shown |= {(o, ob) for o, ob in counted if (ob, o) not in pairs_shown}
         pairs = sorted(pairs_shown)
@@ -332,7 +342,7 @@ def _missing(run: ProxyRun, seat: Assignment, slot_ids: Sequence[int] | None = N
                .values_list("slot_id", "criterion_id"))
     missing: dict[int, list[Criterion]] = {}
     for pk, output_b in slot_pairs:
-        lacking = [c for c in criteria if (c.kind == "pairwise") == (output_b is not None)
+        lacking = [c for c in criteria if shows_pair(c) == (output_b is not None)
                    and (pk, c.pk) not in have]
         if lacking:
             missing[pk] = lacking
@@ -389,8 +399,8 @@ def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
     backend = (None if method_of(run.method).learned
                else backend_build(run.backend, study=run.study))
     if backend is not None and run.prompt_version is not None:
-        from .judge_versions import version_prefix
-        from .judges.fewshot import FewShotBackend
+        from proxies.judges.fewshot import FewShotBackend
+        from proxies.runs.prompts import version_prefix
 
         # The version's few-shot examples go before every prompt the judge is sent.
         prefix = version_prefix(run.prompt_version)
@@ -428,7 +438,7 @@ def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
 def _check_run_on_worker(run: ProxyRun) -> None:
     """The start's checks of what a run will reach, again with this worker's settings:
     network policy, key origin, model directories (ValidationError saying which failed)."""
-    from .judges.backends.registry import backend_kind
+    from proxies.judges.backends.registry import backend_kind
 
     backend = run.backend or {}
     kind = backend_kind(backend.get("backend"))
@@ -505,7 +515,7 @@ def proxy_run_refresh(run: ProxyRun) -> ProxyRun:
 def proxy_run_resume(run: ProxyRun, *, actor: Any = None, source: str = SYSTEM) -> ProxyRun:
     """Send what is still missing (after a failure, a stop, or unreadable answers). Audited as
     "start" (a resumption, with the status it resumed from)."""
-    from .tasks import proxy_run_dispatch_task
+    from proxies.runs.tasks import proxy_run_dispatch_task
 
     run = ProxyRun.objects.select_for_update().get(pk=run.pk)
     if run.status == ProxyRun.Status.RUNNING:

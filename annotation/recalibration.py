@@ -131,11 +131,3 @@ def integrity_scan(now: dt.datetime | None = None) -> int:
         raised += len(agreement_alerts_record(study=study, now=now))
     recalibration_rounds_complete(now=now)
     return raised
-
-
-def rounds_by_rater(study: Study) -> dict[int, list[RecalibrationRound]]:
-    """rater id -> their rounds in this study, in order."""
-    found: dict[int, list[RecalibrationRound]] = {}
-    for round_ in RecalibrationRound.objects.filter(study=study).order_by("rater_id", "number"):
-        found.setdefault(round_.rater_id, []).append(round_)
-    return found

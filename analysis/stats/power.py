@@ -64,6 +64,7 @@ import numpy as np
 from scipy import stats as sps
 
 from analysis.stats.descriptives import wilson_ci
+from evalstudy.criteria import KINDS, kind_of, kinds_where
 
 __all__ = [
     "BinaryDesign",
@@ -82,6 +83,17 @@ __all__ = [
 BINARY_TESTS = ("glmm", "paired_t", "logit_cluster")
 LIKERT_TESTS = ("clmm", "paired_t")
 TESTS = tuple(dict.fromkeys(BINARY_TESTS + LIKERT_TESTS))
+#: The default models a pilot criterion's fit can come from (the simulations model ordered
+#: points and binary decisions), and the kinds fitted with them.
+PILOT_MODELS = ("clmm", "glmm")
+PILOT_KINDS = kinds_where(lambda kind: kind.model in PILOT_MODELS)
+
+
+def pilot_model(kind_name: Any) -> str | None:
+    """The model of a pilot criterion of this kind ("clmm" or "glmm"), None when it has none
+    a simulation can use."""
+    model = kind_of(kind_name).model if kind_name in KINDS else None
+    return model if model in PILOT_MODELS else None
 #: Tests that refit the analysis model in R (slow: about 0.05-0.2 s per glmer refit and
 #: 1-1.5 s per clmm refit at pilot sizes, on one core).
 MODEL_TESTS = ("glmm", "clmm")
@@ -910,7 +922,7 @@ def check_option(spec: Any, criteria: Sequence[Mapping[str, Any]] = ()) -> dict[
         raise ValueError(f"power n_sim must be at most {MAX_OPTION_SIMULATIONS}")
     if "pilot" in spec:
         kinds = {str(c["key"]): c["kind"] for c in criteria}
-        if kinds.get(str(spec["pilot"])) not in ("binary", "severity", "likert"):
+        if pilot_model(kinds.get(str(spec["pilot"]))) is None:
             raise ValueError("power pilot must name a binary, severity or likert criterion "
                              "of the study (its fitted model is the pilot)")
     return dict(spec)
@@ -928,8 +940,7 @@ def run_option(spec: Mapping[str, Any], criteria_results: Sequence[Mapping[str, 
     key = spec.pop("pilot", None)
     if key is not None:
         entry = next((c for c in criteria_results if str(c.get("key")) == str(key)), None)
-        fit = None if entry is None else entry.get("clmm" if entry.get("kind") == "likert"
-                                                   else "glmm")
+        fit = None if entry is None else entry.get(pilot_model(entry.get("kind")) or "glmm")
         if not isinstance(fit, Mapping) or "error" in fit:
             why = (fit or {}).get("error") if isinstance(fit, Mapping) else "no model was fitted"
             raise ValueError(f"power pilot {key!r}: no pilot model ({why})")

@@ -257,6 +257,12 @@ class AnswerKind:
     def __repr__(self) -> str:
         return f"<answer kind {self.name}>"
 
+    # --- added for analysis ---
+    def scale_bounds(self, rule: CriterionRule) -> tuple[float, float] | None:
+        """(lowest, highest) answer of an ordered scale, whose span normalises how far apart
+        answers lie (the adjudication queue's spread); None for kinds without one."""
+        return None
+
 
 # --- helpers the kinds share ------------------------------------------------------------------
 # The keys of the first eleven choices: 1..9, then 0 for the tenth and - for the eleventh (a

@@ -33,6 +33,9 @@ class Likert(AnswerKind):
     def categories(self, rule: CriterionRule) -> list[Any] | None:
         return list(range(1, int(rule.scale_points) + 1)) if rule.scale_points else None
 
+    def scale_bounds(self, rule: CriterionRule) -> tuple[float, float] | None:
+        return 1.0, float(rule.scale_points or 5)
+
     def problems(self, rule: CriterionRule) -> list[str]:
         points, labels = rule.scale_points, rule.labels
         if points is None or not MIN_POINTS <= points <= MAX_POINTS:

@@ -39,6 +39,9 @@ class Severity(AnswerKind):
     def categories(self, rule: CriterionRule) -> list[Any] | None:
         return [0, 1, 2]
 
+    def scale_bounds(self, rule: CriterionRule) -> tuple[float, float] | None:
+        return 0.0, 2.0
+
     def binary(self, value: str) -> float | None:
         return {"0": 1.0, "1": 1.0, "2": 0.0}.get(value)
 

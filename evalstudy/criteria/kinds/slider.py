@@ -61,6 +61,10 @@ class Slider(AnswerKind):
     def categories(self, rule: CriterionRule) -> list[Any] | None:
         return None
 
+    def scale_bounds(self, rule: CriterionRule) -> tuple[float, float] | None:
+        low, high = slider_range(rule)
+        return float(low), float(high)
+
     def problems(self, rule: CriterionRule) -> list[str]:
         scale_min, scale_max, labels = rule.scale_min, rule.scale_max, rule.labels
         if (scale_min is None) != (scale_max is None):

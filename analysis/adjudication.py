@@ -20,11 +20,11 @@ from django.utils import timezone
 
 from annotation.models import Judgment
 from evalstudy.audit import SYSTEM, actor_user, audit_record
-from evalstudy.criteria import SEVERITY, SLIDER, pair_oriented
+from evalstudy.criteria import PAIR, kind_of, pair_oriented
 from evalstudy.models import AssignmentSlot, AuditEvent, Criterion, Enrollment, Output, Study
 
 from .models import Adjudication, AdjudicationRevision
-from .selectors import JudgmentFilter, _rater_labels, judgments_tidy
+from .selectors import JudgmentFilter, judgments_tidy, rater_labels
 from .stats.disagreement import (
     ADJUDICABLE,
     REASON_LABELS,
@@ -46,14 +46,7 @@ class UnitNotFound(LookupError):
 
 def criterion_scale(criterion: Criterion) -> tuple[float, float] | None:
     """(lowest, highest) value of an ordinal criterion, whose span normalises the spread."""
-    if criterion.kind == "likert":
-        return 1.0, float(criterion.scale_points or 5)
-    if criterion.kind == SEVERITY:
-        return 0.0, 2.0
-    if criterion.kind == SLIDER:
-        low, high = criterion.rule.slider_range
-        return float(low), float(high)
-    return None
+    return criterion.rule.spec.value_range(criterion.rule)
 
 
 def adjudicable_criteria(study: Study) -> list[Criterion]:
@@ -104,7 +97,7 @@ class QueueEntry:
 
 def _unit_of(kind: str, output: int, output_b: Any, value: str) -> tuple[tuple[int, int | None],
                                                                          str]:
-    if kind == "pairwise":
+    if kind_of(kind).shows == PAIR:
         return pair_oriented(int(output), None if output_b is None else int(output_b),
                                  value)
     return (int(output), None), value
@@ -225,7 +218,7 @@ def unit_resolve(study: Study, criterion_key: str, output_id: int, output_b_id: 
     output = outputs.filter(pk=output_id).first()
     if output is None:
         raise UnitNotFound("no such output in this study")
-    if (criterion.kind == "pairwise") != (output_b_id is not None):
+    if (criterion.rule.spec.shows == PAIR) != (output_b_id is not None):
         raise UnitNotFound("a pairwise criterion's unit is a pair of outputs, any other "
                            "criterion's a single output")
     output_b = None
@@ -253,7 +246,7 @@ def adjudication_unit(study: Study, criterion_key: str, output_id: int,
         judgments = judgments.filter(Q(slot__output=output, slot__output_b=output_b)
                                      | Q(slot__output=output_b, slot__output_b=output))
     rows = list(judgments.select_related("rater", "slot").order_by("submitted_at", "id"))
-    names = _rater_labels({j.rater_id: str(j.rater) for j in rows})
+    names = rater_labels({j.rater_id: str(j.rater) for j in rows})
     excluded = set(Enrollment.objects.filter(study=study, excluded_at__isnull=False)
                    .values_list("rater_id", flat=True))
     humans, proxies, answers = [], [], []
@@ -307,9 +300,10 @@ def adjudication_record(*, study: Study, criterion: Criterion, output: Output,
         errors["output"] = ["not an output of this study"]
     if output_b is not None and (output_b.item_id != output.item_id or output_b.pk == output.pk):
         errors["output_b"] = ["must be another output of the same item"]
-    if not errors and (criterion.kind == "pairwise") != (output_b is not None):
+    pair = criterion.rule.spec.shows == PAIR
+    if not errors and pair != (output_b is not None):
         errors["output_b"] = ["a pairwise criterion is adjudicated on a pair of outputs"
-                              if criterion.kind == "pairwise"
+                              if pair
                               else "only pairwise criteria are adjudicated on a pair"]
     note = str(note or "")
     if len(note) > NOTE_MAX_LENGTH:

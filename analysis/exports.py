@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from annotation.models import JudgmentRevision
 from evalstudy.audit import SYSTEM, audit_export
+from evalstudy.criteria import kinds_where
 from evalstudy.models import Output, Rater, Study
 from kit.csvsafe import SafeDictWriter, plain_cell
 
 from .models import AnalysisRun
-from .selectors import JudgmentFilter, _rater_labels, judgments_tidy
+from .selectors import JudgmentFilter, judgments_tidy, rater_labels
 from .stats.flatten import COLUMNS, statistics_rows
 
 if TYPE_CHECKING:  # pandas loads with the tables (1-2 s), not with every page
@@ -118,7 +119,7 @@ def _browse_frame(study: Study, judgments: Any) -> pd.DataFrame:
                                .order_by("replaced_at", "id").values_list("judgment_id", "value")
                                if revised else ()):
         earlier.setdefault(judgment_id, []).append(value)
-    names = _rater_labels({pk: str(r) for pk, r in Rater.objects.in_bulk(
+    names = rater_labels({pk: str(r) for pk, r in Rater.objects.in_bulk(
         {row[1] for row in rows}).items()}) if ids else {}
     shown_ids = {pk for row in rows for pk in (row[14] or [])}
     systems = dict(Output.objects.filter(pk__in=shown_ids).values_list("id", "system__name")
@@ -154,9 +155,11 @@ def spans_export(*, study: Study, filters: JudgmentFilter, fmt: str, file: str =
     from .stats import spans  # its agreement statistics import scipy: loaded when exporting
 
     judgments = judgments_tidy(study, filters)
-    judgments = judgments[judgments["criterion_kind"] == "span"]
+    # The kinds whose answers are error spans: those the span statistics analyse.
+    span_kinds = kinds_where(lambda kind: "spans" in kind.analysis)
+    judgments = judgments[judgments["criterion_kind"].isin(span_kinds)]
     parts = []
-    for criterion in study.criteria.filter(kind="span"):
+    for criterion in study.criteria.filter(kind__in=span_kinds):
         rows = spans.span_rows(judgments[judgments["criterion"] == criterion.key],
                                criterion.rule.weights)
         parts.append(rows.assign(criterion=criterion.key))

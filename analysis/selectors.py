@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from annotation.models import Judgment, ListeningLog
+from evalstudy.criteria import BINARY_KINDS, TUPLE, kind_of, kinds_where
 from evalstudy.models import AssignmentSlot, Enrollment, ItemMedia, Output, Rater, Study
 
 if TYPE_CHECKING:  # pandas loads with the tables (1-2 s), not with every page
@@ -112,7 +113,7 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
              study.items.values_list("id", "external_id", "metadata")}
     systems = {pk: (name, meta) for pk, name, meta in
                study.systems.values_list("id", "name", "metadata")}
-    raters = _rater_labels({r.pk: str(r) for r in
+    raters = rater_labels({r.pk: str(r) for r in
                             Rater.objects.filter(pk__in=frame["rater"].unique())})
     frame["rater_id"] = frame["rater"].astype("int64")
     frame["rater"] = frame["rater"].map(raters)
@@ -122,11 +123,12 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
     for field in sorted({key for _, meta in systems.values() for key in meta}):
         frame[f"system.{field}"] = frame["system"].map(
             lambda pk, f=field: systems[pk][1].get(f) if pk in systems else None)
-    if frame["criterion_kind"].isin(["ranking", "best_worst"]).any():
+    tuples = frame["criterion_kind"].isin(kinds_where(lambda kind: kind.shows == TUPLE))
+    if tuples.any():
         # Ranking and best-worst answers name outputs by the letter they were shown under:
         # the systems shown, in display order (A first), as a JSON list.
         names = dict(study.systems.values_list("id", "name"))
-        slots = frame.loc[frame["criterion_kind"].isin(["ranking", "best_worst"]), "slot"]
+        slots = frame.loc[tuples, "slot"]
         output_system = dict(Output.objects.filter(item__study=study)
                              .values_list("id", "system_id"))
         shown_systems = {
@@ -134,9 +136,10 @@ def judgments_tidy(study: Study, filters: JudgmentFilter | None = None) -> pd.Da
             for pk, shown_ids in AssignmentSlot.objects.filter(pk__in=slots.unique().tolist())
             .values_list("id", "shown_outputs")}
         frame["shown"] = frame["slot"].map(shown_systems)
-    if (frame["criterion_kind"] == "span").any():
+    spans = frame["criterion_kind"].isin(kinds_where(lambda kind: "spans" in kind.analysis))
+    if spans.any():
         # What span agreement compares over: every character of each text a span could mark.
-        spanned = frame.loc[frame["criterion_kind"] == "span", "output"].unique().tolist()
+        spanned = frame.loc[spans, "output"].unique().tolist()
         lengths = {pk: (len(text), len(reference)) for pk, text, reference in
                    Output.objects.filter(pk__in=spanned)
                    .values_list("id", "text", "item__reference")}
@@ -224,7 +227,7 @@ def _with_listening(study: Study, frame: pd.DataFrame, *, exclude_unheard: bool
     return frame
 
 
-def _rater_labels(names: dict[int, str]) -> dict[int, str]:
+def rater_labels(names: dict[int, str]) -> dict[int, str]:
     """Each rater's name, made unique: raters who share a display name (two invitees both
     called "Anna") get their id beside it, so that every statistic grouping by name (a model's
     random effect, a count of raters, a report's table) still sees two raters."""
@@ -259,7 +262,7 @@ def metric_scores(study: Study) -> pd.DataFrame:
 def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
     """What the analysis must know about each proxy rater of `study` that its judgments do not
     say, by the name `judgments_tidy` gives the rater (the pipeline's
-    `options["proxy_raters"]`; see `analysis.stats.pipeline._proxy_scores`):
+    `options["proxy_raters"]`; see `analysis.stats.pipeline.proxy_scores`):
 
     - `thresholds[criterion key]`: {threshold, source, rule}, the decision threshold its run
       applied to P(yes) (the judge's default 0.5 where the run named none; none for a rubric
@@ -285,7 +288,7 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
     outputs = {pk: reference or context or "" for pk, reference, context in
                Output.objects.filter(item__study=study).values_list(
                    "id", "item__reference", "item__context")}
-    criteria = list(study.criteria.filter(kind__in=["binary", "severity"]))
+    criteria = list(study.criteria.filter(kind__in=BINARY_KINDS))
     latest: dict[int, Any] = {}
     for run in (ProxyRun.objects.filter(rater__in=raters)
                 .select_related("learned_proxy__study", "prompt_version")
@@ -351,7 +354,6 @@ def _threshold_setting(method: str, kind: str, params: dict[str, Any],
     """The rule a proxy's stored answers follow (proxies.methods: its score read at a
     threshold, `decide`, or the most likely level where the method answers one); None for
     raters without a run (imported judgments) and methods reading no threshold."""
-    from evalstudy.criteria import kind_of
     from proxies.methods import DEFAULT_THRESHOLD, METHODS, THRESHOLD, method_of
 
     if method not in METHODS:

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from evalstudy.audit import SYSTEM, actor_user, audit_record
+from evalstudy.criteria import kind_of
 from evalstudy.models import AuditEvent, Study
 
 from .models import AnalysisRun
@@ -129,7 +130,8 @@ def _criteria(study: Study) -> list[dict[str, Any]]:
          "options": list(c.options or []), "labels": c.labels, "prompt": c.prompt,
          "allow_tie": c.allow_tie, "allow_both": c.allow_both,
          "scale_min": c.scale_min, "scale_max": c.scale_max,
-         "severity_weights": c.rule.weights if c.kind == "span" else None,
+         "severity_weights": c.rule.weights if "severity_weights" in c.rule.spec.settings
+         else None,
          "span_reference": c.span_reference}
         for c in study.criteria.order_by("order", "id")
     ]
@@ -140,12 +142,12 @@ def analysis_run_execute(run: AnalysisRun) -> AnalysisRun:
     twice (it recomputes and overwrites the run's outputs)."""
     from .extras import extras_compute, extras_prepare
     from .report import render_html, render_pdf
-    from .stats.pipeline import analyse
+    from .stats.pipeline import analyse, families_of
 
     study = run.study
     criteria = _criteria(study)
     steps = 3 + len(criteria) + sum(
-        c["kind"] in ("binary", "severity", "pairwise", "likert", "slider") for c in criteria)
+        len(families_of(kind_of(c["kind"]), "validity")) for c in criteria)
     AnalysisRun.objects.filter(pk=run.pk).update(
         status=AnalysisRun.Status.RUNNING, started_at=timezone.now(), total=steps, done=0,
         error="", heartbeat_at=timezone.now())

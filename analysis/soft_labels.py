@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from evalstudy.audit import SYSTEM, audit_export
-from evalstudy.criteria import pair_oriented
+from evalstudy.criteria import PAIR, kinds_where, pair_oriented
 from evalstudy.models import Output, Study
 from kit.csvsafe import SafeDictWriter
 
@@ -26,7 +26,9 @@ from .selectors import JudgmentFilter, judgments_tidy
 from .stats.truth import soft_labels
 
 SOFT_LABEL_FORMATS = ("csv", "jsonl")
-SOFT_LABEL_KINDS = ("binary", "severity", "likert", "categorical", "pairwise")
+#: The kinds whose answers are one of a declared list of categories (what the soft labels are
+#: probabilities over).
+SOFT_LABEL_KINDS = kinds_where(lambda kind: kind.closed)
 CSV_COLUMNS = ("criterion", "criterion_kind", "item", "output", "system", "output_b",
                "system_b", "n_judgments", "option", "votes", "dawid_skene", "mace")
 
@@ -48,7 +50,7 @@ def soft_label_rows(study: Study) -> list[dict[str, Any]]:
         triples = []
         for output, output_b, rater, value in zip(part["output"], part["output_b"],
                                                   part["rater_id"], part["value"], strict=True):
-            if criterion.kind == "pairwise":
+            if criterion.rule.spec.shows == PAIR:
                 second = None if output_b is None or output_b != output_b else int(output_b)
                 unit, value = pair_oriented(int(output), second, str(value))
             else:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import re
-import shutil
 import socket
 import ssl
 import stat
@@ -30,7 +29,7 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO
 from urllib.parse import urlsplit
 
 MAX_REF_CHARS = 1000
@@ -312,7 +311,3 @@ def copy_stream(stream: IO[bytes], destination: Path, limit: int) -> None:
     """An uploaded file (admin, API) to `destination`, at most `limit` bytes."""
     with open(destination, "wb") as out:
         _copy(stream, out, limit, "the file")
-
-
-def remove_tree(path: Path) -> Any:
-    return shutil.rmtree(path, ignore_errors=True)

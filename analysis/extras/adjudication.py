@@ -30,6 +30,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evalstudy.criteria import PAIR, kinds_where
+
+#: The kinds whose answers judge a pair of outputs (a unit is the pair, either way round).
+PAIR_KINDS = kinds_where(lambda kind: kind.shows == PAIR)
+
 LABEL_CHOICES = ("raters", "adjudicated")
 ADJUDICATOR = "adjudicator"
 ADJUDICATOR_ID = -1  # never a database id
@@ -86,7 +91,7 @@ def prepare(study: Any, judgments: pd.DataFrame, options: dict[str, Any]) -> pd.
         if not mask.any():
             continue
         rows = judgments.iloc[positions[mask]]
-        pairwise = str(rows["criterion_kind"].iloc[0]) == "pairwise"
+        pairwise = str(rows["criterion_kind"].iloc[0]) in PAIR_KINDS
         unit_of_row = _canonical_units(rows, pairwise)
         templates: dict[tuple[int, int | None], int] = {}
         for position, unit in zip(positions[mask], unit_of_row, strict=True):
@@ -136,7 +141,7 @@ def _raters_answers(study: Any, labels: list[dict[str, Any]], options: dict[str,
     for key, kind, output, output_b, value in found.values_list(
             "criterion__key", "criterion__kind", "slot__output_id", "slot__output_b_id",
             "value"):
-        if kind == "pairwise" and output_b is not None and output > output_b:
+        if kind in PAIR_KINDS and output_b is not None and output > output_b:
             output, output_b = output_b, output
             value = {"A": "B", "B": "A"}.get(value, value)
         answers.setdefault((key, (output, output_b)), []).append(value)

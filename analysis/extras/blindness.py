@@ -25,11 +25,13 @@ import pandas as pd
 
 from analysis.extras.integrity import system_means
 from analysis.report.format import num, table_dict
-from evalstudy.criteria import binary_label
+from evalstudy.criteria import BINARY_KINDS, PAIR, TUPLE, binary_label, kind_of, kinds_where
 
 OPTION = "exclude_identity_leaks"
-SCORED_KINDS = ("likert", "slider", "binary", "severity", "span")
-TUPLE_KINDS = ("ranking", "best_worst")
+#: The kinds whose answers score one number (a mean, or the share of yes / meaning preserved).
+SCORED_KINDS = kinds_where(lambda kind: kind.score is not None)
+#: The kinds whose slots show a tuple of outputs (the slot flagged when any of them is).
+TUPLE_KINDS = kinds_where(lambda kind: kind.shows == TUPLE)
 
 
 def _check_option(value: Any) -> None:
@@ -78,7 +80,7 @@ def prepare(study: Any, judgments: pd.DataFrame, options: dict[str, Any]) -> pd.
 
 # --- compute ---------------------------------------------------------------------------------
 def _scores(rows: pd.DataFrame, kind: str) -> pd.Series:
-    if kind in ("binary", "severity"):
+    if kind in BINARY_KINDS:
         return rows["value"].map(lambda v: binary_label(kind, str(v))).astype("float64")
     return pd.to_numeric(rows["numeric"], errors="coerce")
 
@@ -160,9 +162,9 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
                                  "judgments": int(len(rows)),
                                  "flagged_judgments": int(rows["flagged"].sum())}
         if kind in SCORED_KINDS:
-            entry["scale"] = "share of yes" if kind in ("binary", "severity") else "mean"
+            entry["scale"] = "share of yes" if kind in BINARY_KINDS else "mean"
             entry.update(scored_split(rows, kind))
-        elif kind == "pairwise":
+        elif kind is not None and kind_of(kind).shows == PAIR:
             entry["pairs"] = pairwise_split(rows)
         criteria.append(entry)
     return {

@@ -27,13 +27,15 @@ import numpy as np
 import pandas as pd
 
 from analysis.report.format import num, table_dict
-from evalstudy.criteria import binary_label
+from evalstudy.criteria import BINARY_KINDS, binary_label, kinds_where
 
 OPTION_COVARIATES = "integrity_covariates"
 OPTION_SPLIT = "split_at_recalibration"
 N_BOOT = 2000
 SEED = 20260118
-NUMERIC_KINDS = ("likert", "slider", "binary", "severity")
+#: The kinds whose answers score a mean per system: a number where higher is better, or the
+#: share of yes / meaning preserved (not MQM's penalty).
+NUMERIC_KINDS = kinds_where(lambda kind: kind.score is not None and kind.score != "penalty")
 
 
 def _boolean(name: str):
@@ -96,7 +98,7 @@ def prepare(study: Any, judgments: pd.DataFrame, options: dict[str, Any]) -> pd.
 
 # --- compute ---------------------------------------------------------------------------------
 def _scores(rows: pd.DataFrame, kind: str) -> pd.Series:
-    if kind in ("binary", "severity"):
+    if kind in BINARY_KINDS:
         return rows["value"].map(lambda v: binary_label(kind, str(v))).astype("float64")
     return pd.to_numeric(rows["value"], errors="coerce")
 
@@ -160,7 +162,7 @@ def sensitivity(humans: pd.DataFrame, flagged: set[int]) -> list[dict[str, Any]]
         dropped = rows["rater_id"].isin(list(flagged))
         table.append({
             "criterion": key, "kind": kind,
-            "scale": "share of yes" if kind in ("binary", "severity") else "mean",
+            "scale": "share of yes" if kind in BINARY_KINDS else "mean",
             "all": system_means(rows), "without_flagged": system_means(rows[~dropped]),
             "raters_dropped": int(rows.loc[dropped, "rater_id"].nunique()),
             "raters": int(rows["rater_id"].nunique()),

@@ -23,6 +23,8 @@ from typing import Any
 
 import pandas as pd
 
+from evalstudy.criteria import BINARY_KINDS
+
 OPTIONS: dict[str, Any] = {}
 
 
@@ -197,7 +199,7 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
             "majority's answer (ties among the humans left out), Wilson 95% CI; Cohen's kappa "
             "of the judge vs that majority, analytic 95% CI."
             + (" Compared on the binary reading (meaning preserved or not)."
-               if entry["kind"] in ("binary", "severity") else ""),
+               if entry["kind"] in BINARY_KINDS else ""),
         ]
         head = [("Version", ""), ("Built from", ""), ("Examples", "num"),
                 ("Examples from items", ""), ("Judge (rater)", ""), ("n", "num"),

@@ -9,16 +9,20 @@ from analysis.report.format import (
     DASH,
     Block,
     Table,
-    _pair,
-    _warnings_of,
+    answer_kind,
     estimate_ci,
     interval,
+    kind_families,
     num,
+    pair_of,
     proxy_label,
     pval,
+    warnings_of,
 )
-from analysis.report.plots import _distribution_plot, _proportions_plot, _severity_plot
+from analysis.report.plots import distribution_plot, proportions_plot, severity_plot
+from analysis.report.preference import preference_tables
 from analysis.templatetags.analysis_tags import readable_term
+from evalstudy.criteria import TUPLE
 
 
 def _descriptives(c: dict) -> Table | None:
@@ -35,7 +39,7 @@ def _proportions(c: dict) -> Table | None:
     if not isinstance(rows, list) or not rows:
         return None
     note = ("Positive = meaning preserved (severity 0 or 1, as in LATTE)."
-            if c["kind"] == "severity" else 'Positive = "yes".')
+            if "severity_levels" in kind_families(c["kind"]) else 'Positive = "yes".')
     return Table(["System", "n", "Positive", "Proportion", "95% CI (Wilson)"], [
         [str(r.get("group")), str(r.get("n")), str(r.get("successes")),
          num(r.get("proportion")), interval(r.get("ci_low"), r.get("ci_high"))]
@@ -184,7 +188,7 @@ def _span_agreement_block(c: dict) -> Block | None:
         e = found.get(key)
         if isinstance(e, dict):
             table.rows.append([label, num(e.get("value")), estimate_ci(e)])
-            table.warnings += [f"{label}: {w}" for w in _warnings_of(e)]
+            table.warnings += [f"{label}: {w}" for w in warnings_of(e)]
     table.rows.append(["Character-level F1 between raters", num(found.get("char_f1")), DASH])
     table.notes.append(
         f"{found.get('method')}. {found.get('n_characters')} characters of "
@@ -262,57 +266,11 @@ def _contrasts(c: dict) -> Table | None:
     scale = contrasts.get("scale") or "model scale"
     table.notes.append(f"Wald contrasts on the {scale} scale from the fitted model; p-values "
                        "Holm-adjusted over the pairs.")
-    table.warnings += _warnings_of(contrasts)
+    table.warnings += warnings_of(contrasts)
     for k in contrasts.get("contrasts") or []:
         for flag in k.get("flags") or []:
             table.warnings.append(f"{k.get('level_a')} – {k.get('level_b')}: {flag}")
     return table
-
-
-def _preference(c: dict) -> list[Table]:
-    pref = c.get("preference")
-    if not isinstance(pref, dict) or pref.get("error"):
-        return []
-    shares = Table(["System", "Comparisons", "Wins", "Losses", "Ties",
-                    "Share, ties excluded (95% CI)", "Share, ties as half (95% CI)"],
-                   numeric=(1, 2, 3, 4, 5, 6), title="Preference shares")
-    for s in pref.get("shares") or []:
-        shares.rows.append([
-            str(s.get("system")), str(s.get("n")), str(s.get("wins")), str(s.get("losses")),
-            str(s.get("ties")),
-            f"{num(s.get('share_ties_excluded'))} ({interval(*_pair(s.get('ci_ties_excluded')))})",
-            f"{num(s.get('share_ties_half'))} ({interval(*_pair(s.get('ci_ties_half')))})"])
-    tables = [shares]
-    extra = pref.get("extra") or {}
-    if by_answer := extra.get("ties_by_answer"):
-        shares.notes.append(
-            "Ties here are every answer that preferred neither output: "
-            f"{by_answer.get('tie', 0)} tie, {by_answer.get('both_good', 0)} both good, "
-            f"{by_answer.get('both_bad', 0)} both bad. Shares, the Bradley-Terry model and "
-            "agreement with metrics and proxies read 'both good' and 'both bad' as ties; the "
-            "section 'Pairwise answers: preference and level' fits their level too.")
-    if extra.get("not_estimable"):
-        shares.warnings.append(f"Bradley-Terry model not fitted: {extra['not_estimable']}")
-    position = extra.get("position_known", True) is not False
-    fit = pref.get("ties_excluded")
-    if isinstance(fit, dict) and fit.get("coefficients"):
-        model = Table(["Term", "Estimate", "SE", "95% CI", "p"], numeric=(1, 2, 3, 4),
-                      title="Bradley-Terry model with a position term (ties excluded)"
-                      if position else "Bradley-Terry model, no position term (ties excluded)")
-        levels = (fit.get("extra") or {}).get("levels")
-        for co in fit["coefficients"]:
-            model.rows.append([readable_term(co.get("term"), levels), num(co.get("estimate")),
-                               num(co.get("se")), interval(co.get("ci_low"), co.get("ci_high")),
-                               pval(co.get("p_value"))])
-        model.notes.append(f"{fit.get('formula')} · {fit.get('engine')} · n = "
-                           f"{fit.get('n_obs')}. " + (
-                               "The position term is the log-odds of choosing the output "
-                               "shown as A at equal strength." if position else
-                               "A/B is the data's order, not what people saw first: no "
-                               "position effect can be estimated."))
-        model.warnings += [str(w) for w in fit.get("warnings") or []]
-        tables.append(model)
-    return tables
 
 
 def _classification(c: dict) -> Table | None:
@@ -370,7 +328,7 @@ def _agreement_block(c: dict) -> Block | None:
                            _short_method(e.get("ci_method"))])
         if e.get("ci_method"):
             methods.setdefault(_short_method(e["ci_method"]), str(e["ci_method"]))
-        table.warnings += [f"{label}: {w}" for w in _warnings_of(e)]
+        table.warnings += [f"{label}: {w}" for w in warnings_of(e)]
     icc = agreement.get("icc") or {}
     for form, e in icc.items() if isinstance(icc, dict) else ():
         if isinstance(e, dict) and "value" in e:
@@ -379,7 +337,7 @@ def _agreement_block(c: dict) -> Block | None:
                                _short_method(e.get("ci_method"))])
             if e.get("ci_method"):
                 methods.setdefault(_short_method(e["ci_method"]), str(e["ci_method"]))
-            table.warnings += [f"{form}: {w}" for w in _warnings_of(e)]
+            table.warnings += [f"{form}: {w}" for w in warnings_of(e)]
     if isinstance(icc, dict) and icc.get("note"):
         table.warnings.append(f"ICC: {icc['note']}")
         table.warnings += [f"ICC: {w}" for w in icc.get("warnings") or []]
@@ -422,15 +380,15 @@ def _ceiling_block(c: dict) -> Block | None:
     table = Table(["Rater", "Kappa", "95% CI", "Agreement", "95% CI", "Gap to ceiling (95% CI)"],
                   numeric=(1, 2, 3, 4, 5))
     table.rows.append(["Humans (mean, leave one out)", num(ceiling.get("mean_kappa")),
-                       interval(*_pair(ceiling.get("kappa_ci"))),
+                       interval(*pair_of(ceiling.get("kappa_ci"))),
                        num(ceiling.get("mean_percent_agreement")),
-                       interval(*_pair(ceiling.get("percent_agreement_ci"))), ""])
+                       interval(*pair_of(ceiling.get("percent_agreement_ci"))), ""])
     for p in ceiling.get("proxies") or []:
         gap = p.get("kappa_minus_ceiling")
         table.rows.append([proxy_label(str(p.get("rater"))), num(p.get("kappa")),
-                           interval(*_pair(p.get("kappa_ci"))), num(p.get("percent_agreement")),
-                           interval(*_pair(p.get("percent_agreement_ci"))),
-                           f"{num(gap)} ({interval(*_pair(p.get('kappa_minus_ceiling_ci')))})"
+                           interval(*pair_of(p.get("kappa_ci"))), num(p.get("percent_agreement")),
+                           interval(*pair_of(p.get("percent_agreement_ci"))),
+                           f"{num(gap)} ({interval(*pair_of(p.get('kappa_minus_ceiling_ci')))})"
                            if gap is not None else DASH])
     weights = ceiling.get("weights")
     table.notes.append(
@@ -444,7 +402,7 @@ def _ceiling_block(c: dict) -> Block | None:
     return block
 
 
-def _criterion_view(c: dict) -> dict[str, Any]:
+def criterion_view(c: dict) -> dict[str, Any]:
     from analysis.report.votes import votes_block
 
     blocks: list[Block] = []
@@ -455,20 +413,21 @@ def _criterion_view(c: dict) -> dict[str, Any]:
                                   "No human answers.")
         return {"key": c["key"], "kind": c["kind"],
                 "blocks": [summary, *([counted] if counted else [])], "answered": None}
-    if c["kind"] == "text":
+    kind = answer_kind(c["kind"])
+    families = kind_families(c["kind"])
+    if "counted" in families:
         summary.paragraphs.append(
             f"{c.get('answered', 0)} answers by {c.get('n_raters')} raters on "
             f"{c.get('n_outputs')} outputs (free text is counted, not modelled).")
         return {"key": c["key"], "kind": c["kind"], "blocks": [summary], "answered": None}
-    if c["kind"] in ("ranking", "best_worst"):
+    if kind is not None and kind.shows == TUPLE:
         summary.paragraphs.append(
             f"{c.get('n_judgments')} human judgments by {c.get('n_raters')} raters, each "
-            f"{'ranking' if c['kind'] == 'ranking' else 'choosing the best and worst of'} "
-            f"several outputs of one of {c.get('n_items')} items.")
+            f"{kind.task_phrase} several outputs of one of {c.get('n_items')} items.")
     else:
         summary.paragraphs.append(
             f"{c.get('n_judgments')} human judgments by {c.get('n_raters')} raters on "
-            f"{c.get('n_outputs')} {'output pairs' if c['kind'] == 'pairwise' else 'outputs'}.")
+            f"{c.get('n_outputs')} {kind.unit_noun if kind is not None else 'outputs'}.")
     for table in (_descriptives(c), _proportions(c), _classification(c), _slider_table(c)):
         if table is not None:
             summary.tables.append(table)
@@ -477,13 +436,13 @@ def _criterion_view(c: dict) -> dict[str, Any]:
     best_worst = _best_worst_table(c)
     if best_worst is not None:
         summary.tables.append(best_worst)
-    summary.tables += _preference(c)
-    for key, make in (("proportions", lambda: _proportions_plot(
+    summary.tables += preference_tables(c)
+    for key, make in (("proportions", lambda: proportions_plot(
             c.get("proportions"), f"{c['key']}: proportion positive per system")),
-            ("distribution", lambda: _distribution_plot(
-                c.get("distribution"), "rating" if c["kind"] == "likert" else "value",
+            ("distribution", lambda: distribution_plot(
+                c.get("distribution"), "rating" if "ordinal" in families else "value",
                 f"{c['key']}: distribution per system", c.get("labels_by_value"))),
-            ("severity", lambda: _severity_plot(c.get("severity_levels"),
+            ("severity", lambda: severity_plot(c.get("severity_levels"),
                                                 f"{c['key']}: severity per system"))):
         image = make()
         if image:

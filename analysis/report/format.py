@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalstudy.criteria import KINDS, AnswerKind, kind_of
+
 DASH = "–"
 SMALL_CLASS = 10  # fewer positives or negatives than this: an AUC's CI is a rough guide only
 SMALL_GROUP = 10  # a deployment row on fewer outputs than this gets a warning
@@ -60,7 +62,7 @@ def estimate_ci(estimate: dict | None) -> str:
     return interval(estimate.get("ci_low"), estimate.get("ci_high"))
 
 
-def _pair(values: Any) -> tuple[Any, Any]:
+def pair_of(values: Any) -> tuple[Any, Any]:
     if isinstance(values, list | tuple) and len(values) == 2:
         return values[0], values[1]
     return None, None
@@ -103,7 +105,7 @@ class Block:
 MIN_SLICE_CLASS = 5  # an AUC on fewer positives or negatives than this is not shown
 
 
-def _slice_ok(row: dict) -> bool:
+def slice_has_both_classes(row: dict) -> bool:
     return (row.get("auc") is not None and min(row.get("n_pos") or 0, row.get("n_neg") or 0)
             >= MIN_SLICE_CLASS)
 
@@ -114,11 +116,11 @@ def proxy_label(name: str) -> str:
     return name.split(":", 1)[1] if name.startswith("rater:") else name
 
 
-def _field(column: str) -> str:
+def field_name(column: str) -> str:
     return column.split(".", 1)[1] if column.startswith(("item.", "system.")) else column
 
 
-def _warnings_of(value: Any) -> list[str]:
+def warnings_of(value: Any) -> list[str]:
     if isinstance(value, dict):
         return [str(w) for w in value.get("warnings") or []]
     return []
@@ -133,3 +135,17 @@ def table_dict(title: str, columns: list[tuple[str, str]], rows: list[list[Any]]
             "warnings": list(warnings or []),
             "body": [[(cell, cls) for cell, (_name, cls) in zip(row, columns, strict=True)]
                      for row in rows]}
+
+
+# --- what a report asks of a criterion's kind --------------------------------------------------
+
+def answer_kind(name: Any) -> AnswerKind | None:
+    """The kind of a criterion in a result (`c["kind"]`), None for one this version lacks."""
+    return kind_of(name) if name in KINDS else None
+
+
+def kind_families(name: Any) -> tuple[str, ...]:
+    """The analysis families of a criterion's kind (`AnswerKind.analysis`): which sections a
+    report of it has, and which methods ran."""
+    kind = answer_kind(name)
+    return kind.analysis if kind is not None else ()

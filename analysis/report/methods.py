@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.report.format import Block, Table, interval, num
+from analysis.report.format import Block, Table, answer_kind, interval, kind_families, num
 
 
 def _power_rows(result: dict) -> list[list[str]]:
@@ -33,7 +33,7 @@ def _power_rows(result: dict) -> list[list[str]]:
     return rows
 
 
-def _power_block(power: Any) -> Block | None:
+def power_block(power: Any) -> Block | None:
     """One design's power (PowerResult) or a design search (DesignSearch) with its chosen
     design's power."""
     if not isinstance(power, dict):
@@ -61,9 +61,14 @@ def _power_block(power: Any) -> Block | None:
     return block
 
 
-def _methods(result: dict, options: dict, filters: list[str]) -> list[str]:
+def methods_paragraphs(result: dict, options: dict, filters: list[str]) -> list[str]:
     """The Methods section: what ran, and nothing that did not."""
-    kinds = {c.get("kind") for c in result.get("criteria") or []}
+    criteria = result.get("criteria") or []
+    # What ran: the analysis families of the criteria's kinds, and whether any kind's answers
+    # are ordered points.
+    families = {name for c in criteria for name in kind_families(c.get("kind"))}
+    ordered = any(kind is not None and kind.level == "ordinal"
+                  for kind in (answer_kind(c.get("kind")) for c in criteria))
     engines: dict[str, str] = {}
     for c in result.get("criteria") or []:
         for key in ("clmm", "clm", "glmm", "glmm_penalised", "lmm"):
@@ -73,19 +78,19 @@ def _methods(result: dict, options: dict, filters: list[str]) -> list[str]:
     # what the filters did, as run (calibration items may have been included on request)
     paragraphs = ["Judgments analysed: " + "; ".join(filters) + ". Attention-check slots are "
                   "never analysed as items."]
-    if "likert" in kinds:
+    if "ordinal" in families:
         paragraphs.append(
             "Likert criteria: per-system descriptives; a cumulative link mixed model (logit) "
             "with random intercepts for rater and item "
             f"({engines.get('clmm', 'engine named in its table')}); a cumulative link model "
             "without random effects with the proportional-odds check (ordinal::nominal_test).")
-    if kinds & {"binary", "severity"}:
+    if "binomial" in families:
         paragraphs.append(
             "Binary criteria (and 3-point severity read as meaning preserved = levels 0 and 1, "
             "as in LATTE): proportions with Wilson 95% intervals and a binomial GLMM (logit) "
             "with random intercepts for rater and item "
             f"({engines.get('glmm', 'engine named in its table')}).")
-    if "slider" in kinds:
+    if "slider" in families:
         paragraphs.append(
             "Slider criteria (direct assessment): per-system raw means and means of per-rater "
             "z-scores (each score standardised by its rater's mean and SD, as in WMT), each "
@@ -93,16 +98,16 @@ def _methods(result: dict, options: dict, filters: list[str]) -> list[str]:
             "linear mixed model with random intercepts for rater and item "
             f"({engines.get('lmm', 'engine named in its table')}); agreement as Krippendorff's "
             "alpha at the interval level and ICCs.")
-    if "ranking" in kinds:
+    if "ranks" in families:
         paragraphs.append(
             "Ranking criteria: mean ranks, and the Plackett-Luce model fitted by maximum "
             "likelihood (the rank-ordered logit; it agrees with R's survival::clogit on the "
             "exploded rankings), log-worths with Wald intervals from the observed information.")
-    if "best_worst" in kinds:
+    if "best_worst" in families:
         paragraphs.append(
             "Best-worst criteria: counting scores (times best - times worst) / times shown, "
             "with percentile bootstrap intervals over items.")
-    if "span" in kinds:
+    if "spans" in families:
         paragraphs.append(
             "Span criteria (MQM, ESA): each output's MQM penalty is the sum of its marked "
             "errors' severity weights, averaged over its raters and then over a system's "
@@ -115,7 +120,7 @@ def _methods(result: dict, options: dict, filters: list[str]) -> list[str]:
         paragraphs.append("More than two systems: pairwise Wald contrasts from the fitted model "
                           "with Holm-adjusted p-values; a contrast inherits its model's "
                           "warnings.")
-    if "pairwise" in kinds:
+    if "preference" in families:
         paragraphs.append(
             "Pairwise criteria: preference shares with Wilson intervals (ties excluded, and "
             "ties counted as half), and a Bradley-Terry logistic regression with a position term"
@@ -132,15 +137,15 @@ def _methods(result: dict, options: dict, filters: list[str]) -> list[str]:
             b = agreement["bootstrap"]
             boots.add((b.get("n_boot"), b.get("seed"), b.get("cluster")))
     if any(isinstance(c.get("agreement"), dict) and not c["agreement"].get("note")
-           and c.get("kind") != "slider" for c in result.get("criteria") or []):
+           and "agreement" in kind_families(c.get("kind")) for c in criteria):
         text = ("Agreement among human raters on each criterion's declared scale: percent "
                 "agreement, Gwet's AC1"
-                + (" (AC2 for ordered scales)" if kinds & {"likert", "severity"} else "")
+                + (" (AC2 for ordered scales)" if ordered else "")
                 + " and Fleiss' kappa in Gwet's missing-data formulation with Gwet's analytic "
                 "variances, Krippendorff's alpha at the criterion's level of measurement, "
                 "Cohen's kappa for rater pairs, "
                 + ("ICCs (variance components of the crossed random-effects model where the "
-                   "design is incomplete), " if "likert" in kinds else "")
+                   "design is incomplete), " if "ordinal" in families else "")
                 + "and the human ceiling (each human against the majority of the others).")
         if boots:
             text += " Bootstrap CIs: " + "; ".join(

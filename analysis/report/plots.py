@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display on servers and workers
 import matplotlib.pyplot as plt  # noqa: E402
 
-from analysis.report.format import _field, _slice_ok, num, proxy_label
+from analysis.report.format import field_name, num, proxy_label, slice_has_both_classes
 
 FIGSIZE = (6.0, 3.0)
 DPI = 150
@@ -25,7 +25,7 @@ def _png(fig) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
-def _proportions_plot(rows: Any, title: str) -> str | None:
+def proportions_plot(rows: Any, title: str) -> str | None:
     rows = [r for r in rows if r.get("proportion") is not None] if isinstance(rows, list) else []
     if not rows:
         return None
@@ -43,7 +43,7 @@ def _proportions_plot(rows: Any, title: str) -> str | None:
     return _png(fig)
 
 
-def _distribution_plot(rows: Any, value: str, title: str, labels: dict | None = None
+def distribution_plot(rows: Any, value: str, title: str, labels: dict | None = None
                        ) -> str | None:
     if not rows or not isinstance(rows, list):
         return None
@@ -71,7 +71,7 @@ def _distribution_plot(rows: Any, value: str, title: str, labels: dict | None = 
 SEVERITY_COLOURS = ("#4c9a2a", "#e0b040", "#c44e52")  # preserved, minor errors, lost
 
 
-def _severity_plot(rows: Any, title: str) -> str | None:
+def severity_plot(rows: Any, title: str) -> str | None:
     """Share of each severity level per system, levels as stored (0 = fully preserved) and
     named by the criterion's own labels."""
     if not rows or not isinstance(rows, list):
@@ -102,7 +102,7 @@ def _severity_plot(rows: Any, title: str) -> str | None:
     return _png(fig)
 
 
-def _roc_plot(validity: dict[str, Any]) -> str | None:
+def roc_plot(validity: dict[str, Any]) -> str | None:
     curves = [(p["proxy"], p["auc"]) for p in validity.get("proxies", [])
               if isinstance(p.get("auc"), dict) and p["auc"].get("fpr")]
     if not curves:
@@ -119,7 +119,7 @@ def _roc_plot(validity: dict[str, Any]) -> str | None:
     return _png(fig)
 
 
-def _forest_plot(column: str, proxies: list[tuple[str, list[dict]]]) -> str | None:
+def forest_plot(column: str, proxies: list[tuple[str, list[dict]]]) -> str | None:
     """AUC per slice of one field with its CI, one colour per proxy, AUC 0.5 marked. Slices
     with too few cases of a class (see MIN_SLICE_CLASS) are left out of the plot."""
     slices = []
@@ -127,7 +127,7 @@ def _forest_plot(column: str, proxies: list[tuple[str, list[dict]]]) -> str | No
         for row in rows:
             if not row.get("is_overall") and str(row.get("slice")) not in slices:
                 slices.append(str(row.get("slice")))
-    shown = [(name, {str(r.get("slice")): r for r in rows if _slice_ok(r)})
+    shown = [(name, {str(r.get("slice")): r for r in rows if slice_has_both_classes(r)})
              for name, rows in proxies]
     slices = [label for label in slices if any(label in rows for _, rows in shown)]
     if not slices:
@@ -155,11 +155,11 @@ def _forest_plot(column: str, proxies: list[tuple[str, list[dict]]]) -> str | No
     ax.axvline(0.5, color="grey", linestyle=":")
     ax.set_xlim(0, 1.02)
     ax.set_xlabel("AUC with 95% CI (unadjusted)", fontsize=8)
-    ax.set_title(f"AUC by {_field(column)}", fontsize=9)
+    ax.set_title(f"AUC by {field_name(column)}", fontsize=9)
     return _png(fig)
 
 
-def _bland_altman_plot(name: str, ba: dict[str, Any]) -> str | None:
+def bland_altman_plot(name: str, ba: dict[str, Any]) -> str | None:
     means, diffs = ba.get("means"), ba.get("differences")
     if not means or not diffs:
         return None

@@ -12,15 +12,16 @@ from analysis.report.format import (
     SMALL_GROUP,
     Block,
     Table,
-    _field,
     estimate_ci,
+    field_name,
     interval,
+    kind_families,
     num,
     pct,
     proxy_label,
     pval,
 )
-from analysis.report.plots import _bland_altman_plot, _forest_plot
+from analysis.report.plots import bland_altman_plot, forest_plot
 
 
 def _proxy_table(v: dict) -> Table:
@@ -86,7 +87,7 @@ def _slice_tables(v: dict) -> list[tuple[Table, str | None]]:
                 if not row.get("is_overall"):
                     slices.setdefault(str(row.get("slice")), row)
         table = Table(["Slice", "n", "Pos / neg", "Proxy", "AUC", "95% CI", "p (Holm)"],
-                      numeric=(1, 2, 4, 5, 6), title=f"AUC by {_field(column)}")
+                      numeric=(1, 2, 4, 5, 6), title=f"AUC by {field_name(column)}")
         for label, first in slices.items():
             counts = [label, str(first.get("n")), f"{first.get('n_pos')} / {first.get('n_neg')}"]
             smaller = min(first.get("n_pos") or 0, first.get("n_neg") or 0)
@@ -108,7 +109,7 @@ def _slice_tables(v: dict) -> list[tuple[Table, str | None]]:
             f"AUC with DeLong 95% CI (unadjusted); p: Mann-Whitney test of AUC = 0.5, Holm-"
             f"adjusted over the slices of one proxy and field. No AUC is given for a slice with "
             f"fewer than {MIN_SLICE_CLASS} outputs in its smaller class (the count is shown).")
-        out.append((table, _forest_plot(column, proxies)))
+        out.append((table, forest_plot(column, proxies)))
     return out
 
 
@@ -153,7 +154,7 @@ def _deployment_tables(v: dict) -> list[Table]:
 
 def _one_deployment(d: dict, title: str) -> Table:
     proxies = d.get("proxies") or []
-    group = _field(str(d.get("group_by") or d.get("group_col") or "group"))
+    group = field_name(str(d.get("group_by") or d.get("group_col") or "group"))
     columns = ["System", group, "n", "WordAcc", "Human MP %"]
     columns += [f"{proxy_label(str(p))} %" for p in proxies] + ["Accepted by"]
     table = Table(columns, numeric=tuple(range(2, 5 + len(proxies))), title=title)
@@ -207,16 +208,18 @@ def _one_deployment(d: dict, title: str) -> Table:
     return table
 
 
-def _validity_view(v: dict, plots: dict[str, str]) -> dict[str, Any] | None:
+def validity_view(v: dict, plots: dict[str, str]) -> dict[str, Any] | None:
     if not isinstance(v, dict) or "criterion" not in v:
         return None
     if v.get("note") and not v.get("proxies") and "tables" not in v:
         return {"criterion": v["criterion"], "blocks": [Block(
             title=f"Human label: {v['criterion']}", paragraphs=[str(v["note"])])]}
-    if v.get("kind") in ("pairwise", "likert", "slider"):
+    families = kind_families(v.get("kind"))
+    if "pairwise_validity" in families or "graded_validity" in families:
         from analysis.report.votes import graded_validity_view, pairwise_validity_view
 
-        return (pairwise_validity_view if v["kind"] == "pairwise" else graded_validity_view)(v)
+        return (pairwise_validity_view if "pairwise_validity" in families
+                else graded_validity_view)(v)
     block = Block(title=f"Human label: {v['criterion']} (majority of human raters per output; "
                         f"{v.get('n_outputs')} outputs)")
     roc = plots.get(f"roc.{v['criterion']}")
@@ -230,7 +233,7 @@ def _validity_view(v: dict, plots: dict[str, str]) -> dict[str, Any] | None:
     for p in v.get("proxies") or []:
         ba = p.get("bland_altman")
         if isinstance(ba, dict) and not ba.get("error") and ba.get("bias"):
-            image = _bland_altman_plot(str(p.get("proxy")), ba)
+            image = bland_altman_plot(str(p.get("proxy")), ba)
             blocks.append(Block(
                 title=f"Bland-Altman: {proxy_label(str(p.get('proxy')))}",
                 paragraphs=[f"Bias {num(ba['bias'].get('value'))} "

@@ -8,10 +8,10 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from analysis.extras import extras_sections
-from analysis.report.criteria import _criterion_view
-from analysis.report.methods import _methods, _power_block
-from analysis.report.plots import _roc_plot
-from analysis.report.proxies import _validity_view
+from analysis.report.criteria import criterion_view
+from analysis.report.methods import methods_paragraphs, power_block
+from analysis.report.plots import roc_plot
+from analysis.report.proxies import validity_view
 
 
 def build_plots(result: dict[str, Any]) -> dict[str, str]:
@@ -19,7 +19,7 @@ def build_plots(result: dict[str, Any]) -> dict[str, str]:
     plots: dict[str, str] = {}
     for validity in result.get("validity", []):
         if isinstance(validity, dict) and "criterion" in validity:
-            image = _roc_plot(validity)
+            image = roc_plot(validity)
             if image:
                 plots[f"roc.{validity['criterion']}"] = image
     return plots
@@ -30,12 +30,12 @@ def report_context(*, study: Any, result: dict[str, Any], options: dict[str, Any
     plots = build_plots(result)
     return {
         "study": study, "result": result, "options": options, "filters": filters,
-        "criteria": [_criterion_view(c) for c in result.get("criteria") or []],
+        "criteria": [criterion_view(c) for c in result.get("criteria") or []],
         "validity": [view for v in result.get("validity") or []
-                     if (view := _validity_view(v, plots)) is not None],
-        "power": _power_block(result.get("power")),
+                     if (view := validity_view(v, plots)) is not None],
+        "power": power_block(result.get("power")),
         "sections": extras_sections(result),
-        "methods": _methods(result, options, filters),
+        "methods": methods_paragraphs(result, options, filters),
     }
 
 

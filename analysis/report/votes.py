@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from analysis.report.format import DASH, Block, Table, estimate_ci, num, proxy_label
+from analysis.report.format import (
+    DASH,
+    Block,
+    Table,
+    answer_kind,
+    estimate_ci,
+    num,
+    proxy_label,
+)
+from analysis.report.preference import preference_tables
+from evalstudy.criteria import PAIR
 
 STRATA = (("unanimous", "Unanimous"), ("agreement >= 70%", "≥ 70% agree"), ("all", "All pairs"))
 RULES = (("ties_wrong", "majority of everyone, ties count as wrong (the HATS paper's rule)"),
@@ -21,8 +31,6 @@ COUNTED_AGREEMENT = (("percent_agreement", "Percent agreement"),
 
 def votes_block(c: dict) -> Block | None:
     """A criterion's aggregated counts: totals, preference shares and model, agreement."""
-    from analysis.report.criteria import _preference
-
     votes = c.get("votes")
     if not isinstance(votes, dict):
         return None
@@ -31,17 +39,19 @@ def votes_block(c: dict) -> Block | None:
         block.warnings.append(str(votes["error"]))
         return block
     per_unit = votes.get("votes_per_unit") or {}
-    unit = "pairs" if c.get("kind") == "pairwise" else "outputs"
+    kind = answer_kind(c.get("kind"))
+    pair = kind is not None and kind.shows == PAIR
+    unit = "pairs" if pair else "outputs"
     block.paragraphs.append(
         f"{votes.get('n_votes')} votes on {votes.get('n_units')} {unit} "
         f"({per_unit.get('min')} to {per_unit.get('max')} per {unit[:-1]}, median "
         f"{num(per_unit.get('median'), 1)}). {votes.get('note', '')}")
-    if c.get("kind") == "pairwise" and votes.get("position_known") is False:
+    if pair and votes.get("position_known") is False:
         block.paragraphs.append("The position of the outputs was declared unknown at import: "
                                 "A/B is the data's order, not what people saw first.")
     preference = votes.get("preference")
     if isinstance(preference, dict):
-        block.tables += _preference({"preference": preference})
+        block.tables += preference_tables({"preference": preference})
     agreement = votes.get("agreement")
     if isinstance(agreement, dict):
         table = Table(["Statistic", "Value", "95% CI", "Units"], numeric=(1, 2, 3),

@@ -21,13 +21,21 @@ from typing import Any
 
 import pandas as pd
 
+from evalstudy.criteria import KINDS, kind_of
+
 from .models import DEFAULT_CLMM_FORMULA, DEFAULT_GLMM_FORMULA
 
 OPTION = "integrity_covariates"
 #: The covariates entered into the default models, in order (columns of the judgment table).
 COVARIATES = ("rater.flagged",)
-_DEFAULTS = {"likert": DEFAULT_CLMM_FORMULA, "binary": DEFAULT_GLMM_FORMULA,
-             "severity": DEFAULT_GLMM_FORMULA}
+#: The default formulas that take the covariates, by the default model of a criterion's kind
+#: (the linear model of sliders does not take them yet).
+_DEFAULTS = {"clmm": DEFAULT_CLMM_FORMULA, "glmm": DEFAULT_GLMM_FORMULA}
+
+
+def _default_formula(kind_name: str) -> str | None:
+    model = kind_of(kind_name).model if kind_name in KINDS else None
+    return _DEFAULTS.get(model or "")
 
 
 def covariate_formula(default: str, terms: Sequence[str], *, one_system: bool) -> str:
@@ -46,7 +54,7 @@ def with_covariates(options: Mapping[str, Any], criteria: Sequence[Mapping[str, 
     options = dict(options)
     if not options.get(OPTION) or judgments.empty:
         return options
-    from .pipeline import criterion_formula
+    from .pipeline.formulas import criterion_formula
 
     columns = [str(c) for c in judgments.columns]
     present = [c for c in COVARIATES if c in columns]
@@ -55,8 +63,9 @@ def with_covariates(options: Mapping[str, Any], criteria: Sequence[Mapping[str, 
     formulas = dict(options.get("formulas") or {})
     humans = judgments[judgments["is_human"]]
     for criterion in criteria:
-        kind, key = criterion["kind"], str(criterion["key"])
-        if kind not in _DEFAULTS or key in formulas:
+        key = str(criterion["key"])
+        default = _default_formula(criterion["kind"])
+        if default is None or key in formulas:
             continue
         if criterion_formula(options, criterion, columns) is not None:
             continue  # the user's global formula applies: kept as written
@@ -64,7 +73,7 @@ def with_covariates(options: Mapping[str, Any], criteria: Sequence[Mapping[str, 
         terms = [c for c in present if rows[c].nunique(dropna=True) > 1]
         if not terms:
             continue
-        formulas[key] = covariate_formula(_DEFAULTS[kind], terms,
+        formulas[key] = covariate_formula(default, terms,
                                           one_system=rows["system"].nunique() < 2)
     options["formulas"] = formulas
     return options

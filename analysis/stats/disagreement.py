@@ -27,13 +27,20 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
-from evalstudy.criteria import binary_label, strict_majority
+from evalstudy.criteria import KINDS, AnswerKind, kind_of, strict_majority
 
-NOMINAL = ("binary", "categorical", "pairwise")
-ORDINAL = ("likert", "severity", "slider")
+
+def _kinds(test: Callable[[AnswerKind], bool]) -> tuple[str, ...]:
+    return tuple(name for name in KINDS if test(kind_of(name)))
+
+
+#: Kinds whose answers are categories (their raters disagree when no answer has a majority)
+#: and kinds whose answers are points on a scale (when they lie far apart), in KINDS order.
+NOMINAL = _kinds(lambda kind: kind.level == "nominal")
+ORDINAL = _kinds(lambda kind: kind.level in ("ordinal", "interval"))
 ADJUDICABLE = NOMINAL + ORDINAL
 RATERS = "raters"
 PROXY = "proxy"
@@ -85,10 +92,13 @@ def decision(kind: str, value: str) -> str | None:
     """What an answer decides, for comparing a proxy with the humans: the binary reading of
     binary and severity answers ("1.0"/"0.0"), the answer itself for pairwise and categorical
     ones, None where the kind has no decision (likert, slider)."""
-    if kind in ("binary", "severity"):
-        label = binary_label(kind, value)
+    spec = kind_of(kind) if kind in KINDS else None
+    if spec is None:
+        return None
+    if spec.binary_reading:
+        label = spec.binary(value)
         return None if label is None else str(label)
-    if kind in ("pairwise", "categorical"):
+    if spec.level == "nominal":
         return value
     return None
 
@@ -175,8 +185,8 @@ def _proxy_disagreement(kind: str, given: list[Answer], humans: list[str]) -> st
 
 
 def _decision_text(kind: str, decision_value: str) -> str:
-    if kind == "binary":
-        return "yes" if decision_value == "1.0" else "no"
-    if kind == "severity":
-        return "meaning preserved" if decision_value == "1.0" else "meaning lost"
+    spec = kind_of(kind) if kind in KINDS else None
+    if spec is not None and spec.binary_reading:
+        positive, negative = spec.binary_names()
+        return positive if decision_value == "1.0" else negative
     return repr(decision_value)

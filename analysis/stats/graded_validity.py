@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from evalstudy.criteria import KINDS, kind_of
+
 from . import models, validity
 
 MIN_OUTPUTS = 5
@@ -71,6 +73,8 @@ def graded_validity(rows: pd.DataFrame, votes: pd.DataFrame | None,
                     metrics: pd.DataFrame | None, criterion: Mapping[str, Any]
                     ) -> dict[str, Any]:
     kind, key = criterion["kind"], criterion["key"]
+    # Ordered points get the ordinal fit of each metric too (a slider's scale is continuous).
+    ordered = kind in KINDS and kind_of(kind).level == "ordinal"
     humans = rows[rows["is_human"]]
     human = mean_scores(humans, votes)
     out: dict[str, Any] = {"criterion": key, "kind": kind, "n_outputs": int(len(human)),
@@ -102,7 +106,7 @@ def graded_validity(rows: pd.DataFrame, votes: pd.DataFrame | None,
                 both["metric"].to_numpy(), both["human"].to_numpy(), n_boot=1000, seed=7)
         except ValueError as error:
             entry["note"] = str(error)
-        if kind == "likert" and not name.startswith("rater:"):
+        if ordered and not name.startswith("rater:"):
             entry["ordinal"] = _ordinal(humans, scores[name], criterion)
         out["proxies"].append(entry)
     return out

@@ -33,7 +33,7 @@ units sharing a reference move together), B=2000 with a fixed seed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -255,11 +255,3 @@ def as_table(result: PairwiseValidity, rule: str) -> list[dict[str, Any]]:
                               "metric_ties": cell.n_metric_ties}
         rows.append(entry)
     return rows
-
-
-def best_proxy(result: PairwiseValidity, rule: str = "ties_wrong",
-               stratum: str = "all", exclude: Sequence[str] = (CEILING,)) -> ProxyRow | None:
-    candidates = [row for row in result.rows if row.proxy not in exclude
-                  and row.cells[rule][stratum].accuracy is not None]
-    return max(candidates, key=lambda row: row.cells[rule][stratum].accuracy or 0.0,
-               default=None)

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from annotation.preferences import merge_units, units_from_choices, units_from_votes
+from evalstudy.criteria import KINDS, PAIR, kind_of
 
 from . import agreement, models
 from .agreement.base import Level
@@ -32,7 +33,6 @@ from .pairwise_validity import LOO_RULES, RULES, as_table, pairwise_validity, pi
 from .validity import metric_directions
 
 Section = Callable[[dict, str, list[str], Callable[[], Any]], None]
-ORDINAL_KINDS = ("likert", "severity")
 
 
 VOTE_COLUMNS = ["criterion", "criterion_kind", "item", "output", "system", "output_b",
@@ -53,7 +53,7 @@ def votes_summary(votes: pd.DataFrame, criterion: Mapping[str, Any], warnings: l
                   section: Section, categories: list | None) -> dict[str, Any]:
     """What the counts of one criterion give: totals, the pairwise preference model (shares
     and Bradley-Terry, counts as weights) and identity-free agreement."""
-    kind = criterion["kind"]
+    kind = kind_of(criterion["kind"]) if criterion["kind"] in KINDS else None
     votes = votes[votes["count"] > 0]
     if votes.empty:
         return {"n_units": 0, "n_votes": 0, "note": "every count is 0"}
@@ -67,7 +67,7 @@ def votes_summary(votes: pd.DataFrame, criterion: Mapping[str, Any], warnings: l
                  "statistics (Cohen's kappa between raters, ICC, rater random effects, the "
                  "leave-one-rater-out ceiling) are not computed from them."),
     }
-    if kind == "pairwise":
+    if kind is not None and kind.shows == PAIR:
         frame = pd.DataFrame({"left_system": votes["system"], "right_system": votes["system_b"],
                               "choice": votes["value"], "count": votes["count"]})
         known = bool(out["position_known"])
@@ -78,7 +78,8 @@ def votes_summary(votes: pd.DataFrame, criterion: Mapping[str, Any], warnings: l
         # Stored answers are text ("3"); a numeric scale's labels are numbers (3).
         expanded["value"] = pd.to_numeric(expanded["value"], errors="coerce")
     if expanded.groupby("unit")["rater"].nunique().max() >= 2:
-        level: Level = "ordinal" if kind in ORDINAL_KINDS else "nominal"
+        level: Level = ("ordinal" if kind is not None and kind.level == "ordinal"
+                        else "nominal")
         labels = categories if categories is not None else None
         section(out, "agreement", warnings, lambda: {
             "percent_agreement": agreement.percent_agreement(expanded, labels=labels),
@@ -119,7 +120,7 @@ def pairwise_entry(rows: pd.DataFrame, votes: pd.DataFrame | None,
     if votes is not None and not votes.empty:
         parts.append(units_from_votes(votes))
     if not parts:
-        return {"criterion": criterion["key"], "kind": "pairwise",
+        return {"criterion": criterion["key"], "kind": criterion.get("kind"),
                 "note": "no human preferences"}
     units = merge_units(*parts)
     scores = pd.DataFrame(index=pd.Index([], name="output"))
@@ -132,7 +133,8 @@ def pairwise_entry(rows: pd.DataFrame, votes: pd.DataFrame | None,
              for name, answers in rows[~rows["is_human"]].groupby("rater")}
     result = pairwise_validity(units, scores, directions, picks)
     return {
-        "criterion": criterion["key"], "kind": "pairwise", "n_units": result.n_units,
+        "criterion": criterion["key"], "kind": criterion.get("kind"),
+        "n_units": result.n_units,
         "n_votes": result.n_votes, "n_human_ties": result.n_human_ties,
         "strata": result.strata, "method": result.method,
         "tables": {rule: as_table(result, rule) for rule in (*RULES, *LOO_RULES)},

@@ -1,6 +1,5 @@
 """Formatting helpers for the analysis report template."""
 
-import json
 import math
 
 from django import template
@@ -83,14 +82,3 @@ def readable_term(term: str, levels: dict | None) -> str:
 @register.filter
 def term(coefficient_term, fit):
     return readable_term(coefficient_term, ((fit or {}).get("extra") or {}).get("levels"))
-
-
-@register.filter
-def proxy_names(deployment):
-    rows = deployment.get("rows") or []
-    return list(rows[0].get("proxies", {})) if rows else []
-
-
-@register.filter
-def pretty(value):
-    return json.dumps(value, indent=1, default=str)

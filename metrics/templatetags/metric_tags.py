@@ -27,16 +27,6 @@ def alignment(details: dict | None) -> SafeString:
     return mark_safe(" ".join(parts))  # noqa: S308 - every part went through format_html
 
 
-@register.filter
-def metric_value(values: dict | None, name: str) -> str:
-    value = (values or {}).get(name)
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
-
-
 
 
 @register.filter

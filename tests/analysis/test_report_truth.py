@@ -113,7 +113,7 @@ def test_the_separation_block_names_the_cause_and_the_fit_to_read():
 
 
 def test_the_power_block_gives_simulations_seed_model_and_failures():
-    from analysis.report.methods import _power_block
+    from analysis.report.methods import power_block
 
     result = {"power": 0.82, "ci_low": 0.79, "ci_high": 0.85, "n_sim": 500, "seed": 7,
               "test": "glmm", "model": "simulated: binomial GLMM; refitted: lme4::glmer",
@@ -121,15 +121,15 @@ def test_the_power_block_gives_simulations_seed_model_and_failures():
               "failed_policy": "counted as not significant", "elapsed_s": 61.2,
               "design": {"n_raters": 20, "n_items": 60}, "warnings": [],
               "pilot": {"criterion": "usable", "warnings": ["separation: system 'C'"]}}
-    text = _text(_power_block(result))
+    text = _text(power_block(result))
     for expected in ("Power | 0.820 (0.790 – 0.850", "Simulations | 500", "Seed | 7",
                      "lme4::glmer", "Refits that failed | 3 of 500 (counted as not "
                      "significant)", "Singular refits | 12", "pilot: separation: system 'C'"):
         assert expected in text, expected
     search = {"target_power": 0.8, "vary": "n_items", "value": 48, "result": result,
               "search": "bisection", "warnings": []}
-    assert "Smallest n items reaching power 0.8: 48 (bisection)." in _text(_power_block(search))
-    assert _text(_power_block({"error": "ValueError: no pilot model"})).endswith(
+    assert "Smallest n items reaching power 0.8: 48 (bisection)." in _text(power_block(search))
+    assert _text(power_block({"error": "ValueError: no pilot model"})).endswith(
         "ValueError: no pilot model")
 
 

@@ -14,7 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from analysis.stats.models.preference import preference_model
-from analysis.stats.pipeline import _on_scale, declared_categories
+from analysis.stats.pipeline import declared_categories, on_declared_scale
 from annotation.models import Judgment
 from annotation.preferences import units_from_choices, units_from_votes
 from evalstudy import criteria as rules
@@ -208,7 +208,7 @@ def test_agreement_categories_include_both_answers():
     # A criterion record that does not say so (older runs): the answers seen join the scale
     # rather than being dropped as outside it.
     frame = pd.DataFrame({"value": ["A", "both_bad", "tie"]})
-    kept, categories, source, excluded, _ = _on_scale(frame, "pairwise", ["A", "B"])
+    kept, categories, source, excluded, _ = on_declared_scale(frame, "pairwise", ["A", "B"])
     assert len(kept) == 3 and not excluded
     assert categories == ["A", "B", "tie", "both_bad"]
     assert source == "declared scale (A, B) + 'tie' + 'both_bad' (observed)"

@@ -147,15 +147,14 @@ class Command(BaseCommand):
         from evalstudy.management.base import get_study
 
         study = get_study(slug)
-        criterion = study.criteria.filter(key=criterion_key,
-                                          kind__in=["binary", "severity", "likert"])
+        criterion = study.criteria.filter(key=criterion_key, kind__in=power.PILOT_KINDS)
         if not criterion_key or not criterion.exists():
             raise CommandError("--pilot needs --criterion naming a binary, severity or likert "
                                "criterion")
         criterion = criterion.get()
         frame = judgments_tidy(study)
         frame = frame[(frame["criterion"] == criterion_key) & frame["is_human"]].copy()
-        if criterion.kind == "likert":
+        if power.pilot_model(criterion.kind) == "clmm":
             frame["rating"] = pd.to_numeric(frame["value"], errors="coerce")
             levels = {"rating": list(range(1, int(criterion.scale_points or 5) + 1))}
             fit = fit_clmm(frame.dropna(subset=["rating"]), levels=levels)

@@ -11,23 +11,23 @@ import pandas as pd
 from scipy import sparse
 
 from analysis.stats.agreement.base import (
-    _MAX_BOOT_VALUES,
     CONFLEV,
     LEVELS,
+    MAX_BOOT_VALUES,
     Agreement,
     Cluster,
     Level,
-    _category_codes,
-    _is_numeric,
-    _missing,
-    _plain,
-    _validated,
+    category_codes,
+    is_numeric_values,
+    missing_counts,
+    plain_scalar,
+    validated_ratings,
 )
 from analysis.stats.agreement.bootstrap import (
-    _cluster_of_units,
-    _describe_boot,
-    _percentile,
-    _replicate_sums,
+    cluster_of_units,
+    describe_bootstrap,
+    percentile_interval,
+    replicate_sums,
 )
 
 
@@ -79,13 +79,13 @@ def _pairable(rated: pd.DataFrame, unit_index: np.ndarray, units: np.ndarray, le
     """Code the ratings (categories by `labels` or sorted, numbers by value) and keep pairable
     units. Returns the coded data and the category list (or distinct numbers)."""
     if level in ("interval", "ratio") or (level == "ordinal" and labels is None):
-        if level == "ordinal" and not _is_numeric(pd.unique(rated["value"])):
+        if level == "ordinal" and not is_numeric_values(pd.unique(rated["value"])):
             raise ValueError("ordinal alpha on non-numeric values needs labels in order")
         raw, uniques = pd.factorize(rated["value"].to_numpy(dtype=float), sort=True)
         values, code = np.asarray(uniques, dtype=float), raw.astype(np.int64)
         categories = values.tolist()
     else:
-        code, categories, _ = _category_codes(rated["value"], labels)
+        code, categories, _ = category_codes(rated["value"], labels)
         values = np.arange(len(categories), dtype=float)
     per_unit = np.bincount(unit_index, minlength=len(units))
     keep_unit = per_unit >= 2
@@ -197,11 +197,11 @@ def krippendorff_alpha(
         raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
     if level in ("interval", "ratio") and labels is not None:
         raise ValueError("labels apply to nominal and ordinal levels only")
-    rated, unit_index, units, _, raters = _validated(
+    rated, unit_index, units, _, raters = validated_ratings(
         df, numeric=level in ("interval", "ratio"))
     data, categories = _pairable(rated, unit_index, units, level, labels)
     all_units = len(units)
-    excluded = _missing(df)
+    excluded = missing_counts(df)
     notes: list[str] = []
     if all_units - data.n_units:
         excluded["units_with_one_rating"] = all_units - data.n_units
@@ -221,7 +221,7 @@ def krippendorff_alpha(
         n_units=data.n_units,
         n_raters=len(raters), n_ratings=int(data.unit.size),
         excluded=excluded, warnings=notes, level=level,
-        categories=[_plain(c) for c in categories] if categorical else None,
+        categories=[plain_scalar(c) for c in categories] if categorical else None,
         categories_from=("labels" if labels is not None else "observed values")
         if categorical else None,
     )
@@ -233,10 +233,10 @@ def krippendorff_alpha(
 
 def _alpha_bootstrap(result: Agreement, rated: pd.DataFrame, data: _Pairable, level: str, *,
                      n_boot: int, seed: int, cluster: Cluster, conflev: float) -> None:
-    unit_cluster, n_clusters = _cluster_of_units(rated, data.unit_labels, cluster)
+    unit_cluster, n_clusters = cluster_of_units(rated, data.unit_labels, cluster)
     v = data.n_values
     inv = 1.0 / (data.m - 1)
-    if v <= _MAX_BOOT_VALUES:
+    if v <= MAX_BOOT_VALUES:
         # Per-unit coincidences o_u[c, k] = (N_uc N_uk - [c = k] N_uc) / (m_u - 1), from the
         # (unit, value, count) triples: pairs of values within a unit, via a self-join.
         unit, code, count = _unit_value_counts(data)
@@ -252,7 +252,7 @@ def _alpha_bootstrap(result: Agreement, rated: pd.DataFrame, data: _Pairable, le
         feature = code[left] * v + code[right]
         replicates = np.empty(n_boot)
         done = 0
-        for sums in _replicate_sums(unit_cluster[unit[left]], feature, pair_weight,
+        for sums in replicate_sums(unit_cluster[unit[left]], feature, pair_weight,
                                     n_clusters, v * v, n_boot, seed):
             replicates[done:done + len(sums)] = _alpha_from_coincidence(
                 sums.reshape(-1, v, v), level, data.values)
@@ -267,7 +267,7 @@ def _alpha_bootstrap(result: Agreement, rated: pd.DataFrame, data: _Pairable, le
         unit_ids = np.repeat(np.arange(data.n_units), 4)
         replicates = np.empty(n_boot)
         done = 0
-        for sums in _replicate_sums(unit_cluster[unit_ids], np.tile(np.arange(4), data.n_units),
+        for sums in replicate_sums(unit_cluster[unit_ids], np.tile(np.arange(4), data.n_units),
                                     stacked.ravel(), n_clusters, 4, n_boot, seed):
             d_o, n, t1, t2 = sums.T
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -277,8 +277,8 @@ def _alpha_bootstrap(result: Agreement, rated: pd.DataFrame, data: _Pairable, le
             done += len(sums)
     else:
         result.warnings.append(f"no bootstrap CI: {v} distinct values at the {level} level "
-                               f"(at most {_MAX_BOOT_VALUES})")
+                               f"(at most {MAX_BOOT_VALUES})")
         return
-    low, high, invalid = _percentile(replicates, conflev)
+    low, high, invalid = percentile_interval(replicates, conflev)
     result.ci_low, result.ci_high = low, high
-    _describe_boot(result, n_boot, seed, cluster, invalid, conflev)
+    describe_bootstrap(result, n_boot, seed, cluster, invalid, conflev)

@@ -28,9 +28,9 @@ N_BOOT_ICC = 500
 CONFLEV = 0.95
 # Floats held at once by a block of bootstrap replicates (sums per feature, tables per pair):
 # bounds memory whatever the number of replicates, features or clusters.
-_BLOCK_FLOATS = 4_000_000
+BLOCK_FLOATS = 4_000_000
 # Above this many distinct values the coincidence matrix is not materialised per replicate.
-_MAX_BOOT_VALUES = 64
+MAX_BOOT_VALUES = 64
 
 
 @dataclass
@@ -74,10 +74,10 @@ def ratings_frame(df: pd.DataFrame, *, numeric: bool = False) -> pd.DataFrame:
     Raises `ValueError` when `unit`, `rater` or `value` is absent, when a rater rated a unit
     twice, or (with `numeric=True`) when a value is not a number.
     """
-    return _validated(df, numeric=numeric)[0]
+    return validated_ratings(df, numeric=numeric)[0]
 
 
-def _validated(df: pd.DataFrame, *, numeric: bool = False
+def validated_ratings(df: pd.DataFrame, *, numeric: bool = False
                ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`ratings_frame` plus the integer codes it computes anyway: (rated, unit codes, unit
     labels, rater codes, rater labels), codes in order of first appearance. Factorising a
@@ -145,7 +145,7 @@ def _duplicated_cells(unit: np.ndarray, n_units: int, rater: np.ndarray, n_rater
 
 
 @dataclass
-class _Coded:
+class CodedRatings:
     """A validated ratings table on integer codes: unit, rater and category per rating."""
 
     rated: pd.DataFrame
@@ -166,13 +166,14 @@ class _Coded:
         return flat.reshape(len(self.units), q).astype(float)
 
 
-def _coded(df: pd.DataFrame, labels: Sequence | None) -> _Coded:
-    rated, unit, units, rater, raters = _validated(df)
-    code, categories, source = _category_codes(rated["value"], labels)
-    return _Coded(rated, unit, units, rater, raters, code, categories, source, _missing(df))
+def coded_ratings(df: pd.DataFrame, labels: Sequence | None) -> CodedRatings:
+    rated, unit, units, rater, raters = validated_ratings(df)
+    code, categories, source = category_codes(rated["value"], labels)
+    return CodedRatings(rated, unit, units, rater, raters, code, categories, source,
+                        missing_counts(df))
 
 
-def _category_codes(values: pd.Series, labels: Sequence | None) -> tuple[np.ndarray, list, str]:
+def category_codes(values: pd.Series, labels: Sequence | None) -> tuple[np.ndarray, list, str]:
     """Category codes of `values` in the order of `category_order`, from one factorisation
     (the category set is decided on the distinct values, not on every rating)."""
     raw, uniques = factorize_keys(values)
@@ -206,19 +207,19 @@ def category_order(values: Sequence | pd.Series, labels: Sequence | None = None)
         return sorted(observed, key=repr)
 
 
-def _categories(values: pd.Series, labels: Sequence | None) -> tuple[list, str]:
+def category_set(values: pd.Series, labels: Sequence | None) -> tuple[list, str]:
     """The category set and where it came from (the result must say)."""
     order = category_order(values, labels)
     return order, ("labels" if labels is not None else "observed values")
 
 
-def _is_numeric(values: pd.Series | Sequence) -> bool:
+def is_numeric_values(values: pd.Series | Sequence) -> bool:
     """True for numbers (not booleans), also when held in an object column."""
     inferred = pd.Series(list(values))  # re-infer: Django values often arrive as objects
     return pd.api.types.is_numeric_dtype(inferred) and not pd.api.types.is_bool_dtype(inferred)
 
 
-def _codes(values: pd.Series | Sequence, categories: list) -> np.ndarray:
+def codes_in(values: pd.Series | Sequence, categories: list) -> np.ndarray:
     """Integer positions of `values` in `categories` (all values must be present)."""
     codes = pd.Index(categories).get_indexer(pd.Series(values).to_numpy())
     if (codes < 0).any():
@@ -226,22 +227,22 @@ def _codes(values: pd.Series | Sequence, categories: list) -> np.ndarray:
     return codes
 
 
-def _missing(df: pd.DataFrame) -> dict[str, int]:
+def missing_counts(df: pd.DataFrame) -> dict[str, int]:
     dropped = int(df["value"].isna().sum()) if "value" in df.columns else 0
     return {"missing_values": dropped} if dropped else {}
 
 
-def _plain(value: object) -> object:
+def plain_scalar(value: object) -> object:
     """numpy scalars (from pandas) as plain Python values, for rendering and JSON."""
     return value.item() if isinstance(value, np.generic) else value
 
 
-def _nanmean(values: Sequence[float | None]) -> float:
+def mean_of_finite(values: Sequence[float | None]) -> float:
     finite = [float(v) for v in values if v is not None and np.isfinite(v)]
     return float(np.mean(finite)) if finite else float("nan")
 
 
-def _t_interval(
+def t_interval(
     value: float, se: float, n: int, conflev: float, bounds: tuple[float, float]
 ) -> tuple[float | None, float | None]:
     """value +- t(n-1) se, clipped to the coefficient's range (irrCAC's interval: Student t on

@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from analysis.stats.agreement.base import _BLOCK_FLOATS, CONFLEV, N_BOOT, Agreement, Cluster
+from analysis.stats.agreement.base import BLOCK_FLOATS, CONFLEV, N_BOOT, Agreement, Cluster
 from kit.estimate import Estimate
 
 
-def _percentile(replicates: np.ndarray, conflev: float) -> tuple[float | None, float | None, int]:
+def percentile_interval(replicates: np.ndarray, conflev: float
+                        ) -> tuple[float | None, float | None, int]:
     """Percentile interval of the finite replicates, and how many were not finite."""
     finite = replicates[np.isfinite(replicates)]
     invalid = int(replicates.size - finite.size)
@@ -24,7 +25,7 @@ def _percentile(replicates: np.ndarray, conflev: float) -> tuple[float | None, f
     return float(low), float(high), invalid
 
 
-def _cluster_of_units(rated: pd.DataFrame, unit_labels: np.ndarray, cluster: Cluster
+def cluster_of_units(rated: pd.DataFrame, unit_labels: np.ndarray, cluster: Cluster
                       ) -> tuple[np.ndarray, int]:
     """Cluster index of each unit in `unit_labels` (units themselves, or their item)."""
     if cluster == "unit":
@@ -40,7 +41,7 @@ def _cluster_of_units(rated: pd.DataFrame, unit_labels: np.ndarray, cluster: Clu
     return codes, len(items)
 
 
-def _replicate_sums(
+def replicate_sums(
     cluster: np.ndarray,
     feature: np.ndarray,
     weight: np.ndarray,
@@ -64,7 +65,7 @@ def _replicate_sums(
         (weight, (cluster, feature)), shape=(n_clusters, n_features)).T.tocsr()
     rng = np.random.default_rng(seed)
     width = n_features if width is None else width
-    block = max(1, min(n_boot, _BLOCK_FLOATS // max(width, n_clusters, 1)))
+    block = max(1, min(n_boot, BLOCK_FLOATS // max(width, n_clusters, 1)))
     probabilities = np.full(n_clusters, 1.0 / n_clusters)
     done = 0
     while done < n_boot:
@@ -74,7 +75,7 @@ def _replicate_sums(
         done += size
 
 
-def _describe_boot(result: Agreement, n_boot: int, seed: int, cluster: str, invalid: int,
+def describe_bootstrap(result: Agreement, n_boot: int, seed: int, cluster: str, invalid: int,
                    conflev: float) -> None:
     result.n_boot, result.seed, result.cluster = n_boot, seed, cluster
     result.ci_method = (f"percentile bootstrap over {cluster}s (B={n_boot}, seed={seed}, "
@@ -138,7 +139,7 @@ def bootstrap_ci(
         if cluster == "item":
             sample["item"] = draw_no
         replicates[b] = _as_float(statistic(sample))
-    low, high, invalid = _percentile(replicates, level)
+    low, high, invalid = percentile_interval(replicates, level)
     method = f"percentile bootstrap over {cluster}s (B={n_boot}, seed={seed}, level={level})"
     return Agreement(
         value=point, ci_low=low, ci_high=high, n=n_clusters, method=method,
@@ -149,7 +150,7 @@ def bootstrap_ci(
     )
 
 
-def _finite_mean(values: np.ndarray, axis: int) -> np.ndarray:
+def finite_mean(values: np.ndarray, axis: int) -> np.ndarray:
     """Mean of the finite entries along `axis` (NaN where none), without warnings."""
     finite = np.isfinite(values)
     count = finite.sum(axis=axis)

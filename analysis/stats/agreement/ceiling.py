@@ -14,20 +14,20 @@ from analysis.stats.agreement.base import (
     Cluster,
     KappaWeights,
     TieBreak,
-    _category_codes,
-    _is_numeric,
-    _missing,
-    _nanmean,
-    _plain,
+    category_codes,
+    is_numeric_values,
+    mean_of_finite,
+    missing_counts,
+    plain_scalar,
     ratings_frame,
 )
 from analysis.stats.agreement.bootstrap import (
-    _cluster_of_units,
-    _finite_mean,
-    _percentile,
-    _replicate_sums,
+    cluster_of_units,
+    finite_mean,
+    percentile_interval,
+    replicate_sums,
 )
-from analysis.stats.agreement.kappa import _kappa_from_tables, _kappa_weights
+from analysis.stats.agreement.kappa import kappa_from_tables, kappa_weights
 
 
 @dataclass
@@ -167,7 +167,7 @@ class _CeilingTables:
             # diagonal or off it, as a single-cell table (see the class docstring).
             one_cell = (full > 0).sum(axis=(-2, -1)) == 1
             kappa[:, self.multi] = np.where(one_cell, np.nan,
-                                            _kappa_from_tables(full, self.kernel))
+                                            kappa_from_tables(full, self.kernel))
             pct[:, self.multi] = _percent_from_tables(full)
         if self.single.size:
             drawn = sums[:, self.size_multi:] > 0
@@ -219,7 +219,7 @@ def human_ceiling(
     if min_others < 1:
         raise ValueError("min_others must be at least 1")
     rated = ratings_frame(df)
-    excluded = _missing(df)
+    excluded = missing_counts(df)
     proxies = list(proxies)
     if humans is None:
         humans = [r for r in pd.unique(rated["rater"]) if r not in set(proxies)]
@@ -232,8 +232,8 @@ def human_ceiling(
     if (~keep).any():
         excluded["ratings_of_other_raters"] = int((~keep).sum())
     rated = rated[keep]
-    code, categories, source = _category_codes(rated["value"], labels)
-    if labels is None and weights is not None and not _is_numeric(categories):
+    code, categories, source = category_codes(rated["value"], labels)
+    if labels is None and weights is not None and not is_numeric_values(categories):
         raise ValueError("weighted kappa needs ordered categories: pass labels in order")
     q = len(categories)
     unit, units = pd.factorize(rated["unit"])
@@ -254,7 +254,7 @@ def human_ceiling(
     if tie_break == "drop" and eligible.sum() > np.unique(rows).size:
         excluded["human_ratings_with_tied_majority"] = int(eligible.sum() - np.unique(rows).size)
     r_unit, r_h, r_mine = hu[rows], hh[rows], hc[rows]
-    kernel = _kappa_weights(q, weights)
+    kernel = kappa_weights(q, weights)
     first_rows = np.unique(rows)
     units_per_h = np.bincount(hh[first_rows], minlength=n_h)
 
@@ -285,14 +285,14 @@ def human_ceiling(
         """Per replicate (rows of `sums`): mean kappa/agreement over humans, per proxy."""
         kappa_t, pct_t = tables.coefficients(sums)
         kappa_h, pct_h = kappa_t[:, :n_h], pct_t[:, :n_h]
-        out = {"kappa_h": kappa_h, "pct_h": pct_h, "kappa": _finite_mean(kappa_h, 1),
-               "pct": _finite_mean(pct_h, 1)}
+        out = {"kappa_h": kappa_h, "pct_h": pct_h, "kappa": finite_mean(kappa_h, 1),
+               "pct": finite_mean(pct_h, 1)}
         if n_p:
             kappa_ph = kappa_t[:, n_h:].reshape(-1, n_p, n_h)
             out["kappa_ph"] = kappa_ph
             out["pct_ph"] = pct_t[:, n_h:].reshape(-1, n_p, n_h)
-            out["proxy_kappa"] = _finite_mean(kappa_ph, 2)
-            out["proxy_pct"] = _finite_mean(out["pct_ph"], 2)
+            out["proxy_kappa"] = finite_mean(kappa_ph, 2)
+            out["proxy_pct"] = finite_mean(out["pct_ph"], 2)
         return out
 
     totals = np.bincount(features, weights=weight_all, minlength=n_features)[None, :]
@@ -301,14 +301,15 @@ def human_ceiling(
     human_rows: list[RaterAgreement] = []
     for j, h in enumerate(humans):
         if units_per_h[j] == 0:
-            human_rows.append(RaterAgreement(_plain(h), 0, nan, nan, nan if statistic else None))
+            human_rows.append(RaterAgreement(plain_scalar(h), 0, nan, nan,
+                                             nan if statistic else None))
             continue
         extra = None
         if statistic:
             mask = r_h == j
             extra = float(statistic(r_mine[mask], ref[mask], w[mask]))
         human_rows.append(RaterAgreement(
-            _plain(h), int(units_per_h[j]), float(point["kappa_h"][0, j]),
+            plain_scalar(h), int(units_per_h[j]), float(point["kappa_h"][0, j]),
             float(point["pct_h"][0, j]), extra))
     proxy_rows: list[RaterAgreement] = []
     for p, proxy in enumerate(proxies):
@@ -321,12 +322,13 @@ def human_ceiling(
             for j in np.flatnonzero(scored).tolist():
                 mask = (r_h == j) & (theirs[p] >= 0)
                 values.append(float(statistic(theirs[p, mask], ref[mask], w[mask])))
-            extra = _nanmean(values)
+            extra = mean_of_finite(values)
         proxy_rows.append(RaterAgreement(
-            rater=_plain(proxy), n_units=int(units_per_ph[p].sum()),
-            kappa=_nanmean(list(kappas)), percent_agreement=_nanmean(list(pcts)), extra=extra))
+            rater=plain_scalar(proxy), n_units=int(units_per_ph[p].sum()),
+            kappa=mean_of_finite(list(kappas)), percent_agreement=mean_of_finite(list(pcts)),
+            extra=extra))
     scored_humans = [r for r in human_rows if r.n_units]
-    mean_kappa = _nanmean([r.kappa for r in scored_humans])
+    mean_kappa = mean_of_finite([r.kappa for r in scored_humans])
     for row in proxy_rows:
         row.kappa_minus_ceiling = row.kappa - mean_kappa if np.isfinite(row.kappa) else None
     notes: list[str] = []
@@ -346,8 +348,8 @@ def human_ceiling(
     result = HumanCeiling(
         humans=human_rows,
         mean_kappa=mean_kappa,
-        mean_percent_agreement=_nanmean([r.percent_agreement for r in scored_humans]),
-        mean_extra=_nanmean([r.extra for r in scored_humans]) if statistic else None,
+        mean_percent_agreement=mean_of_finite([r.percent_agreement for r in scored_humans]),
+        mean_extra=mean_of_finite([r.extra for r in scored_humans]) if statistic else None,
         proxies=proxy_rows,
         method=(
             "leave-one-rater-out: each human vs the majority of the other humans "
@@ -355,10 +357,10 @@ def human_ceiling(
         ),
         n_units=int(np.unique(r_unit).size), n_humans=n_h, n_proxies=n_p,
         excluded=excluded, warnings=notes, weights=weights or "identity",
-        categories=[_plain(c) for c in categories], categories_from=source,
+        categories=[plain_scalar(c) for c in categories], categories_from=source,
     )
     if n_boot > 0 and rows.size and q >= 2:
-        unit_cluster, n_clusters = _cluster_of_units(rated, np.asarray(units), cluster)
+        unit_cluster, n_clusters = cluster_of_units(rated, np.asarray(units), cluster)
         keys = ["kappa", "pct"] + (["proxy_kappa", "proxy_pct"] if n_p else [])
         replicates = {"kappa": np.empty(n_boot), "pct": np.empty(n_boot)}
         if n_p:
@@ -366,20 +368,21 @@ def human_ceiling(
         done = 0
         # Blocks of replicates sized as for a full table per human and proxy-human pair, as
         # they were: the same blocks give the same draws.
-        for sums in _replicate_sums(unit_cluster[unit_all], features, weight_all, n_clusters,
+        for sums in replicate_sums(unit_cluster[unit_all], features, weight_all, n_clusters,
                                     n_features, n_boot, seed, width=tables.n_cells):
             out = summarise(sums)
             for key in keys:
                 replicates[key][done:done + len(sums)] = out[key]
             done += len(sums)
-        low, high, invalid = _percentile(replicates["kappa"], conflev)
+        low, high, invalid = percentile_interval(replicates["kappa"], conflev)
         result.kappa_ci = (low, high)
-        low, high, _ = _percentile(replicates["pct"], conflev)
+        low, high, _ = percentile_interval(replicates["pct"], conflev)
         result.percent_agreement_ci = (low, high)
         for p, row in enumerate(proxy_rows):
-            row.kappa_ci = _percentile(replicates["proxy_kappa"][:, p], conflev)[:2]
-            row.percent_agreement_ci = _percentile(replicates["proxy_pct"][:, p], conflev)[:2]
-            row.kappa_minus_ceiling_ci = _percentile(
+            row.kappa_ci = percentile_interval(replicates["proxy_kappa"][:, p], conflev)[:2]
+            row.percent_agreement_ci = percentile_interval(replicates["proxy_pct"][:, p],
+                                                           conflev)[:2]
+            row.kappa_minus_ceiling_ci = percentile_interval(
                 replicates["proxy_kappa"][:, p] - replicates["kappa"], conflev)[:2]
         result.n_boot, result.seed, result.cluster = n_boot, seed, cluster
         result.ci_method = (f"percentile bootstrap over {cluster}s (B={n_boot}, seed={seed}, "

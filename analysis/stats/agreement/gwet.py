@@ -14,11 +14,11 @@ from analysis.stats.agreement.base import (
     CONFLEV,
     Agreement,
     AgreementWeights,
-    _Coded,
-    _coded,
-    _is_numeric,
-    _plain,
-    _t_interval,
+    CodedRatings,
+    coded_ratings,
+    is_numeric_values,
+    plain_scalar,
+    t_interval,
 )
 
 
@@ -41,7 +41,7 @@ def agreement_weights(categories: Sequence, weights: AgreementWeights | None) ->
         gaps = np.abs(positions[:, None] - positions[None, :]) + 1
         raw = gaps * (gaps - 1) / 2
         return 1 - raw / raw.max()
-    x = np.asarray(categories, dtype=float) if _is_numeric(categories) else positions
+    x = np.asarray(categories, dtype=float) if is_numeric_values(categories) else positions
     span = x.max() - x.min()
     distance = np.abs(x[:, None] - x[None, :]) / span
     return 1 - (distance if weights == "linear" else distance**2)
@@ -103,7 +103,7 @@ def _gwet(counts: np.ndarray, w: np.ndarray, coefficient: str) -> _GwetResult:
 
 
 def _gwet_estimate(
-    coded: _Coded,
+    coded: CodedRatings,
     counts: np.ndarray,
     excluded: dict[str, int],
     *,
@@ -131,7 +131,7 @@ def _gwet_estimate(
         notes.append("no unit has two ratings: undefined")
     elif not np.isfinite(result.value):
         notes.append("a single category in use: chance agreement is 1 and the value undefined")
-    low, high = _t_interval(result.value, result.se, result.n, conflev, bounds)
+    low, high = t_interval(result.value, result.se, result.n, conflev, bounds)
     weight_name = "identity" if weights in (None, "identity") else weights
     return Agreement(
         value=result.value,
@@ -150,7 +150,7 @@ def _gwet_estimate(
         excluded=excluded,
         warnings=notes,
         weights=weight_name,
-        categories=[_plain(c) for c in categories],
+        categories=[plain_scalar(c) for c in categories],
         categories_from=coded.source,
     )
 
@@ -170,7 +170,7 @@ def percent_agreement(
     is the `pa` of Gwet's AC1 and of Fleiss' kappa. `n` counts the units used. The CI is
     Gwet's (irrCAC pa.coeff.raw); `weights` gives the weighted percent agreement.
     """
-    coded = _coded(df, labels)
+    coded = coded_ratings(df, labels)
     return _gwet_estimate(
         coded, coded.counts(), coded.excluded, weights=weights, coefficient="pa",
         name="percent agreement (pairwise, mean over units with >= 2 ratings)",
@@ -195,7 +195,7 @@ def gwet_ac1(
     with >= 2 ratings; `details` holds pa, pe and q. NaN when q < 2 or no unit has two ratings.
     The CI uses Gwet's variance (t with n - 1 df, n = units with >= 1 rating).
     """
-    coded = _coded(df, labels)
+    coded = coded_ratings(df, labels)
     weighted = weights not in (None, "identity")
     return _gwet_estimate(
         coded, coded.counts(), coded.excluded, weights=weights, coefficient="ac1",
@@ -226,7 +226,7 @@ def fleiss_kappa(
     """
     if unbalanced not in ("raise", "drop", "gwet"):
         raise ValueError(f"unbalanced must be 'raise', 'drop' or 'gwet', not {unbalanced!r}")
-    coded = _coded(df, labels)
+    coded = coded_ratings(df, labels)
     excluded = dict(coded.excluded)
     counts = coded.counts()
     per_unit = counts.sum(axis=1)
@@ -236,7 +236,7 @@ def fleiss_kappa(
         return Agreement(float("nan"), None, None, 0, name, n_units=len(per_unit),
                          n_raters=len(coded.raters), n_ratings=int(per_unit.sum()),
                          excluded=excluded, warnings=["no unit has two ratings: undefined"],
-                         categories=[_plain(c) for c in coded.categories],
+                         categories=[plain_scalar(c) for c in coded.categories],
                          categories_from=coded.source)
     notes: list[str] = []
     dropped = 0

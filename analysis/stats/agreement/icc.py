@@ -15,8 +15,14 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.sparse.linalg import splu
 from threadpoolctl import threadpool_limits
 
-from analysis.stats.agreement.base import CONFLEV, N_BOOT_ICC, Agreement, _missing, ratings_frame
-from analysis.stats.agreement.bootstrap import _percentile
+from analysis.stats.agreement.base import (
+    CONFLEV,
+    N_BOOT_ICC,
+    Agreement,
+    missing_counts,
+    ratings_frame,
+)
+from analysis.stats.agreement.bootstrap import percentile_interval
 
 # Shrout & Fleiss (1979) names, in their Table 4 order, with McGraw & Wong (1996) descriptions.
 ICC_FORMS: tuple[tuple[str, str], ...] = (
@@ -492,7 +498,7 @@ def icc(
     if method not in ("auto", "reml", "listwise"):
         raise ValueError(f"method must be 'auto', 'reml' or 'listwise', not {method!r}")
     rated = ratings_frame(df, numeric=True)
-    excluded = _missing(df)
+    excluded = missing_counts(df)
     if raters is not None:
         keep = rated["rater"].isin(list(raters))
         if (~keep).sum():
@@ -619,7 +625,7 @@ def _icc_reml_fits(rated: pd.DataFrame, excluded: dict[str, int], *, n_boot: int
     }
     result: dict[str, Agreement] = {}
     for name, description in ICC_FORMS:
-        low, high, _invalid = _percentile(replicates[name], conflev)
+        low, high, _invalid = percentile_interval(replicates[name], conflev)
         result[name] = _guard_icc(Agreement(
             value=float(point[name]), ci_low=low, ci_high=high, n=len(items),
             method=f"{description}; REML variance components of the crossed random-effects "

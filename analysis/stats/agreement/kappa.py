@@ -15,24 +15,24 @@ from analysis.stats.agreement.base import (
     Agreement,
     Cluster,
     KappaWeights,
-    _categories,
-    _coded,
-    _codes,
-    _is_numeric,
-    _plain,
-    _t_interval,
+    category_set,
+    coded_ratings,
+    codes_in,
+    is_numeric_values,
+    plain_scalar,
     ratings_frame,
+    t_interval,
 )
 from analysis.stats.agreement.bootstrap import (
-    _cluster_of_units,
-    _describe_boot,
-    _finite_mean,
-    _percentile,
-    _replicate_sums,
+    cluster_of_units,
+    describe_bootstrap,
+    finite_mean,
+    percentile_interval,
+    replicate_sums,
 )
 
 
-def _kappa_weights(q: int, weights: KappaWeights) -> np.ndarray:
+def kappa_weights(q: int, weights: KappaWeights) -> np.ndarray:
     """Agreement weights of Cohen's weighted kappa on category positions (as scikit-learn and
     vcd: linear 1 - |i - j| / (q - 1), quadratic 1 - (i - j)^2 / (q - 1)^2)."""
     if weights is None or q < 2:
@@ -42,7 +42,7 @@ def _kappa_weights(q: int, weights: KappaWeights) -> np.ndarray:
     return 1 - (distance if weights == "linear" else distance**2)
 
 
-def _kappa_from_tables(tables: np.ndarray, w: np.ndarray) -> np.ndarray:
+def kappa_from_tables(tables: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Weighted kappa of (..., q, q) contingency tables (rows: first rater) with agreement
     weights `w`; NaN where undefined (no pairs, or chance agreement 1)."""
     total = tables.sum(axis=(-2, -1))
@@ -101,9 +101,9 @@ def cohen_kappa(
     keep = (a_series.notna() & b_series.notna()).to_numpy()
     a_kept, b_kept = a_series[keep], b_series[keep]
     both = pd.concat([a_kept, b_kept], ignore_index=True)
-    if labels is None and weights is not None and len(both) and not _is_numeric(both):
+    if labels is None and weights is not None and len(both) and not is_numeric_values(both):
         raise ValueError("weighted kappa needs ordered categories: pass labels in order")
-    categories, source = _categories(both, labels)
+    categories, source = category_set(both, labels)
     q = len(categories)
     sw = (np.ones(int(keep.sum())) if sample_weight is None
           else np.asarray(sample_weight, dtype=float)[keep])
@@ -113,18 +113,18 @@ def cohen_kappa(
     common: dict[str, Any] = {
         "n_units": n, "n_raters": 2, "n_ratings": 2 * n,
         "excluded": {"missing_pairs": dropped} if dropped else {},
-        "weights": weights or "identity", "categories": [_plain(c) for c in categories],
+        "weights": weights or "identity", "categories": [plain_scalar(c) for c in categories],
         "categories_from": source,
     }
     if n == 0 or q < 2:
         return Agreement(float("nan"), None, None, n, method,
                          warnings=["fewer than two categories or no pairs: undefined"], **common)
     table = np.zeros((q, q))
-    np.add.at(table, (_codes(a_kept, categories), _codes(b_kept, categories)), sw)
-    w = _kappa_weights(q, weights)
-    value = float(_kappa_from_tables(table, w))
+    np.add.at(table, (codes_in(a_kept, categories), codes_in(b_kept, categories)), sw)
+    w = kappa_weights(q, weights)
+    value = float(kappa_from_tables(table, w))
     se = _kappa_se(table, w, value)
-    low, high = _t_interval(value, se, n, conflev, (-1.0, 1.0))
+    low, high = t_interval(value, se, n, conflev, (-1.0, 1.0))
     notes = [] if np.isfinite(value) else ["both raters use a single category: undefined"]
     return Agreement(
         value=value, ci_low=low, ci_high=high, n=n,
@@ -171,21 +171,22 @@ def pairwise_kappas(
     items) once for all pairs, so the pairs' shared units move together; vectorised over
     replicates. All kappas use the same category set (`labels`, the declared scale).
     """
-    coded = _coded(df, labels)
+    coded = coded_ratings(df, labels)
     rated, unit, units, code = coded.rated, coded.unit, coded.units, coded.code
     categories, source = coded.categories, coded.source
-    if labels is None and any(w is not None for w in weightings) and not _is_numeric(
+    if labels is None and any(w is not None for w in weightings) and not is_numeric_values(
             categories):
         raise ValueError("weighted kappa needs ordered categories: pass labels in order")
     q = len(categories)
     order = np.argsort(coded.rater, kind="stable")
     bounds = np.searchsorted(coded.rater[order], np.arange(len(coded.raters) + 1))
     by_rater = {
-        _plain(rater): (unit[order[bounds[k]:bounds[k + 1]]], code[order[bounds[k]:bounds[k + 1]]])
+        plain_scalar(rater): (unit[order[bounds[k]:bounds[k + 1]]],
+                              code[order[bounds[k]:bounds[k + 1]]])
         for k, rater in enumerate(coded.raters)
     }
     names = [w or "unweighted" for w in weightings]
-    kernels = {name: _kappa_weights(q, w) for name, w in zip(names, weightings, strict=True)}
+    kernels = {name: kappa_weights(q, w) for name, w in zip(names, weightings, strict=True)}
     rows: list[dict] = []
     cells: list[tuple[np.ndarray, np.ndarray]] = []  # per pair: shared units, cell index
     for a, b in pairs:
@@ -195,13 +196,13 @@ def pairwise_kappas(
         cell = ca[ia] * q + cb[ib]
         cells.append((shared, cell))
         table = np.bincount(cell, minlength=q * q).reshape(q, q).astype(float)
-        row: dict = {"rater_a": _plain(a), "rater_b": _plain(b), "n": int(shared.size),
+        row: dict = {"rater_a": plain_scalar(a), "rater_b": plain_scalar(b), "n": int(shared.size),
                      "ci": {}}
         for name, w in kernels.items():
-            value = float(_kappa_from_tables(table, w)) if q >= 2 else float("nan")
+            value = float(kappa_from_tables(table, w)) if q >= 2 else float("nan")
             se = _kappa_se(table, w, value)
             row[name] = value
-            row["ci"][name] = list(_t_interval(value, se, int(shared.size), conflev,
+            row["ci"][name] = list(t_interval(value, se, int(shared.size), conflev,
                                                (-1.0, 1.0)))
         rows.append(row)
     units_used = np.unique(np.concatenate([c[0] for c in cells])) if cells else np.empty(0)
@@ -210,7 +211,7 @@ def pairwise_kappas(
     for name in names:
         values = np.array([r[name] for r in rows], dtype=float)
         means[name] = Agreement(
-            value=float(_finite_mean(values, 0)) if values.size else float("nan"),
+            value=float(finite_mean(values, 0)) if values.size else float("nan"),
             ci_low=None, ci_high=None, n=int(np.isfinite(values).sum()),
             method=f"mean of Cohen's kappa ({name}) over rater pairs",
             n_units=int(units_used.size), n_raters=len(raters_used),
@@ -218,25 +219,25 @@ def pairwise_kappas(
             excluded={"pairs_undefined": int((~np.isfinite(values)).sum())}
             if (~np.isfinite(values)).any() else {},
             weights=name if name != "unweighted" else "identity",
-            categories=[_plain(c) for c in categories], categories_from=source,
+            categories=[plain_scalar(c) for c in categories], categories_from=source,
         )
     if n_boot > 0 and rows and q >= 2:
-        unit_cluster, n_clusters = _cluster_of_units(rated, np.asarray(units), cluster)
+        unit_cluster, n_clusters = cluster_of_units(rated, np.asarray(units), cluster)
         pair_ids = np.concatenate([np.full(c[0].size, k) for k, c in enumerate(cells)])
         shared_units = np.concatenate([c[0] for c in cells])
         features = pair_ids * q * q + np.concatenate([c[1] for c in cells])
         replicates = {name: np.empty(n_boot) for name in names}
         done = 0
-        for sums in _replicate_sums(unit_cluster[shared_units], features,
+        for sums in replicate_sums(unit_cluster[shared_units], features,
                                     np.ones(features.size), n_clusters, len(rows) * q * q,
                                     n_boot, seed):
             tables = sums.reshape(len(sums), len(rows), q, q)
             for name, w in kernels.items():
-                replicates[name][done:done + len(sums)] = _finite_mean(
-                    _kappa_from_tables(tables, w), 1)
+                replicates[name][done:done + len(sums)] = finite_mean(
+                    kappa_from_tables(tables, w), 1)
             done += len(sums)
         for name in names:
-            low, high, invalid = _percentile(replicates[name], conflev)
+            low, high, invalid = percentile_interval(replicates[name], conflev)
             means[name].ci_low, means[name].ci_high = low, high
-            _describe_boot(means[name], n_boot, seed, cluster, invalid, conflev)
+            describe_bootstrap(means[name], n_boot, seed, cluster, invalid, conflev)
     return rows, means

@@ -1,8 +1,8 @@
 """What every model family here shares: result types, formula preparation, engine choice.
 
 The fitters (:mod:`.ordinal`, :mod:`.binomial`, :mod:`.preference`) turn a tidy frame into
-a :class:`_Prepared` (formula parsed against the frame's columns, factors built, incomplete
-rows dropped), fit it with the engine :func:`_use_r` picks, and return a :class:`ModelFit`.
+a :class:`PreparedData` (formula parsed against the frame's columns, factors built, incomplete
+rows dropped), fit it with the engine :func:`use_r` picks, and return a :class:`ModelFit`.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class ModelFit:
         (covariance of ``coefficients``, used by :func:`pairwise_contrasts`); ``loglik``,
         ``aic``; ``n_groups`` {grouping factor: number of levels}; ``random_effects_sd``;
         ``elapsed_s`` (wall time of the fit); ``versions``; ``fallback`` (bool);
-        ``separation`` (see :func:`_diagnose_separation`); per model: ``nominal_test``,
+        ``separation`` (see :func:`diagnose_separation`); per model: ``nominal_test``,
         ``nominal_test_status`` and ``proportional_odds_violations`` (fit_clm),
         ``odds_ratios``, ``estimation`` ("maximum likelihood" / "penalised maximum
         likelihood") and ``penalty`` (binomial), ``cond_hessian``, ...
@@ -140,22 +140,23 @@ def _safe_exp(x: float) -> float:
         return math.inf
 
 
-def _z(conf_level: float) -> float:
+def z_quantile(conf_level: float) -> float:
     return float(sps.norm.ppf(0.5 + conf_level / 2.0))
 
 
-def _coef(term: str, est: float, se: float, conf_level: float, p: float | None = None,
+def coefficient_of(term: str, est: float, se: float, conf_level: float, p: float | None = None,
           with_p: bool = True) -> Coefficient:
     est, se = float(est), float(se)
     z = est / se if se > 0 and math.isfinite(se) else math.nan
     if with_p and p is None:
         p = float(2 * sps.norm.sf(abs(z))) if math.isfinite(z) else math.nan
-    half = _z(conf_level) * se
+    half = z_quantile(conf_level) * se
     return Coefficient(term, est, se, est - half, est + half,
                        (float(p) if p is not None else None) if with_p else None, z)
 
 
-def _parse(df: pd.DataFrame, formula: str | Formula, *, allow_cbind: bool = False) -> Formula:
+def parse_model_formula(df: pd.DataFrame, formula: str | Formula, *,
+                        allow_cbind: bool = False) -> Formula:
     """The formula parsed against ``df``'s columns (a :class:`Formula` is re-checked from its
     rebuilt text: the columns it names must be ``df``'s)."""
     if not isinstance(df, pd.DataFrame):
@@ -173,7 +174,7 @@ def _normalise_reference(reference: str | Mapping[str, Any] | None) -> dict[str,
 
 
 @dataclass
-class _Prepared:
+class PreparedData:
     data: pd.DataFrame
     response: list[str]
     factors: dict[str, list[str]]
@@ -187,14 +188,14 @@ class _Prepared:
         return self.formula.patsy_rhs()
 
 
-def _prepare(
+def prepare_model_data(
     df: pd.DataFrame,
     formula: Formula,
     *,
-    kind: str,
+    response_type: str,
     reference: str | Mapping[str, Any] | None,
     levels: Mapping[str, Sequence[Any]] | None,
-) -> _Prepared:
+) -> PreparedData:
     """Select the formula's columns, drop incomplete rows, build factors (see the docstring of
     :mod:`analysis.stats.models`). ``formula`` comes from :func:`_parse` on the same ``df``."""
     cols = [str(c) for c in df.columns]
@@ -227,7 +228,7 @@ def _prepare(
         ):
             factor_cols.append(col)
     ordered: list[str] = []
-    if kind == "ordinal":
+    if response_type == "ordinal":
         if len(response) != 1:
             raise ValueError("an ordinal model needs one response column")
         r = data[response[0]]
@@ -238,7 +239,7 @@ def _prepare(
                 f"levels={{{response[0]!r}: [...]}} or use an ordered pandas Categorical")
         factor_cols.append(response[0])
         ordered = [response[0]]
-    elif kind == "binary" and len(response) == 1:
+    elif response_type == "binary" and len(response) == 1:
         y = data[response[0]]
         if pd.api.types.is_bool_dtype(y.dtype):
             data[response[0]] = y.astype(int)
@@ -251,25 +252,25 @@ def _prepare(
     for col, order in lv.items():
         if col not in response and len(order) < 2 and col not in groups:
             raise ValueError(f"factor {col!r} has fewer than two observed levels: {order}")
-    if kind == "ordinal" and len(lv[response[0]]) < 2:
+    if response_type == "ordinal" and len(lv[response[0]]) < 2:
         raise ValueError("the ordinal response needs at least two observed categories")
-    return _Prepared(data, response, lv, groups, formula, warnings)
+    return PreparedData(data, response, lv, groups, formula, warnings)
 
 
-def _vcov_extra(terms: Sequence[str], matrix: np.ndarray) -> dict[str, Any]:
+def vcov_extra(terms: Sequence[str], matrix: np.ndarray) -> dict[str, Any]:
     return {"terms": list(terms), "matrix": np.asarray(matrix, dtype=float).tolist()}
 
 
-def _versions() -> dict[str, str | None]:
+def engine_versions() -> dict[str, str | None]:
     return rbridge.r_versions()
 
 
-def _r_engine(what: str, pkg: str) -> str:
-    v = _versions()
+def r_engine(what: str, pkg: str) -> str:
+    v = engine_versions()
     return f"R {what} {v.get(pkg)} via Rscript (R {v.get('R')})"
 
 
-def _use_r(engine: str) -> bool:
+def use_r(engine: str) -> bool:
     e = engine.lower()
     if e == "statsmodels":
         return False
@@ -285,26 +286,26 @@ def _use_r(engine: str) -> bool:
     raise ValueError(f"unknown engine {engine!r}")
 
 
-def _strs(v: Any) -> list[str]:
+def r_strings(v: Any) -> list[str]:
     """An R character vector from a reply (a list; None for R's NULL) -> strings."""
     if v is None:
         return []
     return [str(x) for x in v]
 
 
-def _floats(v: Any) -> np.ndarray:
+def r_floats(v: Any) -> np.ndarray:
     """An R numeric vector or matrix (list of rows) from a reply -> float array (null -> nan)."""
     if v is None:
         return np.array([], dtype=float)
     return np.asarray(v, dtype=float)
 
 
-def _r_style(name: str) -> str:
+def r_style_name(name: str) -> str:
     """patsy ``temp[T.warm]:contact[T.yes]`` -> R ``tempwarm:contactyes``."""
     return r_coefficient_name(name)
 
 
-def _patsy_matrix(prep: _Prepared, **kwargs: Any) -> pd.DataFrame:
+def patsy_matrix(prep: PreparedData, **kwargs: Any) -> pd.DataFrame:
     """patsy's design matrix of the fixed effects. The formula text is rebuilt from parsed
     column names; the empty evaluation environment keeps even that text from seeing this
     module's names (patsy still provides its own Q())."""

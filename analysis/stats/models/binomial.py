@@ -21,20 +21,20 @@ from analysis.stats.models.base import (
     DEFAULT_GLMM_FORMULA,
     RANDOM_EFFECTS_DROPPED,
     ModelFit,
-    _coef,
-    _floats,
-    _parse,
-    _patsy_matrix,
-    _prepare,
-    _Prepared,
-    _r_engine,
-    _r_style,
-    _strs,
-    _use_r,
-    _vcov_extra,
-    _versions,
+    PreparedData,
+    coefficient_of,
+    engine_versions,
+    parse_model_formula,
+    patsy_matrix,
+    prepare_model_data,
+    r_engine,
+    r_floats,
+    r_strings,
+    r_style_name,
+    use_r,
+    vcov_extra,
 )
-from analysis.stats.models.separation import _diagnose_separation
+from analysis.stats.models.separation import diagnose_separation
 
 # The optional pymer4 engine's R side: analysis/stats/r/models.R, sourced into pymer4's
 # embedded R once (the R engine calls the same file's functions in the R worker).
@@ -77,12 +77,13 @@ def fit_binomial_glmm(
     ``{"odds_ratio", "ci_low", "ci_high"}`` (for ``(Intercept)`` these are the odds of the
     reference condition). The Wald CI uses ``conf_level``; pymer4's own CI is 95 %.
     """
-    parsed = _parse(df, formula, allow_cbind=True)
+    parsed = parse_model_formula(df, formula, allow_cbind=True)
     is_cbind = len(parsed.response) == 2
-    prep = _prepare(df, parsed, kind="cbind" if is_cbind else "binary", reference=reference,
+    response_type = "cbind" if is_cbind else "binary"
+    prep = prepare_model_data(df, parsed, response_type=response_type, reference=reference,
                     levels=levels)
     eng = engine.lower()
-    if _use_r(engine):
+    if use_r(engine):
         if eng == "pymer4" and not is_cbind:
             fit = _fit_glmm_pymer4(prep, conf_level)
         else:
@@ -92,7 +93,7 @@ def fit_binomial_glmm(
             raise ValueError("the statsmodels fallback needs a 0/1 response, not cbind()")
         fit = _fit_logit_cluster(prep, conf_level)
     fit.extra["estimation"] = "maximum likelihood"
-    _diagnose_separation(prep, fit, kind="cbind" if is_cbind else "binary")
+    diagnose_separation(prep, fit, response_type=response_type)
     _odds_ratios(fit)
     return fit
 
@@ -138,14 +139,15 @@ def fit_binomial_penalised(
 
     The result says what it is: ``extra["estimation"] = "penalised maximum likelihood"``,
     ``extra["penalty"] = {"method", "prior", "intercept_sd", "coef_sd", "random_effects_prior",
-    "why"}`` and ``extra["separation"]`` (see :func:`_diagnose_separation`). Estimates of
+    "why"}`` and ``extra["separation"]`` (see :func:`diagnose_separation`). Estimates of
     separated levels are shrunk towards 0 by the prior: they say "large", not how large.
     """
     if not (prior_sd > 0 and intercept_prior_sd > 0):
         raise ValueError("prior SDs must be positive")
-    parsed = _parse(df, formula, allow_cbind=True)
+    parsed = parse_model_formula(df, formula, allow_cbind=True)
     is_cbind = len(parsed.response) == 2
-    prep = _prepare(df, parsed, kind="cbind" if is_cbind else "binary", reference=reference,
+    response_type = "cbind" if is_cbind else "binary"
+    prep = prepare_model_data(df, parsed, response_type=response_type, reference=reference,
                     levels=levels)
     if not rbridge.r_available():
         raise rbridge.RUnavailableError(
@@ -156,10 +158,10 @@ def fit_binomial_penalised(
     if prep.formula.random:
         fit = _fit_glmm_r(prep, conf_level, r_function="evalstudy_bglmer",
                           r_args=(float(intercept_prior_sd), float(prior_sd)))
-        version = " ".join(_strs(fit.extra.pop("r_blme", None)))
+        version = " ".join(r_strings(fit.extra.pop("r_blme", None)))
         fit.engine = (f"R blme::bglmer {version} (lme4::glmer with normal priors on the fixed "
                       f"effects: SD {intercept_prior_sd:g} intercept, {prior_sd:g} "
-                      f"coefficients; posterior mode) via Rscript (R {_versions().get('R')})")
+                      f"coefficients; posterior mode) via Rscript (R {engine_versions().get('R')})")
         fit.extra["penalty"] = {
             "method": "blme::bglmer", "prior": "normal(mean 0)",
             "intercept_sd": float(intercept_prior_sd), "coef_sd": float(prior_sd),
@@ -174,38 +176,38 @@ def fit_binomial_penalised(
             "reference": "Firth 1993; Kosmidis and Firth 2021",
         }
     fit.extra["estimation"] = "penalised maximum likelihood"
-    _diagnose_separation(prep, fit, kind="cbind" if is_cbind else "binary", penalised=True)
+    diagnose_separation(prep, fit, response_type=response_type, penalised=True)
     _odds_ratios(fit)
     return fit
 
-def _fit_brglm_r(prep: _Prepared, conf_level: float) -> ModelFit:
+def _fit_brglm_r(prep: PreparedData, conf_level: float) -> ModelFit:
     t0 = time.perf_counter()
     rdf = rbridge.RFrame(prep.data, levels=prep.factors)
     out = rbridge.r_function("evalstudy_brglm")(prep.formula.text, rdf)
-    names = _strs(out["names"])
-    est, se, p = _floats(out["est"]), _floats(out["se"]), _floats(out["p"])
-    vc = _floats(out["vcov"]).reshape(len(names), len(names))
-    coefs = [_coef(n, e, s_, conf_level, pv) for n, e, s_, pv in zip(names, est, se, p,
+    names = r_strings(out["names"])
+    est, se, p = r_floats(out["est"]), r_floats(out["se"]), r_floats(out["p"])
+    vc = r_floats(out["vcov"]).reshape(len(names), len(names))
+    coefs = [coefficient_of(n, e, s_, conf_level, pv) for n, e, s_, pv in zip(names, est, se, p,
                                                                       strict=True)]
-    warnings = list(prep.warnings) + _strs(out["warnings"])
+    warnings = list(prep.warnings) + r_strings(out["warnings"])
     converged = bool(out["converged"][0]) and all(math.isfinite(c.se) for c in coefs)
     if not converged:
         warnings.append("brglmFit did not converge")
     extra = {
         **_glmm_common_extra(prep, conf_level),
-        "vcov": _vcov_extra(names, vc),
-        "r_seconds": float(_floats(out["seconds"])[0]),
+        "vcov": vcov_extra(names, vc),
+        "r_seconds": float(r_floats(out["seconds"])[0]),
         "elapsed_s": time.perf_counter() - t0,
         "fallback": False,
     }
-    engine = (f"R brglm2::brglmFit {' '.join(_strs(out['brglm2']))} (logistic regression, "
-              f"Firth's mean bias reduction) via Rscript (R {_versions().get('R')})")
+    engine = (f"R brglm2::brglmFit {' '.join(r_strings(out['brglm2']))} (logistic regression, "
+              f"Firth's mean bias reduction) via Rscript (R {engine_versions().get('R')})")
     return ModelFit(formula=prep.formula.text, engine=engine, family="binomial", link="logit",
-                    n_obs=int(_floats(out["nobs"])[0]), coefficients=coefs, thresholds=[],
+                    n_obs=int(r_floats(out["nobs"])[0]), coefficients=coefs, thresholds=[],
                     random_effects={}, converged=converged, warnings=warnings, extra=extra)
 
 
-def _glmm_common_extra(prep: _Prepared, conf_level: float) -> dict[str, Any]:
+def _glmm_common_extra(prep: PreparedData, conf_level: float) -> dict[str, Any]:
     resp = set(prep.response)
     return {
         "conf_level": conf_level,
@@ -213,13 +215,13 @@ def _glmm_common_extra(prep: _Prepared, conf_level: float) -> dict[str, Any]:
                    if k not in resp and k not in prep.groups},
         "reference": {k: v[0] for k, v in prep.factors.items()
                       if k not in resp and k not in prep.groups},
-        "versions": _versions(),
+        "versions": engine_versions(),
     }
 
 
 def _finish_glmm(prep, engine, names, est, se, p, vc, random_effects, n_groups,
                  n_obs, conv_msgs, other_warnings, singular, conf_level, elapsed, extra):
-    coefs = [_coef(n, e, s, conf_level, pv) for n, e, s, pv in zip(names, est, se, p,
+    coefs = [coefficient_of(n, e, s, conf_level, pv) for n, e, s, pv in zip(names, est, se, p,
                                                                     strict=True)]
     warnings = list(prep.warnings) + [w for w in other_warnings if w not in conv_msgs]
     warnings += conv_msgs
@@ -230,7 +232,7 @@ def _finish_glmm(prep, engine, names, est, se, p, vc, random_effects, n_groups,
     extra = {
         **_glmm_common_extra(prep, conf_level),
         **extra,
-        "vcov": _vcov_extra(names, vc),
+        "vcov": vcov_extra(names, vc),
         "n_groups": n_groups,
         "random_effects_sd": {k: math.sqrt(max(v, 0.0)) for k, v in random_effects.items()},
         "singular": bool(singular),
@@ -243,33 +245,33 @@ def _finish_glmm(prep, engine, names, est, se, p, vc, random_effects, n_groups,
                     extra=extra)
 
 
-def _fit_glmm_r(prep: _Prepared, conf_level: float, *, r_function: str = "evalstudy_glmer",
+def _fit_glmm_r(prep: PreparedData, conf_level: float, *, r_function: str = "evalstudy_glmer",
                 r_args: tuple[Any, ...] = ()) -> ModelFit:
     """glmer (or, with ``r_function="evalstudy_bglmer"``, bglmer: same reply) in the R worker."""
     t0 = time.perf_counter()
     formula = prep.formula.text
     rdf = rbridge.RFrame(prep.data, levels=prep.factors)
     out = rbridge.r_function(r_function)(formula, rdf, *r_args)
-    names = _strs(out["names"])
-    est, se, p = _floats(out["est"]), _floats(out["se"]), _floats(out["p"])
-    vc = _floats(out["vcov"]).reshape(len(names), len(names))
+    names = r_strings(out["names"])
+    est, se, p = r_floats(out["est"]), r_floats(out["se"]), r_floats(out["p"])
+    vc = r_floats(out["vcov"]).reshape(len(names), len(names))
     random_effects = {
         (g if n == "(Intercept)" else f"{g}:{n}"): float(v)
-        for g, n, v in zip(_strs(out["re_group"]), _strs(out["re_name"]),
-                           _floats(out["re_var"]), strict=True)
+        for g, n, v in zip(r_strings(out["re_group"]), r_strings(out["re_name"]),
+                           r_floats(out["re_var"]), strict=True)
     }
-    n_groups = {n: int(k) for n, k in zip(_strs(out["ngrps_names"]),
-                                          _floats(out["ngrps"]), strict=True)}
-    n_obs = int(_floats(out["nobs"])[0])
-    conv = _strs(out["conv"])
-    warns = _strs(out["warnings"])
+    n_groups = {n: int(k) for n, k in zip(r_strings(out["ngrps_names"]),
+                                          r_floats(out["ngrps"]), strict=True)}
+    n_obs = int(r_floats(out["nobs"])[0])
+    conv = r_strings(out["conv"])
+    warns = r_strings(out["warnings"])
     singular = bool(out["singular"][0])
-    extra = {"loglik": float(_floats(out["loglik"])[0]),
-             "aic": float(_floats(out["aic"])[0]),
-             "r_seconds": float(_floats(out["seconds"])[0])}  # glmer + summaries, inside R
+    extra = {"loglik": float(r_floats(out["loglik"])[0]),
+             "aic": float(r_floats(out["aic"])[0]),
+             "r_seconds": float(r_floats(out["seconds"])[0])}  # glmer + summaries, inside R
     if "blme" in out:
         extra["r_blme"] = out["blme"]
-    return _finish_glmm(prep, _r_engine("lme4::glmer", "lme4"), names, est, se, p,
+    return _finish_glmm(prep, r_engine("lme4::glmer", "lme4"), names, est, se, p,
                         vc, random_effects, n_groups, n_obs, conv, warns, singular,
                         conf_level, time.perf_counter() - t0, extra)
 
@@ -283,7 +285,7 @@ def _pymer4_lmer() -> Any:
     return Lmer
 
 
-def _fit_glmm_pymer4(prep: _Prepared, conf_level: float) -> ModelFit:
+def _fit_glmm_pymer4(prep: PreparedData, conf_level: float) -> ModelFit:
     """The optional pymer4 engine. pymer4 embeds R through rpy2: that R is not thread-safe (one
     fit at a time here) and writes to its console (captured, reported as warnings)."""
     Lmer = _pymer4_lmer()
@@ -325,11 +327,11 @@ def _fit_glmm_pymer4(prep: _Prepared, conf_level: float) -> ModelFit:
             callbacks.consolewrite_print = old_print
     coefs_df = model.coefs
     names = [str(n) for n in coefs_df.index]
-    vc = _floats(out["vcov"]).reshape(len(names), len(names))  # symmetric: order irrelevant
-    n_groups = {n: int(k) for n, k in zip(_strs(out["ngrps_names"]), _floats(out["ngrps"]),
+    vc = r_floats(out["vcov"]).reshape(len(names), len(names))  # symmetric: order irrelevant
+    n_groups = {n: int(k) for n, k in zip(r_strings(out["ngrps_names"]), r_floats(out["ngrps"]),
                                           strict=True)}
-    n_obs = int(_floats(out["nobs"])[0])
-    singular = bool(_floats(out["singular"])[0])
+    n_obs = int(r_floats(out["nobs"])[0])
+    singular = bool(r_floats(out["singular"])[0])
     rv = model.ranef_var
     random_effects = {
         (str(grp) if str(row["Name"]) == "(Intercept)" else f"{grp}:{row['Name']}"):
@@ -337,7 +339,7 @@ def _fit_glmm_pymer4(prep: _Prepared, conf_level: float) -> ModelFit:
         for grp, row in rv.iterrows()
     }
     conv = [str(w) for w in (model.warnings or [])]
-    other = _strs(out["warnings"]) + [
+    other = r_strings(out["warnings"]) + [
         f"R console: {line.strip()}" for line in "".join(console).splitlines()
         if line.strip() and "site-library" not in line and "contains no packages" not in line
     ]
@@ -345,7 +347,7 @@ def _fit_glmm_pymer4(prep: _Prepared, conf_level: float) -> ModelFit:
     se = coefs_df["SE"].to_numpy(dtype=float)
     p = coefs_df["P-val"].to_numpy(dtype=float)
     extra = {"loglik": float(model.logLike), "aic": float(model.AIC)}
-    v = _versions()
+    v = engine_versions()
     engine = (f"pymer4 {v.get('pymer4')} Lmer(family='binomial') -> R lme4::glmer "
               f"{v.get('lme4')} via rpy2 {importlib.metadata.version('rpy2')} "
               f"(R {v.get('R')}, embedded)")
@@ -359,14 +361,14 @@ def _fit_glmm_pymer4(prep: _Prepared, conf_level: float) -> ModelFit:
     return fit
 
 
-def _fit_logit_cluster(prep: _Prepared, conf_level: float) -> ModelFit:
+def _fit_logit_cluster(prep: PreparedData, conf_level: float) -> ModelFit:
     import statsmodels
     import statsmodels.api as sm
 
     t0 = time.perf_counter()
     resp = prep.response[0]
-    X = _patsy_matrix(prep)
-    X.columns = ["(Intercept)" if c == "Intercept" else _r_style(c) for c in X.columns]
+    X = patsy_matrix(prep)
+    X.columns = ["(Intercept)" if c == "Intercept" else r_style_name(c) for c in X.columns]
     y = prep.data[resp].to_numpy(dtype=float)
     groups = prep.groups[:2]
     model = sm.GLM(y, X, family=sm.families.Binomial())
@@ -392,13 +394,13 @@ def _fit_logit_cluster(prep: _Prepared, conf_level: float) -> ModelFit:
     est = np.asarray(res.params, dtype=float)
     cov = np.asarray(res.cov_params(), dtype=float)
     se = np.sqrt(np.diag(cov))
-    coefs = [_coef(n, e, s, conf_level) for n, e, s in zip(names, est, se, strict=True)]
+    coefs = [coefficient_of(n, e, s, conf_level) for n, e, s in zip(names, est, se, strict=True)]
     converged = bool(getattr(res, "converged", True)) and all(np.isfinite(se))
     engine = (f"statsmodels {statsmodels.__version__} GLM Binomial(logit) with {se_kind} - "
               "fallback, NOT glmer (no random effects)")
     extra = {
         **_glmm_common_extra(prep, conf_level),
-        "vcov": _vcov_extra(names, cov),
+        "vcov": vcov_extra(names, cov),
         "loglik": float(res.llf),
         "n_groups": {g: int(prep.data[g].nunique()) for g in prep.groups},
         "cluster_by": groups,

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from analysis.stats.models.base import ModelFit, _z
+from analysis.stats.models.base import ModelFit, z_quantile
 from analysis.stats.models.binomial import fit_binomial_glmm
 from analysis.stats.models.ordinal import fit_clmm
 
@@ -130,7 +130,7 @@ def pairwise_contrasts(
         warnings.append(f"{factor!r} interacts with other terms: contrasts are at the reference "
                         "levels of the interacting factors")
     rows = []
-    z = _z(cl)
+    z = z_quantile(cl)
     for a, b in combinations(levels, 2):
         w = np.zeros(len(vterms))
         if index[a] is not None:

@@ -18,17 +18,17 @@ from analysis.stats.models.base import (
     RANDOM_EFFECTS_DROPPED,
     Coefficient,
     ModelFit,
-    _floats,
-    _parse,
-    _patsy_matrix,
-    _prepare,
-    _Prepared,
-    _r_engine,
-    _r_style,
-    _strs,
-    _use_r,
-    _vcov_extra,
-    _versions,
+    PreparedData,
+    engine_versions,
+    parse_model_formula,
+    patsy_matrix,
+    prepare_model_data,
+    r_engine,
+    r_floats,
+    r_strings,
+    r_style_name,
+    use_r,
+    vcov_extra,
 )
 from analysis.stats.models.binomial import NON_CONVERGENCE
 
@@ -54,12 +54,13 @@ def fit_lmm(
     residual variance; ``random_effects`` the random-effect variances."""
     if engine.lower() == "pymer4":
         raise ValueError(PYMER4_NOT_FOR_LMM)
-    parsed = _parse(df, formula)
-    prep = _prepare(df, parsed, kind="gaussian", reference=reference, levels=levels)
+    parsed = parse_model_formula(df, formula)
+    prep = prepare_model_data(df, parsed, response_type="gaussian", reference=reference,
+                              levels=levels)
     response = prep.response[0]
     if not pd.api.types.is_numeric_dtype(prep.data[response].dtype):
         raise ValueError(f"the response {response!r} must be numeric")
-    fit = (_fit_lmm_r(prep, conf_level) if _use_r(engine)
+    fit = (_fit_lmm_r(prep, conf_level) if use_r(engine)
            else _fit_ols_cluster(prep, conf_level))
     fit.extra["estimation"] = "REML" if fit.random_effects else "least squares"
     return fit
@@ -75,27 +76,27 @@ def _t_coef(term: str, est: float, se: float, df: float, conf_level: float,
     return Coefficient(term, float(est), float(se), est - half, est + half, float(p), t)
 
 
-def _common_extra(prep: _Prepared, conf_level: float) -> dict[str, Any]:
+def _common_extra(prep: PreparedData, conf_level: float) -> dict[str, Any]:
     response = set(prep.response)
     fixed = {k: v for k, v in prep.factors.items() if k not in response and k not in prep.groups}
     return {"conf_level": conf_level, "levels": fixed,
-            "reference": {k: v[0] for k, v in fixed.items()}, "versions": _versions()}
+            "reference": {k: v[0] for k, v in fixed.items()}, "versions": engine_versions()}
 
 
-def _fit_lmm_r(prep: _Prepared, conf_level: float) -> ModelFit:
+def _fit_lmm_r(prep: PreparedData, conf_level: float) -> ModelFit:
     started = time.perf_counter()
     out = rbridge.r_function("evalstudy_lmer")(prep.formula.text,
                                                rbridge.RFrame(prep.data, levels=prep.factors))
-    names = _strs(out["names"])
-    est, se, p, dfs = (_floats(out[k]) for k in ("est", "se", "p", "df"))
+    names = r_strings(out["names"])
+    est, se, p, dfs = (r_floats(out[k]) for k in ("est", "se", "p", "df"))
     coefficients = [_t_coef(n, e, s, d, conf_level, pv)
                     for n, e, s, d, pv in zip(names, est, se, dfs, p, strict=True)]
     random_effects = {
         (g if n == "(Intercept)" else f"{g}:{n}"): float(v)
-        for g, n, v in zip(_strs(out["re_group"]), _strs(out["re_name"]),
-                           _floats(out["re_var"]), strict=True)
+        for g, n, v in zip(r_strings(out["re_group"]), r_strings(out["re_name"]),
+                           r_floats(out["re_var"]), strict=True)
     }
-    conv, warns = _strs(out["conv"]), _strs(out["warnings"])
+    conv, warns = r_strings(out["conv"]), r_strings(out["warnings"])
     warnings = list(prep.warnings) + [w for w in warns if w not in conv] + conv
     singular = bool(out["singular"][0])
     if singular and not any("singular" in w for w in warnings):
@@ -106,32 +107,33 @@ def _fit_lmm_r(prep: _Prepared, conf_level: float) -> ModelFit:
     what = "lmerTest::lmer (REML, Satterthwaite df)" if mixed else "stats::lm"
     extra = {
         **_common_extra(prep, conf_level),
-        "vcov": _vcov_extra(names, _floats(out["vcov"]).reshape(len(names), len(names))),
+        "vcov": vcov_extra(names, r_floats(out["vcov"]).reshape(len(names), len(names))),
         "df": dict(zip(names, [float(d) for d in dfs], strict=True)),
-        "residual_variance": float(_floats(out["sigma2"])[0]),
-        "n_groups": {n: int(k) for n, k in zip(_strs(out["ngrps_names"]),
-                                              _floats(out["ngrps"]), strict=True)},
+        "residual_variance": float(r_floats(out["sigma2"])[0]),
+        "n_groups": {n: int(k) for n, k in zip(r_strings(out["ngrps_names"]),
+                                              r_floats(out["ngrps"]), strict=True)},
         "random_effects_sd": {k: math.sqrt(max(v, 0.0)) for k, v in random_effects.items()},
-        "loglik": float(_floats(out["loglik"])[0]), "aic": float(_floats(out["aic"])[0]),
+        "loglik": float(r_floats(out["loglik"])[0]), "aic": float(r_floats(out["aic"])[0]),
         "singular": singular, "elapsed_s": time.perf_counter() - started,
-        "r_seconds": float(_floats(out["seconds"])[0]), "fallback": False,
+        "r_seconds": float(r_floats(out["seconds"])[0]), "fallback": False,
     }
     if "reml" in out:
-        extra["reml_criterion"] = float(_floats(out["reml"])[0])
+        extra["reml_criterion"] = float(r_floats(out["reml"])[0])
     return ModelFit(formula=prep.formula.text,
-                    engine=_r_engine(what, "lmerTest" if mixed else "lme4"),
-                    family="gaussian", link="identity", n_obs=int(_floats(out["nobs"])[0]),
+                    engine=r_engine(what, "lmerTest" if mixed else "lme4"),
+                    family="gaussian", link="identity", n_obs=int(r_floats(out["nobs"])[0]),
                     coefficients=coefficients, random_effects=random_effects,
                     converged=converged, warnings=warnings, extra=extra)
 
 
-def _fit_ols_cluster(prep: _Prepared, conf_level: float) -> ModelFit:
+def _fit_ols_cluster(prep: PreparedData, conf_level: float) -> ModelFit:
     import statsmodels
     import statsmodels.api as sm
 
     started = time.perf_counter()
-    design = _patsy_matrix(prep)
-    design.columns = ["(Intercept)" if c == "Intercept" else _r_style(c) for c in design.columns]
+    design = patsy_matrix(prep)
+    design.columns = ["(Intercept)" if c == "Intercept" else r_style_name(c)
+                      for c in design.columns]
     y = prep.data[prep.response[0]].to_numpy(dtype=float)
     groups = prep.groups[:2]
     model = sm.OLS(y, design)
@@ -157,7 +159,7 @@ def _fit_ols_cluster(prep: _Prepared, conf_level: float) -> ModelFit:
     coefficients = [_t_coef(n, e, s, df, conf_level)
                     for n, e, s in zip(names, np.asarray(result.params, dtype=float), se,
                                        strict=True)]
-    extra = {**_common_extra(prep, conf_level), "vcov": _vcov_extra(names, cov),
+    extra = {**_common_extra(prep, conf_level), "vcov": vcov_extra(names, cov),
              "df": dict.fromkeys(names, df), "residual_variance": float(result.scale),
              "n_groups": {g: int(prep.data[g].nunique()) for g in prep.groups},
              "cluster_by": groups, "elapsed_s": time.perf_counter() - started,

@@ -17,20 +17,20 @@ from analysis.stats.models.base import (
     DEFAULT_CLMM_FORMULA,
     RANDOM_EFFECTS_DROPPED,
     ModelFit,
-    _coef,
-    _floats,
-    _parse,
-    _patsy_matrix,
-    _prepare,
-    _Prepared,
-    _r_engine,
-    _r_style,
-    _strs,
-    _use_r,
-    _vcov_extra,
-    _versions,
+    PreparedData,
+    coefficient_of,
+    engine_versions,
+    parse_model_formula,
+    patsy_matrix,
+    prepare_model_data,
+    r_engine,
+    r_floats,
+    r_strings,
+    r_style_name,
+    use_r,
+    vcov_extra,
 )
-from analysis.stats.models.separation import _diagnose_separation
+from analysis.stats.models.separation import diagnose_separation
 
 
 def fit_clmm(
@@ -85,7 +85,7 @@ def fit_clm(
     violation"). Each untested term adds a warning. With the statsmodels engine the test is
     not available (``None``, status "not computed" + a warning).
     """
-    if _parse(df, formula).random:
+    if parse_model_formula(df, formula).random:
         raise ValueError("fit_clm takes no random-effect terms; use fit_clmm")
     fit = _fit_ordinal(df, formula, reference, levels, link, engine, conf_level,
                        mixed=False, nominal=nominal_test)
@@ -140,13 +140,13 @@ def _nominal_status(fit: ModelFit, alpha: float) -> None:
 
 
 def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mixed, nominal):
-    prep = _prepare(df, _parse(df, formula), kind="ordinal", reference=reference,
-                    levels=levels)
+    prep = prepare_model_data(df, parse_model_formula(df, formula), response_type="ordinal",
+                              reference=reference, levels=levels)
     has_random = bool(prep.formula.random)
-    if _use_r(engine):
+    if use_r(engine):
         fit = _fit_ordinal_r(prep, link, conf_level, mixed=mixed and has_random,
                              nominal=nominal)
-        _diagnose_separation(prep, fit, kind="ordinal")
+        diagnose_separation(prep, fit, response_type="ordinal")
         return fit
     if link != "logit":
         raise ValueError("the statsmodels fallback supports link='logit' only")
@@ -156,49 +156,49 @@ def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mi
     if nominal:
         fit.extra["nominal_test"] = None
         fit.warnings.append("nominal_test (proportional odds) not computed: needs R ordinal")
-    _diagnose_separation(prep, fit, kind="ordinal")
+    diagnose_separation(prep, fit, response_type="ordinal")
     return fit
 
 
-def _fit_ordinal_r(prep: _Prepared, link: str, conf_level: float, *,
+def _fit_ordinal_r(prep: PreparedData, link: str, conf_level: float, *,
                    mixed: bool, nominal: bool) -> ModelFit:
     resp = prep.response[0]
     formula = prep.formula.text
     t0 = time.perf_counter()
     rdf = rbridge.RFrame(prep.data, levels=prep.factors, ordered=[resp])
     out = rbridge.r_function("evalstudy_ordinal")(formula, rdf, link, mixed, nominal)
-    names = _strs(out["names"])
-    est, se, p = _floats(out["est"]), _floats(out["se"]), _floats(out["p"])
-    alpha_names, beta_names = _strs(out["alpha"]), _strs(out["beta"])
-    vcov = _floats(out["vcov"])
-    vcov_names = _strs(out["vcov_names"])
-    r_warn = _strs(out["warnings"])
-    conv_code = int(_floats(out["conv_code"])[0])
-    conv_msg = " ".join(_strs(out["conv_msg"]))
-    maxgrad = float(_floats(out["maxgrad"])[0])
-    cond_h = float(_floats(out["cond_h"])[0])
+    names = r_strings(out["names"])
+    est, se, p = r_floats(out["est"]), r_floats(out["se"]), r_floats(out["p"])
+    alpha_names, beta_names = r_strings(out["alpha"]), r_strings(out["beta"])
+    vcov = r_floats(out["vcov"])
+    vcov_names = r_strings(out["vcov_names"])
+    r_warn = r_strings(out["warnings"])
+    conv_code = int(r_floats(out["conv_code"])[0])
+    conv_msg = " ".join(r_strings(out["conv_msg"]))
+    maxgrad = float(r_floats(out["maxgrad"])[0])
+    cond_h = float(r_floats(out["cond_h"])[0])
     extra: dict[str, Any] = {
-        "loglik": float(_floats(out["loglik"])[0]),
-        "aic": float(_floats(out["aic"])[0]),
+        "loglik": float(r_floats(out["loglik"])[0]),
+        "aic": float(r_floats(out["aic"])[0]),
         "max_gradient": maxgrad,
         "cond_hessian": cond_h,
         "convergence_code": conv_code,
         "convergence_message": conv_msg,
-        "r_seconds": float(_floats(out["seconds"])[0]),  # the fit and summaries, inside R
+        "r_seconds": float(r_floats(out["seconds"])[0]),  # the fit and summaries, inside R
     }
-    n_obs = int(_floats(out["nobs"])[0])
+    n_obs = int(r_floats(out["nobs"])[0])
     random_effects: dict[str, float] = {}
     if mixed:
-        for g, nm, v in zip(_strs(out["re_group"]), _strs(out["re_name"]),
-                            _floats(out["re_var"]), strict=True):
+        for g, nm, v in zip(r_strings(out["re_group"]), r_strings(out["re_name"]),
+                            r_floats(out["re_var"]), strict=True):
             random_effects[g if nm == "(Intercept)" else f"{g}:{nm}"] = float(v)
         extra["n_groups"] = {
-            n: int(k) for n, k in zip(_strs(out["ngrps_names"]), _floats(out["ngrps"]),
+            n: int(k) for n, k in zip(r_strings(out["ngrps_names"]), r_floats(out["ngrps"]),
                                       strict=True)
         }
     if nominal and "nt_terms" in out:
-        terms = _strs(out["nt_terms"])
-        reasons = _strs(out.get("nt_reason")) or [""] * len(terms)
+        terms = r_strings(out["nt_terms"])
+        reasons = r_strings(out.get("nt_reason")) or [""] * len(terms)
         extra["nominal_test"] = [
             {"term": t, "df": _nan_none(d), "loglik": _nan_none(ll), "aic": _nan_none(a),
              "lrt": _nan_none(lr), "p_value": _nan_none(pv),
@@ -206,17 +206,17 @@ def _fit_ordinal_r(prep: _Prepared, link: str, conf_level: float, *,
              "reason": (_untested_reason(prep, t, why)
                         if t != "<none>" and _nan_none(pv) is None else None)}
             for t, d, ll, a, lr, pv, why in zip(
-                terms, _floats(out["nt_df"]), _floats(out["nt_loglik"]),
-                _floats(out["nt_aic"]), _floats(out["nt_lrt"]), _floats(out["nt_p"]),
+                terms, r_floats(out["nt_df"]), r_floats(out["nt_loglik"]),
+                r_floats(out["nt_aic"]), r_floats(out["nt_lrt"]), r_floats(out["nt_p"]),
                 reasons, strict=True)
         ]
     elif nominal:
         extra["nominal_test"] = None
     elapsed = time.perf_counter() - t0
     row = {n: i for i, n in enumerate(names)}
-    coefs = [_coef(b, est[row[b]], se[row[b]], conf_level, p[row[b]]) for b in beta_names
+    coefs = [coefficient_of(b, est[row[b]], se[row[b]], conf_level, p[row[b]]) for b in beta_names
              if b in row]
-    thresholds = [_coef(a, est[row[a]], se[row[a]], conf_level, with_p=False)
+    thresholds = [coefficient_of(a, est[row[a]], se[row[a]], conf_level, with_p=False)
                   for a in alpha_names if a in row]
     idx = [vcov_names.index(b) for b in beta_names if b in vcov_names]
     vc = vcov[np.ix_(idx, idx)] if idx else np.zeros((0, 0))
@@ -242,15 +242,15 @@ def _fit_ordinal_r(prep: _Prepared, link: str, conf_level: float, *,
         response_levels=prep.factors[prep.response[0]],
         reference={k: v[0] for k, v in prep.factors.items()
                    if k != prep.response[0] and k not in prep.groups},
-        vcov=_vcov_extra([c.term for c in coefs], vc),
+        vcov=vcov_extra([c.term for c in coefs], vc),
         random_effects_sd={k: math.sqrt(max(v, 0.0)) for k, v in random_effects.items()},
         elapsed_s=elapsed,
-        versions=_versions(),
+        versions=engine_versions(),
         fallback=False,
     )
     return ModelFit(
         formula=formula,
-        engine=_r_engine("ordinal::clmm" if mixed else "ordinal::clm", "ordinal"),
+        engine=r_engine("ordinal::clmm" if mixed else "ordinal::clm", "ordinal"),
         family="cumulative",
         link=link,
         n_obs=n_obs,
@@ -263,7 +263,7 @@ def _fit_ordinal_r(prep: _Prepared, link: str, conf_level: float, *,
     )
 
 
-def _untested_reason(prep: _Prepared, term: str, why: str) -> str:
+def _untested_reason(prep: PreparedData, term: str, why: str) -> str:
     """R's reason why nominal_test could not test ``term`` (see models.R), plus the usual
     cause when the term is a factor: a level without ratings in some categories, whose own
     thresholds (what the nominal model estimates) then do not exist."""
@@ -292,14 +292,14 @@ def _nan_none(x: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
-def _design(prep: _Prepared) -> pd.DataFrame:
-    X = _patsy_matrix(prep, NA_action="raise")
+def _design(prep: PreparedData) -> pd.DataFrame:
+    X = patsy_matrix(prep, NA_action="raise")
     X = X.drop(columns=[c for c in X.columns if c == "Intercept"])
-    X.columns = [_r_style(c) for c in X.columns]
+    X.columns = [r_style_name(c) for c in X.columns]
     return X
 
 
-def _fit_ordinal_statsmodels(prep: _Prepared, conf_level: float) -> ModelFit:
+def _fit_ordinal_statsmodels(prep: PreparedData, conf_level: float) -> ModelFit:
     import statsmodels
     from statsmodels.miscmodels.ordinal_model import OrderedModel
 
@@ -317,9 +317,9 @@ def _fit_ordinal_statsmodels(prep: _Prepared, conf_level: float) -> ModelFit:
         cov = np.asarray(res.cov_params(), dtype=float)
     except ValueError:
         # Hessian not invertible (separation, e.g. a level rated only in the top category):
-        # no SEs; the fit is kept so that _diagnose_separation can name the cause.
+        # no SEs; the fit is kept so that diagnose_separation can name the cause.
         cov = np.full((len(params), len(params)), np.nan)
-    coefs = [_coef(name, params[i], math.sqrt(cov[i, i]), conf_level)
+    coefs = [coefficient_of(name, params[i], math.sqrt(cov[i, i]), conf_level)
              for i, name in enumerate(X.columns)]
     # thresholds: statsmodels uses (cut_1, log(cut_2 - cut_1), ...); delta method for SEs.
     raw = params[k:]
@@ -331,7 +331,7 @@ def _fit_ordinal_statsmodels(prep: _Prepared, conf_level: float) -> ModelFit:
             jac[j, m] = math.exp(raw[m])
     tcov = jac @ cov[k:, k:] @ jac.T
     lv = prep.factors[resp]
-    thresholds = [_coef(f"{lv[j]}|{lv[j + 1]}", cuts[j], math.sqrt(tcov[j, j]), conf_level,
+    thresholds = [coefficient_of(f"{lv[j]}|{lv[j + 1]}", cuts[j], math.sqrt(tcov[j, j]), conf_level,
                         with_p=False) for j in range(len(cuts))]
     converged = bool(res.mle_retvals.get("converged", False)) and all(
         math.isfinite(c.se) for c in coefs)
@@ -358,12 +358,12 @@ def _fit_ordinal_statsmodels(prep: _Prepared, conf_level: float) -> ModelFit:
             "response_levels": lv,
             "reference": {k_: v[0] for k_, v in prep.factors.items()
                           if k_ != resp and k_ not in prep.groups},
-            "vcov": _vcov_extra([c.term for c in coefs], cov[:k, :k]),
+            "vcov": vcov_extra([c.term for c in coefs], cov[:k, :k]),
             "loglik": float(res.llf),
             "aic": float(res.aic),
             "fixed_formula": prep.formula.fixed_only().text,
             "elapsed_s": elapsed,
-            "versions": _versions(),
+            "versions": engine_versions(),
             "fallback": True,
         },
     )

@@ -13,7 +13,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from analysis.stats import rbridge
-from analysis.stats.models.base import Coefficient, ModelFit, _coef, _vcov_extra
+from analysis.stats.models.base import Coefficient, ModelFit, coefficient_of, vcov_extra
 from analysis.stats.rbridge import level_label
 
 
@@ -169,7 +169,7 @@ def preference_model(
             se_kind = "model-based SEs"
         cov = np.asarray(res.cov_params(), dtype=float)
         names = list(X.columns)
-        coefs = [_coef(n, e, math.sqrt(max(cov[i, i], 0.0)), conf_level)
+        coefs = [coefficient_of(n, e, math.sqrt(max(cov[i, i], 0.0)), conf_level)
                  for i, (n, e) in enumerate(zip(names, np.asarray(res.params), strict=True))]
         converged = bool(getattr(res, "converged", True)) and all(
             math.isfinite(c.se) and c.se < 1e3 for c in coefs)
@@ -185,7 +185,7 @@ def preference_model(
             coefficients=coefs, converged=converged, warnings=warns,
             extra={"ties": label, "conf_level": conf_level, "levels": {"system": systems},
                    "reference": {"system": systems[0]},
-                   "vcov": _vcov_extra(names, cov), "elapsed_s": time.perf_counter() - t0,
+                   "vcov": vcov_extra(names, cov), "elapsed_s": time.perf_counter() - t0,
                    **({"p_left_at_equal_strength": float(expit(coefs[0].estimate)),
                        "p_left_ci": (float(expit(coefs[0].ci_low)),
                                      float(expit(coefs[0].ci_high)))}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from analysis.stats.models.base import ModelFit, _Prepared
+from analysis.stats.models.base import ModelFit, PreparedData
 
 #: |estimate| (log-odds, or latent logit for ordinal models) or SE from which a coefficient is
 #: taken as a sign of separation. An odds ratio of e^10 (about 22,000) is no effect that human
@@ -18,7 +18,7 @@ from analysis.stats.models.base import ModelFit, _Prepared
 SEPARATION_LIMIT = 10.0
 
 
-def _separated_levels(prep: _Prepared, kind: str) -> list[dict[str, Any]]:
+def _separated_levels(prep: PreparedData, response_type: str) -> list[dict[str, Any]]:
     """Levels of the fixed-effect factors whose outcomes are all alike: all 0 or all 1
     (binary; all successes or all failures for ``cbind``), all in the lowest or all in the
     highest category (ordinal). Each makes that level's maximum-likelihood effect infinite."""
@@ -31,7 +31,7 @@ def _separated_levels(prep: _Prepared, kind: str) -> list[dict[str, Any]]:
         reference = prep.factors[factor][0]
         for level, rows in data.groupby(factor, observed=True, sort=False):
             n = len(rows)
-            if kind == "ordinal":
+            if response_type == "ordinal":
                 categories = prep.factors[resp[0]]
                 values = rows[resp[0]].astype(str)
                 if (values == categories[-1]).all():
@@ -63,7 +63,7 @@ def _separated_levels(prep: _Prepared, kind: str) -> list[dict[str, Any]]:
     return found
 
 
-def _diagnose_separation(prep: _Prepared, fit: ModelFit, *, kind: str,
+def diagnose_separation(prep: PreparedData, fit: ModelFit, *, response_type: str,
                          penalised: bool = False) -> None:
     """Sets ``fit.extra["separation"]`` and adds a warning naming what is separated.
 
@@ -77,7 +77,7 @@ def _diagnose_separation(prep: _Prepared, fit: ModelFit, *, kind: str,
     penalty is there for them): the warning says that their estimates are finite because of
     the prior, and only runaway coefficients would count as a failure of the penalty.
     """
-    levels = _separated_levels(prep, kind)
+    levels = _separated_levels(prep, response_type)
     terms = []
     for c in fit.coefficients:
         if not math.isfinite(c.se) or not math.isfinite(c.estimate):
@@ -91,7 +91,7 @@ def _diagnose_separation(prep: _Prepared, fit: ModelFit, *, kind: str,
         terms.append({"term": c.term, "estimate": c.estimate, "se": c.se, "reason": reason})
     detected = bool(levels or terms)
     by_term = {c.term: c for c in fit.coefficients}
-    scale = "latent logit" if kind == "ordinal" else "log-odds"
+    scale = "latent logit" if response_type == "ordinal" else "log-odds"
 
     def what(level: dict[str, Any]) -> str:
         c = by_term.get(level["term"]) if level["term"] else by_term.get("(Intercept)")
@@ -124,7 +124,7 @@ def _diagnose_separation(prep: _Prepared, fit: ModelFit, *, kind: str,
         diagnosis = "separation: " + "; ".join(lines)
         remedy = ("report the raw proportions of the separated levels, and the penalised fit "
                   "(analysis option separation='penalised'; models.fit_binomial_penalised)"
-                  if kind != "ordinal" else
+                  if response_type != "ordinal" else
                   "report the rating distribution of the separated levels (no penalised "
                   "ordinal model is offered) or merge sparse categories")
         fit.warnings.append(f"{diagnosis}. Remedy: {remedy}")

@@ -274,7 +274,8 @@ class AnswerKind:
 
     def value_range(self, rule: CriterionRule) -> tuple[float, float] | None:
         """The lowest and highest number its answers stand for, where they are points on a
-        scale (what agreement between raters measures distances on); None for categories
+        scale (what agreement between raters measures distances on, and whose span normalises
+        how far apart answers lie in the adjudication queue); None for categories
         and for answers that are not numbers on a scale. By default the numeric choices of
         an ordered scale."""
         if self.level != "ordinal":

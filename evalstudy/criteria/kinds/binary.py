@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .base import AnswerKind, ChoiceView, Translate, gettext_noop, not_one_of, untranslated
 
@@ -36,6 +36,9 @@ class Binary(AnswerKind):
 
     def binary(self, value: str) -> float | None:
         return {"yes": 1.0, "no": 0.0}.get(value)
+
+    def categories(self, rule: CriterionRule) -> list[Any] | None:
+        return ["yes", "no"]
 
     def binary_value(self, preserved: bool) -> str:
         return "yes" if preserved else "no"

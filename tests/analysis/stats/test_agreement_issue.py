@@ -140,7 +140,7 @@ def test_icc_guard_withholds_impossible_anova_values_with_a_warning():
 
 
 def test_pipeline_icc_on_latin_square_likert():
-    out = to_jsonable(pipeline._agreement(pipeline_rows(latin()), "likert",
+    out = to_jsonable(pipeline.rater_agreement(pipeline_rows(latin()), "likert",
                                                    [1, 2, 3, 4, 5]))
     assert "note" not in out["icc"]
     assert out["icc"]["ICC2"]["n_units"] == 15
@@ -155,7 +155,7 @@ def test_pipeline_icc_on_latin_square_likert():
 def test_pipeline_fleiss_kappa_uses_gwet_missing_data_formulation():
     # Before: 0.6415 on the 8 of 12 units that carry 4 ratings. irrCAC fleiss.kappa.raw(
     # cac.raw4raters): 0.76117, se 0.15302, CI (0.424, 1).
-    out = to_jsonable(pipeline._agreement(krippendorff_rows(), "categorical",
+    out = to_jsonable(pipeline.rater_agreement(krippendorff_rows(), "categorical",
                                                    ["1", "2", "3", "4", "5"]))
     fleiss = out["fleiss_kappa"]
     assert fleiss["value"] == pytest.approx(0.76117, abs=5e-6)
@@ -198,8 +198,8 @@ def pair(out: dict, a: str, b: str) -> dict:
 
 def test_a_pairs_kappa_does_not_move_when_another_rater_uses_a_new_category():
     scale = [1, 2, 3, 4, 5]  # what declared_categories gives a 5-point Likert criterion
-    before = to_jsonable(pipeline._agreement(scale_rows(False), "likert", scale))
-    after = to_jsonable(pipeline._agreement(scale_rows(True), "likert", scale))
+    before = to_jsonable(pipeline.rater_agreement(scale_rows(False), "likert", scale))
+    after = to_jsonable(pipeline.rater_agreement(scale_rows(True), "likert", scale))
     for weights in ("unweighted", "linear", "quadratic"):
         assert pair(before, "A", "B")[weights] == pytest.approx(pair(after, "A", "B")[weights])
     assert before["categories"] == [1, 2, 3, 4, 5]
@@ -223,14 +223,14 @@ def test_declared_categories_per_kind():
 
 def test_ceiling_uses_the_declared_scale():
     scale = [1, 2, 3, 4, 5]
-    ceiling = to_jsonable(pipeline._ceiling(scale_rows(False), "likert", scale))
+    ceiling = to_jsonable(pipeline.human_ceiling(scale_rows(False), "likert", scale))
     assert ceiling["categories"] == scale and ceiling["categories_from"] == "declared scale"
 
 
 def test_values_outside_the_declared_scale_are_excluded_and_said():
     rows = scale_rows(False)
     rows.loc[0, "value"] = "7"
-    out = to_jsonable(pipeline._agreement(rows, "likert", [1, 2, 3, 4, 5]))
+    out = to_jsonable(pipeline.rater_agreement(rows, "likert", [1, 2, 3, 4, 5]))
     assert out["excluded"] == {"values_outside_scale": 1}
     assert any("outside the declared scale" in w for w in out["warnings"])
     assert out["n_ratings"] == 23
@@ -247,7 +247,7 @@ AGREEMENT_KEYS = {"value", "ci_low", "ci_high", "n", "method", "se", "ci_method"
 
 
 def test_every_statistic_has_a_ci_n_exclusions_and_warnings():
-    out = to_jsonable(pipeline._agreement(krippendorff_rows(), "categorical",
+    out = to_jsonable(pipeline.rater_agreement(krippendorff_rows(), "categorical",
                                                    ["1", "2", "3", "4", "5"]))
     # irrCAC README, cac.raw4raters: pa 0.8181818 (0.542, 1); AC1 0.77544 (0.461, 1).
     assert out["percent_agreement"]["ci_low"] == pytest.approx(0.542, abs=5e-4)
@@ -279,7 +279,7 @@ def test_every_statistic_has_a_ci_n_exclusions_and_warnings():
 def test_ceiling_kappa_and_proxy_gap_have_bootstrap_cis():
     rows = krippendorff_rows()
     llm = rows[rows["rater"] == "obs1"].assign(rater="llm", is_human=False)
-    ceiling = to_jsonable(pipeline._ceiling(pd.concat([rows, llm]), "categorical",
+    ceiling = to_jsonable(pipeline.human_ceiling(pd.concat([rows, llm]), "categorical",
                                                      ["1", "2", "3", "4", "5"]))
     low, high = ceiling["kappa_ci"]
     assert low <= ceiling["mean_kappa"] <= high
@@ -292,7 +292,7 @@ def test_ceiling_kappa_and_proxy_gap_have_bootstrap_cis():
 
 
 def test_icc_results_carry_counts_and_method_in_json():
-    out = to_jsonable(pipeline._agreement(pipeline_rows(d45()), "likert",
+    out = to_jsonable(pipeline.rater_agreement(pipeline_rows(d45()), "likert",
                                                    [1, 2, 3, 4, 5]))
     for name, est in out["icc"].items():
         assert set(est) == AGREEMENT_KEYS, name

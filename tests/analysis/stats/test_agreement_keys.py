@@ -95,15 +95,15 @@ def test_pipeline_units_are_integer_keys_with_the_old_grouping():
     units, their order of first appearance and so every figure are those of the old text
     keys ("12", "12|13")."""
     rows = pd.DataFrame({"output": [12, 12, 13, 12, 14], "output_b": [13, 14, 12, 13, 12]})
-    single = pipeline._unit_keys(rows, pairwise=False)
+    single = pipeline.unit_keys(rows, pairwise=False)
     assert single.tolist() == [12, 12, 13, 12, 14]
-    pairs = pipeline._unit_keys(rows, pairwise=True)
+    pairs = pipeline.unit_keys(rows, pairwise=True)
     text = rows["output"].astype(str) + "|" + rows["output_b"].astype(str)
     assert pd.factorize(pairs)[0].tolist() == pd.factorize(text)[0].tolist()
     assert pairs.dtype.kind == "i"
     # Ids that are not integers (imported tables) are coded; a missing one stays a unit.
     odd = pd.DataFrame({"output": ["a", None, "a", "b"], "output_b": [None] * 4})
-    assert pipeline._unit_keys(odd, pairwise=False).tolist() == [0, 1, 0, 2]
+    assert pipeline.unit_keys(odd, pairwise=False).tolist() == [0, 1, 0, 2]
 
 
 def test_duplicate_check_of_a_sparse_table_follows_the_ratings():

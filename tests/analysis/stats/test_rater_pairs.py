@@ -99,7 +99,7 @@ def test_crowd_pairs_are_skipped_before_any_product(monkeypatch):
 
     monkeypatch.setattr(sparse.csr_matrix, "__matmul__", watched)
     frame = crowd_rows()
-    out = pipeline._cohen_pairs(frame, False, ["A", "B", "tie"])
+    out = pipeline.cohen_pairs(frame, False, ["A", "B", "tie"])
     assert products == []
     assert out["n_pairs"] == 0 and out["n_computed"] == 0 and out["pairs"] == []
     assert out["excluded"] == {
@@ -113,7 +113,7 @@ def test_crowd_agreement_stays_small_in_memory():
     frame = crowd_rows()
     tracemalloc.start()
     try:
-        out = pipeline._agreement(frame, "pairwise", ["A", "B", "tie"])
+        out = pipeline.rater_agreement(frame, "pairwise", ["A", "B", "tie"])
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -131,7 +131,7 @@ def test_pipeline_pairs_equal_the_old_dense_choice():
         for rater in rng.choice(30, size=6, replace=False):
             rows.append((unit, f"r{rater:02d}", int(rng.integers(1, 4)), f"i{unit // 2}"))
     frame = pd.DataFrame(rows, columns=["unit", "rater", "value", "item"])
-    out = pipeline._cohen_pairs(frame, True, [1, 2, 3])
+    out = pipeline.cohen_pairs(frame, True, [1, 2, 3])
     rater_index, raters = pd.factorize(frame["rater"])
     unit_index, units = pd.factorize(frame["unit"])
     expected = dense_reference(rater_index, unit_index, len(raters), len(units),
@@ -166,9 +166,9 @@ def test_raters_sharing_a_name_stay_two_raters():
     frame = pd.DataFrame(rows, columns=["unit", "rater_id", "rater", "value"])
     frame = frame.assign(value=frame["value"].map({"a": "yes", "b": "no"}), is_human=True,
                          item=frame["unit"].astype(str))
-    out = pipeline._agreement(frame, "binary", ["yes", "no"])
+    out = pipeline.rater_agreement(frame, "binary", ["yes", "no"])
     assert "note" not in out and out["n_raters"] == 3 and out["n_ratings"] == 24
     assert out["krippendorff_alpha"].n_raters == 3
-    ceiling = pipeline._ceiling(frame, "binary", ["yes", "no"])
+    ceiling = pipeline.human_ceiling(frame, "binary", ["yes", "no"])
     assert [row.rater for row in ceiling.humans] == ["Alice", "Alice", "Bob"]
     assert ceiling.n_humans == 3

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from analysis.stats import validity
-from analysis.stats.pipeline import _williams, proxy_validity
+from analysis.stats.pipeline import proxy_validity, williams_tests
 from kit.jsonable import to_jsonable
 from tests.analysis.stats.test_validity import ASAH_POOR, ASAH_S100B
 
@@ -76,7 +76,7 @@ def test_williams_aligns_a_lower_is_better_metric_pinned_to_steiger():
     target = np.array([[1.0, -0.4, 0.5], [-0.4, 1.0, -0.1], [0.5, -0.1, 1.0]])
     data = exact_correlations(target, 103)
     table = pd.DataFrame(data, columns=["share", "wer", "bleu"])
-    (row,) = _williams(table, {"wer": False, "bleu": True})
+    (row,) = williams_tests(table, {"wer": False, "bleu": True})
     assert row["r_a"] == pytest.approx(0.4) and row["r_b"] == pytest.approx(0.5)
     assert row["r_ab"] == pytest.approx(0.1)
     assert row["sign_a"] == -1 and row["sign_b"] == 1

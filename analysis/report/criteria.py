@@ -127,9 +127,11 @@ def _slider_table(c: dict) -> Table | None:
     summary = c.get("slider")
     if not isinstance(summary, dict) or not summary.get("systems"):
         return None
+    lower = summary.get("better") == "lower"
     table = Table(["System", "n", "Outputs", "Raters", "Mean", "95% CI", "z mean", "95% CI",
                    "SD"], numeric=(1, 2, 3, 4, 5, 6, 7, 8),
-                  title="Scores per system (direct assessment)")
+                  title=("Scores per system (lower is better)" if lower
+                         else "Scores per system (direct assessment)"))
     for r in summary["systems"]:
         table.rows.append([str(r.get("system")), str(r.get("n")), str(r.get("n_outputs")),
                            str(r.get("n_raters")), num(r.get("mean"), 1),
@@ -140,7 +142,7 @@ def _slider_table(c: dict) -> Table | None:
         "Mean: the raw score; z mean: each score standardised by its rater's own mean and SD "
         "(removes lenient and strict raters, as in WMT's direct assessment). Both averaged "
         "first over an output's raters, then over outputs; t intervals over outputs. Sorted "
-        "by z mean.")
+        + ("by z mean, lowest (best) first." if lower else "by z mean, highest first."))
     table.warnings += [str(w) for w in summary.get("warnings") or []]
     return table
 

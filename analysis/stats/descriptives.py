@@ -238,10 +238,12 @@ def rater_z_scores(df: pd.DataFrame, value: str = "score", rater: str = "rater"
 
 
 def slider_summary(df: pd.DataFrame, value: str = "score", by: str = "system",
-                   conf_level: float = 0.95) -> dict[str, Any]:
+                   conf_level: float = 0.95, lower_is_better: bool = False) -> dict[str, Any]:
     """Direct-assessment scores per system as WMT reports them: the raw mean and the mean of
     per-rater z-scores, each averaged first over the raters of an output and then over
-    outputs, with t CIs over outputs; n judgments, raters and outputs; SD of the raw scores."""
+    outputs, with t CIs over outputs; n judgments, raters and outputs; SD of the raw scores.
+    Systems come best first: highest z mean first, or lowest where fewer is better (a count
+    of errors)."""
     z, notes = rater_z_scores(df, value)
     frame = df.assign(_raw=pd.to_numeric(df[value]).astype(float), _z=z)
     rows: list[dict[str, Any]] = []
@@ -258,8 +260,10 @@ def slider_summary(df: pd.DataFrame, value: str = "score", by: str = "system",
             "z_mean": float(zs.mean()) if len(zs) else None,
             "z_ci_low": z_ci[0], "z_ci_high": z_ci[1],
         })
-    rows.sort(key=lambda r: -math.inf if r["z_mean"] is None else -float(r["z_mean"]))
+    sign = 1.0 if lower_is_better else -1.0
+    rows.sort(key=lambda r: -math.inf if r["z_mean"] is None else sign * float(r["z_mean"]))
     return {"systems": rows, "conf_level": conf_level, "warnings": notes,
+            "better": "lower" if lower_is_better else "higher",
             "method": "raw and per-rater z-scored means (WMT DA): averaged per output over "
                       "its raters, then over outputs; t intervals over outputs"}
 

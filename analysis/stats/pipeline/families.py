@@ -276,7 +276,10 @@ def continuous_score(a: CriterionAnalysis) -> None:
     humans = a.humans
     frame = model_frame(humans, "score", pd.to_numeric(humans["value"]).astype(float))
     fits = a.fits
-    a.section("slider", lambda: descriptives.slider_summary(frame, value="score", by="system"))
+    # A penalty (a count of errors) is better the lower it is: its systems come lowest first.
+    lower = kind_of(a.criterion["kind"]).score == "penalty"
+    a.section("slider", lambda: descriptives.slider_summary(frame, value="score", by="system",
+                                                            lower_is_better=lower))
     a.section("lmm", lambda: fits.setdefault("lmm", models.fit_lmm(
         frame, a.formula or models.for_frame(models.DEFAULT_LMM_FORMULA, frame),
         engine=a.engine)))

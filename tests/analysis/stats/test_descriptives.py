@@ -86,3 +86,21 @@ def test_classification_summary_from_labels():
         D.classification_summary(pd.DataFrame({"system": ["a"], "label": ["XX"]}))
     overall = D.classification_summary(df, by=None)[0]
     assert overall.group == "all" and overall.tp == 4
+
+
+def _scores(values: dict[str, list[float]]) -> pd.DataFrame:
+    rows = [{"system": system, "output": f"{system}-{index}", "rater": f"r{index % 2}",
+             "score": value} for system, scores in values.items()
+            for index, value in enumerate(scores)]
+    return pd.DataFrame(rows)
+
+
+def test_scores_per_system_come_best_first_in_either_direction():
+    frame = _scores({"few": [0.0, 1.0, 1.0, 0.0], "many": [4.0, 5.0, 3.0, 6.0]})
+    higher = D.slider_summary(frame)
+    assert [r["system"] for r in higher["systems"]] == ["many", "few"]
+    assert higher["better"] == "higher"
+    # A penalty (a count of errors): the fewest first, so the top row is the best system.
+    lower = D.slider_summary(frame, lower_is_better=True)
+    assert [r["system"] for r in lower["systems"]] == ["few", "many"]
+    assert lower["better"] == "lower"

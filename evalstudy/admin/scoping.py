@@ -134,6 +134,7 @@ class StudyRowChoices:
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False,
                  **kwargs: Any) -> type[forms.ModelForm[Any]]:
+        # A mixin: the ModelAdmin after it in the MRO has get_form; mypy sees only `object`.
         form_class = super().get_form(request, obj, change=change, **kwargs)  # type: ignore[misc]
         return self._checked(form_class, request)
 

@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -49,8 +49,9 @@ def plan_problems(study: Study) -> list[str]:
                 "CI width or decision, alpha, spending function, looks): add it under "
                 "'Adaptive plan' before opening."]
     problems = []
-    if plan.criterion_id is not None and (plan.criterion.study_id != study.pk
-                                          or plan.criterion.kind not in PLAN_KINDS):
+    criterion = plan.criterion if plan.criterion_id is not None else None
+    if criterion is not None and (criterion.study_id != study.pk
+                                  or criterion.kind not in PLAN_KINDS):
         problems.append("The plan's criterion must be a pairwise criterion of this study.")
     names = set(study.systems.values_list("name", flat=True))
     contrasts = plan.contrasts or []
@@ -122,8 +123,12 @@ def study_plan_replace(*, study: Study, fields: dict[str, Any], actor: Any = Non
     if study.design != Study.Design.ADAPTIVE:
         raise ValidationError(f"Study {study.slug!r} has the {study.design} design; a stopping "
                               "plan is read only by the adaptive design.")
-    complete = {name: StudyPlan._meta.get_field(name).get_default()
-                for name in StudyPlan.PLAN_FIELDS}
+    complete: dict[str, Any] = {}
+    for name in StudyPlan.PLAN_FIELDS:
+        field = StudyPlan._meta.get_field(name)
+        if not isinstance(field, models.Field):  # a relation's reverse side has no default
+            raise TypeError(f"StudyPlan.{name} is not a concrete field")
+        complete[name] = field.get_default()
     complete.update(fields)
     plan = study_plan_save(study=study, fields=complete, actor=actor, source=source)
     problems = plan_problems(study)

@@ -70,12 +70,14 @@ class SpecUploadForm(_UploadForm):
         *_UploadForm.size_limits,
     )
     open_after_import = forms.BooleanField(required=False, label="Open the study after import")
-    media = MediaArchiveField()
+    # The form's metaclass moves declared fields out of the class, so this field does not hide
+    # Form.media at run time; the stubs see the class attribute only.
+    media = MediaArchiveField()  # type: ignore[assignment]
 
 
 class ItemsUploadForm(_UploadForm):
     suffixes = ALLOWED_ITEM_SUFFIXES
-    media = MediaArchiveField()
+    media = MediaArchiveField()  # type: ignore[assignment]  # as in SpecUploadForm
 
 
 class JudgmentsUploadForm(_UploadForm):

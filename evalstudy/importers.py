@@ -100,7 +100,7 @@ def _plan_spec(study: Study) -> PlanSpec | None:
     if plan is None:
         return None
     return PlanSpec(
-        criterion=plan.criterion.key if plan.criterion_id is not None else None,
+        criterion=plan.criterion.key if plan.criterion is not None else None,
         contrasts=[[str(a), str(b)] for a, b in plan.contrasts or []],
         target_ci_width=plan.target_ci_width, stop_on_decision=plan.stop_on_decision,
         alpha=plan.alpha, spending=plan.spending, check_every=plan.check_every,
@@ -348,14 +348,14 @@ def _sync(study: Study, spec: StudySpec, *, actor: Any = None, source: str = SYS
         (CalibrationItem, spec.calibration), (AttentionCheck, spec.attention_checks)
     ):
         existing = {c.key: c for c in model.objects.filter(study=study)}
-        for order, c in enumerate(controls):
-            row = existing.get(c.key) or model(study=study, key=c.key)
+        for order, control in enumerate(controls):
+            row = existing.get(control.key) or model(study=study, key=control.key)
             row.reference, row.context, row.text, row.text_b = (
-                c.reference, c.context, c.text, c.text_b
+                control.reference, control.context, control.text, control.text_b
             )
-            row.expected, row.order = c.expected, order
-            if model is CalibrationItem:
-                row.feedback = c.feedback
+            row.expected, row.order = control.expected, order
+            if isinstance(row, CalibrationItem):
+                row.feedback = control.feedback
             row.save()
         model.objects.filter(study=study).exclude(key__in=[c.key for c in controls]).delete()
 
@@ -497,8 +497,10 @@ def parse_outputs_json(data: Any, source: str, max_rows: int | None = None) -> l
                 errors.append(SpecError(source, number, name, problem))
                 value = None
             values[name] = value.strip() if isinstance(value, str) and name != "text" else value
-        if not unknown and all(isinstance(v, str) for v in values.values()):
-            rows.append(OutputRow(number, values["item"], values["system"], values["text"]))
+        item, system, text = values["item"], values["system"], values["text"]
+        if (not unknown and isinstance(item, str) and isinstance(system, str)
+                and isinstance(text, str)):
+            rows.append(OutputRow(number, item, system, text))
     if errors:
         raise SpecInvalid(errors)
     return rows
@@ -509,7 +511,8 @@ def parse_outputs_csv(text: str, source: str, max_rows: int | None = None) -> li
     at most `max_rows` rows."""
     from .spec.files import csv_rows
 
-    rows, errors = [], []
+    rows: list[OutputRow] = []
+    errors: list[SpecError] = []
     for line, row in csv_rows(text, source, OUTPUT_CSV_COLUMNS):
         if max_rows is not None and len(rows) == max_rows:
             raise _too_many_rows(source, line, "more than", max_rows)
@@ -558,11 +561,12 @@ def outputs_import(*, study: Study, rows: list[OutputRow], file_name: str, actor
             if row.system not in systems:
                 errors.append(SpecError(file_name, row.row, "system",
                                         f"no system {row.system!r} in study {study.slug!r}"))
-            key = (row.item, row.system)
-            if key in first:
+            names = (row.item, row.system)
+            if names in first:
                 errors.append(SpecError(file_name, row.row, "system", f"second output for "
-                                        f"{row.item!r}/{row.system!r} (first at row {first[key]})"))
-            first.setdefault(key, row.row)
+                                        f"{row.item!r}/{row.system!r} (first at row "
+                                        f"{first[names]})"))
+            first.setdefault(names, row.row)
         if errors:
             raise SpecInvalid(errors)
         current = {

@@ -166,7 +166,9 @@ class PreparedMedia:
             request, info = checked.request, checked.info
             item_id = items[request.item]
             output_id = outputs[item_id, request.system] if request.system else None
-            ItemMedia.objects.filter(item_id=item_id, output_id=output_id).delete()
+            # output_id=None is Django's IS NULL (an item's own media); the stubs refuse None.
+            ItemMedia.objects.filter(  # type: ignore[misc]
+                item_id=item_id, output_id=output_id).delete()
             row = ItemMedia(
                 item_id=item_id, output_id=output_id, kind=info.kind, mime=info.mime,
                 container=info.container, codec=info.codec, duration_s=info.duration_s,

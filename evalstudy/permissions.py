@@ -100,7 +100,7 @@ def check_study(user: Any, study: Study | None, minimum: str) -> Study:
     """`study` if the user has role `minimum` on it; Http404 when they have no role (or there
     is no study), PermissionDenied when their role is too weak."""
     role = study_access(user, study) if study is not None else None
-    if role is None:
+    if study is None or role is None:
         raise Http404("No such study.")
     if ROLE_RANK[role] < ROLE_RANK[minimum]:
         raise PermissionDenied(

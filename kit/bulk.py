@@ -45,7 +45,8 @@ def copy_available(using: str = DEFAULT_DB_ALIAS) -> bool:
         return False
     import psycopg2  # only imported where PostgreSQL is configured
 
-    return connection.Database is psycopg2
+    # Every backend's wrapper has its driver module as `Database`; the stubs do not declare it.
+    return connection.Database is psycopg2  # type: ignore[attr-defined]
 
 
 def copy_text(value: Any) -> str:
@@ -179,7 +180,9 @@ def _copy_rows(model: type[Model], fields: Sequence[str], rows: Iterable[Sequenc
     blank = model()  # what bulk_create would store in the columns not given
     suffix = "".join("\t" + _field_text(f, f.pre_save(blank, add=True)) for f in constant)
     suffix += "\n"
-    given = [model._meta.get_field(name) for name in fields]
+    # By attname from the concrete fields (rows_insert checked that each name is one of them).
+    by_attname = {f.attname: f for f in model._meta.concrete_fields}
+    given = [by_attname[name] for name in fields]
     columns = [f.column for f in given + per_row + constant]  # the order of line()'s values
     json_given = [(i, f) for i, f in enumerate(given) if isinstance(f, JSONField)]
     width = len(fields)
@@ -191,9 +194,9 @@ def _copy_rows(model: type[Model], fields: Sequence[str], rows: Iterable[Sequenc
             raise ValueError(f"a row of {len(row)} values for {width} fields")
         if json_given:
             row = list(row)
-            for i, field in json_given:
+            for i, json_field in json_given:
                 if row[i] is not None:
-                    row[i] = json.dumps(row[i], cls=field.encoder)
+                    row[i] = json.dumps(row[i], cls=json_field.encoder)
         # Ints, NULLs and short codes ("target") are nearly every value of a design: spare them
         # the function call (letters and digits need no escaping).
         text = "\t".join([

@@ -14,7 +14,9 @@ class ErrorSerializer(serializers.Serializer):
     message = serializers.CharField()
     field_errors = serializers.DictField(child=serializers.ListField(
         child=serializers.CharField()))
-    errors = serializers.ListField(
+    # The serializer's metaclass moves declared fields out of the class, so this one does not
+    # hide Serializer.errors at run time; the stubs see the class attribute only.
+    errors = serializers.ListField(  # type: ignore[assignment]
         required=False, child=inline_serializer("FileError", fields={
             "source": serializers.CharField(), "row": serializers.IntegerField(allow_null=True),
             "field": serializers.CharField(), "message": serializers.CharField(),

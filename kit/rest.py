@@ -146,10 +146,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         set_rollback()
         return Response(error_body("server_error", "Internal server error; it was logged."),
                         status=500)
-    if getattr(exc, "auth_header", None):
-        headers["WWW-Authenticate"] = exc.auth_header
-    if getattr(exc, "wait", None):
-        headers["Retry-After"] = str(int(exc.wait))
+    # Only some APIExceptions carry these (NotAuthenticated's header, Throttled's wait).
+    auth_header = getattr(exc, "auth_header", None)
+    if auth_header:
+        headers["WWW-Authenticate"] = auth_header
+    wait = getattr(exc, "wait", None)
+    if wait:
+        headers["Retry-After"] = str(int(wait))
     if isinstance(exc, exceptions.ValidationError):
         fields, general = _field_errors(exc.detail)
         message = "; ".join(general) or "Invalid input: see field_errors."

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 
 from evalstudy.api.base import Conflict, StudyScopedView
 from evalstudy.audit import API
+from evalstudy.models import Study
 from evalstudy.permissions import EDITOR, VIEWER
 from kit.openapi import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, errors, paginated
 
@@ -53,7 +54,8 @@ class _Calls:
 
 
 class LinkSerializer(serializers.ModelSerializer):
-    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    study: serializers.SlugRelatedField[Study] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True)
     token_set = serializers.SerializerMethodField()
 
     class Meta:

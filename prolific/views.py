@@ -108,7 +108,7 @@ ACTIONS = ("approve", "reject", "bonus", "message")
 def submission_action(request: HttpRequest, slug: str, submission_id: str) -> HttpResponse:
     study = study_for(request.user, slug, EDITOR)
     action = request.POST.get("action", "")
-    common = {"study": study, "submission_id": submission_id, "actor": request.user,
+    common: dict[str, Any] = {"study": study, "submission_id": submission_id, "actor": request.user,
               "source": WEB}
     try:
         if action == "approve":

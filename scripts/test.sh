@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install.sh requirements-dev.txt
 bash scripts/services.sh
 .venv/bin/ruff check .
-# The Django-free cores are type-checked (the list: pyproject.toml [tool.mypy] files).
+# The Django-free cores and the typed Django apps are type-checked (the list: pyproject.toml
+# [tool.mypy] files).
 .venv/bin/mypy
 WORKERS=${PYTEST_WORKERS:-$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)}
 exec .venv/bin/python -m pytest -n "$WORKERS" --dist loadgroup --durations=25 "$@"

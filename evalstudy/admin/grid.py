@@ -21,6 +21,7 @@ import csv
 import io
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -238,13 +239,15 @@ def grid_as_jsonl(grid: Grid) -> str:
         if not any(value.strip() for value in row.values()):
             lines.append("")
             continue
-        record = {"id": row.get(ITEM, "").strip(), "reference": row.get(REFERENCE, ""),
-                  "context": row.get(CONTEXT, ""), "metadata": {}, "outputs": {}}
+        metadata: dict[str, Any] = {}
+        outputs: dict[str, str] = {}
         for column, value in row.items():
             if column.startswith(OUTPUT) and value.strip():
-                record["outputs"][column.removeprefix(OUTPUT)] = value
+                outputs[column.removeprefix(OUTPUT)] = value
             elif column.startswith(META) and value.strip():
-                record["metadata"][column.removeprefix(META)] = text_value(value)
+                metadata[column.removeprefix(META)] = text_value(value)
+        record = {"id": row.get(ITEM, "").strip(), "reference": row.get(REFERENCE, ""),
+                  "context": row.get(CONTEXT, ""), "metadata": metadata, "outputs": outputs}
         lines.append(json.dumps(record, ensure_ascii=False))
     return "\n".join(lines)
 
@@ -262,7 +265,8 @@ def _upload_items(request, limits) -> list:
     does) before it is read."""
     form = ItemsUploadForm(files=request.FILES)
     if not form.is_valid() and form.has_error("file"):
-        raise SpecInvalid([SpecError(request.FILES["file"].name, None, "", message)
+        # An ErrorList yields each error's message (the stubs say ValidationError | str).
+        raise SpecInvalid([SpecError(request.FILES["file"].name, None, "", str(message))
                            for message in form.errors["file"]])
     upload = request.FILES["file"]
     fmt = "jsonl" if upload.name.lower().endswith(".jsonl") else "csv"

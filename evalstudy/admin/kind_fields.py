@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.db import models
 from django.utils.html import format_html
 
 from evalstudy import criteria as rules
@@ -53,7 +54,10 @@ def kind_settings(name: str) -> tuple[str, ...]:
 
 def unset_value(name: str) -> Any:
     """What a criterion field holds when its kind does not have it (the model's default)."""
-    return Criterion._meta.get_field(name).get_default()
+    field = Criterion._meta.get_field(name)
+    if not isinstance(field, models.Field):  # a relation's reverse side has no default
+        raise TypeError(f"Criterion.{name} is not a concrete field")
+    return field.get_default()
 
 
 class KindFieldsForm(forms.ModelForm):
@@ -64,6 +68,8 @@ class KindFieldsForm(forms.ModelForm):
         field = self.fields.get(KIND_FIELD)
         if field is None:
             return
+        if not isinstance(field, forms.ChoiceField):  # the model field's choices make it one
+            raise TypeError(f"the {KIND_FIELD!r} field is not a choice field")
         widget = KindSelect(attrs=field.widget.attrs, choices=field.choices)
         widget.is_required = field.widget.is_required
         field.widget = widget
@@ -72,8 +78,10 @@ class KindFieldsForm(forms.ModelForm):
             if name in self.fields:
                 # Read by the fieldset template: which kinds have the field, and whether the
                 # kind shown now is one of them.
-                self.fields[name].kinds = " ".join(rules.kinds_using(name))
-                self.fields[name].kind_hidden = name not in shown
+                # Attributes of our own that forms.Field does not declare.
+                self.fields[name].kinds = (  # type: ignore[attr-defined]
+                    " ".join(rules.kinds_using(name)))
+                self.fields[name].kind_hidden = name not in shown  # type: ignore[attr-defined]
 
     @property
     def shown_kind(self) -> str:
@@ -108,4 +116,4 @@ class KindFieldsForm(forms.ModelForm):
         for name in rules.SETTINGS:
             if name in self.fields and name not in used:
                 data[name] = unset_value(name)
-                self._errors.pop(name, None)  # a hidden field's value is not the rater's
+                self.errors.pop(name, None)  # a hidden field's value is not the rater's

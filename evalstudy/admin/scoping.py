@@ -6,10 +6,12 @@ ModelAdmins build on `StudyScopedAdmin` and `rows_with_role`."""
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.db import models
+from django.http import HttpRequest
 
 from kit.admin import AuditedAdmin
 
@@ -47,14 +49,15 @@ def _study_path(model, seen: frozenset) -> str | None:
     return None
 
 
-def study_of_row(row) -> Study | None:
+def study_of_row(row: models.Model) -> Study | None:
     """The study `row` belongs to (None for rows that belong to none)."""
     path = study_path_of(type(row))
     if path is None:
         return None
+    found: Any = row
     for part in filter(None, path.split("__")):
-        row = getattr(row, part, None)
-    return row
+        found = getattr(found, part, None)
+    return found
 
 
 def rows_usable_by(model, user, minimum: str) -> models.QuerySet | None:
@@ -109,7 +112,9 @@ class StudyRowChoices:
     researcher could read other studies' system names or add rows to studies they cannot see."""
 
     study_role = perms.EDITOR
-    form = StudyRowForm
+    # Typed as the admin's own attribute (any model's form), so that the admins and inlines
+    # that mix this in with their own StudyRowForm subclass agree with BaseModelAdmin.form.
+    form: type[forms.ModelForm[Any]] = StudyRowForm
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         formfield = super().formfield_for_foreignkey(db_field, request, **kwargs)
@@ -127,8 +132,11 @@ class StudyRowChoices:
             form_class.study_role = self.study_role
         return form_class
 
-    def get_form(self, request, obj=None, **kwargs):
-        return self._checked(super().get_form(request, obj, **kwargs), request)
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False,
+                 **kwargs: Any) -> type[forms.ModelForm[Any]]:
+        # A mixin: the ModelAdmin after it in the MRO has get_form; mypy sees only `object`.
+        form_class = super().get_form(request, obj, change=change, **kwargs)  # type: ignore[misc]
+        return self._checked(form_class, request)
 
     def get_formset(self, request, obj=None, **kwargs):
         formset = super().get_formset(request, obj, **kwargs)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django import forms
@@ -175,8 +175,11 @@ class RowsTextarea(forms.Textarea):
                                 "data-rows": kind, "spellcheck": "false", **(attrs or {})})
 
 
-_PARSE = {KEY_VALUE: key_value_parse, LINES: lines_parse, LABELS: labels_parse}
-_TEXT = {KEY_VALUE: key_value_text, LINES: lines_text, LABELS: labels_text}
+# Each kind's own reader and writer (their value types differ, hence the wide annotations).
+_PARSE: dict[str, Callable[[str], Any]] = {
+    KEY_VALUE: key_value_parse, LINES: lines_parse, LABELS: labels_parse}
+_TEXT: dict[str, Callable[[Any], str]] = {
+    KEY_VALUE: key_value_text, LINES: lines_text, LABELS: labels_text}
 _EMPTY: dict[str, Any] = {KEY_VALUE: dict, LINES: list, LABELS: list}
 _HELP = {
     KEY_VALUE: "One per line: key = value.",

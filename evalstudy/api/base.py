@@ -100,7 +100,7 @@ class StudyScopedView(APIView):
 
     def get_study(self) -> Study:
         if not hasattr(self, "_study"):
-            minimum = perms.study_role_for(self, self.request.method)
+            minimum = perms.study_role_for(self, self.request.method or "")
             study = Study.objects.filter(slug=self.kwargs["slug"]).first()
             self._study = check_study(self.request.user, study, minimum)
         return self._study

@@ -12,7 +12,8 @@ from ..blindness import hit_dict
 from ..selectors import study_blindness_audit
 from .base import StudyScopedView
 
-HIT_FIELDS = {
+# Annotated: left to infer, the mix of field classes joins to `object`.
+HIT_FIELDS: dict[str, serializers.Field] = {
     "output": serializers.IntegerField(),
     "item": serializers.CharField(allow_blank=True),
     "system": serializers.CharField(allow_blank=True),
@@ -26,13 +27,14 @@ HIT_FIELDS = {
     "snippet": serializers.CharField(allow_blank=True),
     "shares": serializers.DictField(child=serializers.FloatField()),
 }
-AUDIT = inline_serializer("BlindnessAudit", fields={
+AUDIT_FIELDS: dict[str, serializers.Field] = {
     "count": serializers.IntegerField(),
     "next": serializers.URLField(allow_null=True),
     "previous": serializers.URLField(allow_null=True),
     "results": inline_serializer("BlindnessHit", fields=HIT_FIELDS, many=True),
     "summary": serializers.DictField(),
-})
+}
+AUDIT = inline_serializer("BlindnessAudit", fields=AUDIT_FIELDS)
 
 
 class StudyBlindness(StudyScopedView):

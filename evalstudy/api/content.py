@@ -75,7 +75,10 @@ class ItemSerializer(serializers.ModelSerializer):
 class ItemInSerializer(serializers.Serializer):
     id = serializers.CharField(help_text="The item's external id.")
     reference = serializers.CharField(required=False, allow_blank=True)
-    context = serializers.CharField(required=False, allow_blank=True)
+    # The serializer's metaclass moves declared fields out of the class, so this one does not
+    # hide Field.context at run time; the stubs see the class attribute only.
+    context = serializers.CharField(  # type: ignore[assignment]
+        required=False, allow_blank=True)
     metadata = serializers.DictField(required=False)
     outputs = serializers.DictField(child=serializers.CharField(allow_blank=True),
                                     help_text="system name -> output text, one per system")

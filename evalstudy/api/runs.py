@@ -38,7 +38,8 @@ class _RunQuery:
 
     @classmethod
     def runs(cls) -> models.QuerySet:
-        return cls.run_model.objects.select_related(*cls.related).defer(*cls.deferred)
+        # _default_manager: a run model's only manager, known to the stubs on any model.
+        return cls.run_model._default_manager.select_related(*cls.related).defer(*cls.deferred)
 
 
 class StudyRunList(_RunQuery, StudyScopedView, metaclass=ABCMeta):

@@ -3,6 +3,8 @@ systems compared and the criteria raters answer."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.types import OpenApiTypes
@@ -48,26 +50,30 @@ from .base import (
     uploaded_text,
 )
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 
 # --- studies --------------------------------------------------------------------------------
 class StudySerializer(serializers.ModelSerializer):
-    owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True)
     your_role = serializers.SerializerMethodField()
     url = serializers.SerializerMethodField()
 
     class Meta:
         model = Study
-        fields = ("slug", "title", "status", "design", "instructions", "consent_text",
-                  "ratings_per_output", "items_per_rater", "tuple_size", "randomise_order",
-                  "reference_shown", "allow_revision", "completion_url", "completion_code",
-                  "screen_out_url", "screen_out_code", "crowd_platform", "crowd_no_codes",
-                  "lease_minutes",
-                  "attention_check_every", "attention_fail_limit", "speeder_seconds",
-                  "calibration_pass_mark", "encoder_path", "language",
-                  "rater_labels", "identity_terms",
-                  "alignment_shown", "media_must_finish", "media_max_plays", "media_autoplay",
-                  "owner", "your_role",
-                  "url", "created_at", "updated_at")
+        # Widened: the opened study's serializer adds a field to the same Meta.
+        fields: tuple[str, ...] = (
+            "slug", "title", "status", "design", "instructions", "consent_text",
+            "ratings_per_output", "items_per_rater", "tuple_size", "randomise_order",
+            "reference_shown", "allow_revision", "completion_url", "completion_code",
+            "screen_out_url", "screen_out_code", "crowd_platform", "crowd_no_codes",
+            "lease_minutes", "attention_check_every", "attention_fail_limit", "speeder_seconds",
+            "calibration_pass_mark", "encoder_path", "language", "rater_labels", "identity_terms",
+            "alignment_shown", "media_must_finish", "media_max_plays", "media_autoplay", "owner",
+            "your_role", "url", "created_at", "updated_at",
+        )
         read_only_fields = ("status", "owner", "created_at", "updated_at")
 
     def validate_rater_labels(self, value):

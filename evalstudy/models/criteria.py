@@ -14,8 +14,10 @@ from .studies import Study
 
 class Criterion(models.Model):
     # Transitional (issue 28): the kinds' names as choices, until every reader asks the kind.
-    Kind = models.TextChoices("Kind", [(name.upper(), (name, label))
-                                       for name, label in rules.kind_choices()])
+    # The stubs know only TextChoices("Kind", "A B"); Django's functional API takes (name, value)
+    # pairs as well.
+    Kind = models.TextChoices("Kind", [  # type: ignore[call-overload]
+        (name.upper(), (name, label)) for name, label in rules.kind_choices()])
 
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="criteria")
     key = models.SlugField(max_length=60)
@@ -99,7 +101,7 @@ class Criterion(models.Model):
 
     def shown_for(self, answers: dict[str, str]) -> bool:
         """Whether the question is shown, given the answers so far keyed by criterion key."""
-        if self.show_if_criterion_id is None:
+        if self.show_if_criterion_id is None or self.show_if_criterion is None:
             return True
         answer = answers.get(self.show_if_criterion.key)
         return answer is not None and answer in [str(v) for v in self.show_if_values]

@@ -5,6 +5,7 @@ collaborators."""
 from __future__ import annotations
 
 import secrets
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -16,6 +17,9 @@ from evalstudy.spec.fields import (
     RATER_LANGUAGES,
     rater_labels_clean,
 )
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 def new_seed() -> int:
@@ -177,7 +181,8 @@ class Study(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="owned_studies",
     )
-    collaborators = models.ManyToManyField(
+    # Annotated: the plugin cannot follow a `through` model named by a string.
+    collaborators: models.ManyToManyField[User, StudyCollaborator] = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="StudyCollaborator", blank=True,
         related_name="shared_studies",
     )

@@ -80,7 +80,8 @@ def assignment_claim(*, study: Study, rater: Rater, now: dt.datetime | None = No
         study = Study.objects.get(pk=study.pk)
         if study.status != Study.Status.OPEN:
             raise StudyNotOpen(f"Study {study.slug} is not open.")
-        seat = (
+        # A plain Assignment: the annotation only filters, no reader needs it.
+        seat: Assignment | None = (
             Assignment.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(study=study, source=Assignment.Source.DESIGN)
             .annotate(has_open_slots=has_open_slots())

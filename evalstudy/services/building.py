@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Any
 
 from django.core.exceptions import ValidationError
@@ -13,6 +13,7 @@ from kit.bulk import rows_insert
 from ..audit import SYSTEM, audit_export, audit_record
 from ..design import (
     DesignError,
+    TargetCell,
     crossed,
     latin_square,
     order_seat,
@@ -41,7 +42,8 @@ from .studies import (
 SLOT_BATCH_SIZE = 5000
 
 
-BUILDERS = {
+# Keyed by the design's stored value (Study.design reads as a plain str).
+BUILDERS: dict[str, Callable[[Sequence[str], Sequence[str]], list[list[TargetCell]]]] = {
     Study.Design.LATIN_SQUARE: latin_square,
     Study.Design.CROSSED: crossed,
     Study.Design.PAIRWISE: pairwise,
@@ -129,6 +131,8 @@ def assignments_build(study: Study) -> int:
                     if slot.cell.system_b is not None:
                         output_b = output_id[(slot.cell.item, slot.cell.system_b)]
                     shown = [output_id[(slot.cell.item, system)] for system in slot.cell.shown]
+                elif slot.control is None:  # ordering gives each control slot its control
+                    raise ValueError(f"seat {seat_id}: a {slot.kind} slot names no control")
                 elif slot.kind == AssignmentSlot.Kind.CALIBRATION:
                     calibration_item = calibration[slot.control]
                 else:

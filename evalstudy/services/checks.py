@@ -149,35 +149,41 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
             "participant finishes (or is screened out) with no code to give the platform. "
             "Set them, or crowd_no_codes if the platform pays without codes, or crowd_platform "
             "none for personal links only.")
-    for kind in rules.all_kinds():
-        if kind.one_per_study and sum(c.kind == kind.name for c in criteria) > 1:
-            problems.append(f"A study takes one {kind.name} criterion: raters mark each error "
+    for one_kind in rules.all_kinds():
+        if one_kind.one_per_study and sum(c.kind == one_kind.name for c in criteria) > 1:
+            problems.append(f"A study takes one {one_kind.name} criterion: raters mark each error "
                             "once, with its category and severity.")
-    missing = (
+    lacking_outputs = (
         Item.objects.filter(study=study)
         .annotate(n_outputs=Count("outputs", filter=Q(outputs__system__study=study)))
         .filter(n_outputs__lt=len(systems))
     )
-    if systems and missing.exists():
+    if systems and lacking_outputs.exists():
         have = {
             (item_id, system_id)
-            for item_id, system_id in Output.objects.filter(item__in=missing).values_list(
+            for item_id, system_id in Output.objects.filter(item__in=lacking_outputs).values_list(
                 "item_id", "system_id"
             )
         }
         pairs = [
             f"{item.external_id}/{system.name}"
-            for item in missing.order_by("id")[:MAX_LISTED + 1]
+            for item in lacking_outputs.order_by("id")[:MAX_LISTED + 1]
             for system in systems
             if (item.pk, system.pk) not in have
         ]
         problems.append(
-            f"{missing.count()} item(s) lack an output for some system (item/system): "
+            f"{lacking_outputs.count()} item(s) lack an output for some system (item/system): "
             f"{listing(pairs)}."
         )
+    def condition_key(criterion: Criterion) -> str | None:
+        """The key of the question `criterion` is shown after, if that is of this study."""
+        if criterion.show_if_criterion_id is None or criterion.show_if_criterion is None:
+            return None
+        condition = criterion.show_if_criterion
+        return condition.key if condition.study_id == study.pk else None
+
     chain = show_if_problems([
-        (c.key, c.show_if_criterion.key if c.show_if_criterion_id is not None
-         and c.show_if_criterion.study_id == study.pk else None)
+        (c.key, condition_key(c))
         for c in criteria
     ])
     for position, criterion in enumerate(criteria):

@@ -30,11 +30,13 @@ def runs_fail_stale(*, minutes: int | None = None, now: dt.datetime | None = Non
     for model in apps.get_models():
         if not issubclass(model, BackgroundRun):
             continue
-        stale = model.objects.annotate(
+        # _default_manager: the abstract BackgroundRun declares no `objects` for the stubs;
+        # every run model's only manager is its default one.
+        stale = model._default_manager.annotate(
             last_sign=Coalesce("heartbeat_at", "started_at", "created_at"),
         ).filter(status=BackgroundRun.Status.RUNNING, last_sign__lt=cutoff)
         for pk, last in stale.values_list("pk", "last_sign"):
-            failed += model.objects.filter(
+            failed += model._default_manager.filter(
                 Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff),
                 pk=pk, status=BackgroundRun.Status.RUNNING,
             ).update(

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.stats.pairwise_joint import joint_preference_model
-from evalstudy.criteria import BOTH_BAD, BOTH_GOOD, PAIRWISE, TIE
+from evalstudy.criteria import BOTH_BAD, BOTH_GOOD, PAIR, TIE, kind_of
 from kit.jsonable import to_jsonable
 
 OPTIONS: dict[str, Any] = {}
@@ -38,7 +38,7 @@ def prepare(study: Any, judgments: pd.DataFrame, options: dict[str, Any]) -> pd.
 def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
             options: dict[str, Any]) -> dict[str, Any] | None:
     criteria = [c for c in study.criteria.order_by("order", "id")
-                if c.kind == PAIRWISE and (c.allow_tie or c.allow_both)]
+                if kind_of(c.kind).shows == PAIR and (c.allow_tie or c.allow_both)]
     if not criteria:
         return None
     entries = []

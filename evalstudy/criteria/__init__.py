@@ -61,13 +61,6 @@ from .rule import (
 #: database filters (`kind__in=`); elsewhere ask the kind (`kind_of(name).binary_reading`).
 BINARY_KINDS = kinds_where(lambda kind: kind.binary_reading)
 
-# --- transitional (issue 28): deleted once every consumer asks the kind ----------------------
-LIKERT, BINARY, SEVERITY, PAIRWISE, CATEGORICAL, TEXT, SLIDER, SPAN, RANKING, BEST_WORST = (
-    "likert", "binary", "severity", "pairwise", "categorical", "text", "slider", "span",
-    "ranking", "best_worst")
-TUPLE_KINDS = kinds_where(lambda kind: kind.shows == TUPLE)
-SLOT_BOUND_KINDS = kinds_where(lambda kind: kind.slot_bound)
-
 __all__ = [
     "BINARY_KINDS", "BOTH_BAD", "BOTH_GOOD", "KINDS", "LETTERS", "LIKERT_MAX_POINTS",
     "LIKERT_MIN_POINTS", "MQM_DEFAULT_WEIGHTS", "NO_PREFERENCE", "ONE", "PAIR",

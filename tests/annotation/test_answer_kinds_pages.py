@@ -30,9 +30,9 @@ def _da_study(**settings) -> Study:
     da_study = make_study(n_items=3, n_systems=2, **settings)
     da_study.criteria.all().delete()
     CalibrationItem.objects.filter(study=da_study).delete()
-    Criterion.objects.create(study=da_study, key="errors", kind=rules.SPAN, order=0,
+    Criterion.objects.create(study=da_study, key="errors", kind="span", order=0,
                              prompt="Mark every error", options=["Accuracy", "Fluency"])
-    Criterion.objects.create(study=da_study, key="score", kind=rules.SLIDER, order=1,
+    Criterion.objects.create(study=da_study, key="score", kind="slider", order=1,
                              prompt="How good is it overall?",
                              labels={"0": "nonsense", "100": "perfect"})
     study_open(study=da_study)
@@ -162,13 +162,13 @@ def test_span_judgments_import_with_the_digest_added_and_bad_offsets_located(da_
 
 def test_span_criteria_need_a_one_output_design_and_one_per_study(db):
     pairwise = make_study(n_items=2, n_systems=2, design="pairwise")
-    Criterion.objects.create(study=pairwise, key="errors", kind=rules.SPAN, prompt="Errors",
+    Criterion.objects.create(study=pairwise, key="errors", kind="span", prompt="Errors",
                              options=["Accuracy"], order=5)
     with pytest.raises(StudyInvalid, match="one output at a time"):
         study_open(study=pairwise)
     two = make_study(n_items=2, n_systems=2)
     for key in ("errors", "more"):
-        Criterion.objects.create(study=two, key=key, kind=rules.SPAN, prompt="Errors",
+        Criterion.objects.create(study=two, key=key, kind="span", prompt="Errors",
                                  options=["Accuracy"], order=5)
     with pytest.raises(StudyInvalid, match="one span criterion"):
         study_open(study=two)
@@ -212,7 +212,7 @@ def test_a_degraded_output_checks_slider_raters_with_a_range(db):
     da_study = make_study(n_items=4, n_systems=2, attention_check_every=2)
     da_study.criteria.all().delete()
     CalibrationItem.objects.filter(study=da_study).delete()
-    Criterion.objects.create(study=da_study, key="score", kind=rules.SLIDER, prompt="How good?")
+    Criterion.objects.create(study=da_study, key="score", kind="slider", prompt="How good?")
     AttentionCheck.objects.filter(study=da_study).update(expected={"score": "0..30"})
     study_open(study=da_study)
     careful, careless = invite(da_study), invite(da_study)
@@ -227,6 +227,6 @@ def test_a_degraded_output_checks_slider_raters_with_a_range(db):
         draft = make_study(n_items=2, n_systems=2, attention_check_every=1)
         draft.criteria.all().delete()
         CalibrationItem.objects.filter(study=draft).delete()
-        Criterion.objects.create(study=draft, key="score", kind=rules.SLIDER, prompt="?")
+        Criterion.objects.create(study=draft, key="score", kind="slider", prompt="?")
         AttentionCheck.objects.filter(study=draft).update(expected={"score": "40..10"})
         study_open(study=draft)

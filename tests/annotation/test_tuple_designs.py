@@ -95,7 +95,7 @@ def test_a_best_worst_seat_takes_two_different_outputs(db):
 
 
 def test_the_rules_of_the_tuple_kinds():
-    rule = rules.CriterionRule(kind=rules.RANKING)
+    rule = rules.CriterionRule(kind="ranking")
     three = rules.ShownText("x", n_outputs=3)
     assert rule.normalise("b>a>c", three) == "B>A>C"
     assert rule.normalise(["C", "B", "A"], three) == "C>B>A"
@@ -105,7 +105,7 @@ def test_the_rules_of_the_tuple_kinds():
             rule.normalise(bad, three)
     with pytest.raises(ValueError, match="not known here"):
         rule.normalise("A>B")
-    best_worst = rules.CriterionRule(kind=rules.BEST_WORST)
+    best_worst = rules.CriterionRule(kind="best_worst")
     four = rules.ShownText("x", n_outputs=4)
     assert best_worst.normalise({"best": "d", "worst": "a"}, four) == "best=D;worst=A"
     for bad in ("best=A;worst=A", "best=E;worst=A", "best=A", "best=;worst=",

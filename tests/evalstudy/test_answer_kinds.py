@@ -11,7 +11,7 @@ from evalstudy import criteria as rules
 
 TEXT = "the cat sat on the mat"
 SHOWN = rules.ShownText(TEXT, "the cat sat on a mat")
-SPAN = rules.CriterionRule(kind=rules.SPAN, options=("Accuracy", "Fluency"))
+SPAN = rules.CriterionRule(kind="span", options=("Accuracy", "Fluency"))
 
 
 def _answer(*spans, text=TEXT):
@@ -19,14 +19,14 @@ def _answer(*spans, text=TEXT):
 
 
 def test_a_slider_takes_whole_numbers_in_its_range_only():
-    rule = rules.CriterionRule(kind=rules.SLIDER)
+    rule = rules.CriterionRule(kind="slider")
     assert rule.normalise("73") == "73" and rule.normalise(73.0) == "73"
     assert rule.normalise(" 0 ") == "0" and rule.normalise("100") == "100"
     assert rule.numeric("73") == 73.0
     for bad in ("101", "-1", "7.5", "nan", "inf", "seventy", ""):
         with pytest.raises(ValueError):
             rule.normalise(bad)
-    own = rules.CriterionRule(kind=rules.SLIDER, scale_min=-3, scale_max=3)
+    own = rules.CriterionRule(kind="slider", scale_min=-3, scale_max=3)
     assert own.normalise("-3") == "-3"
     with pytest.raises(ValueError, match="from -3 to 3"):
         own.normalise("4")
@@ -34,15 +34,15 @@ def test_a_slider_takes_whole_numbers_in_its_range_only():
 
 def test_a_slider_configuration_is_checked():
     check = rules.check_rule
-    assert check(rules.SLIDER, scale_points=None, labels={"0": "nonsense", "100": "perfect"},
+    assert check("slider", scale_points=None, labels={"0": "nonsense", "100": "perfect"},
                  options=[]) == []
-    assert "both scale_min and scale_max" in check(rules.SLIDER, scale_points=None, labels=[],
+    assert "both scale_min and scale_max" in check("slider", scale_points=None, labels=[],
                                                    options=[], scale_min=0)[0]
-    assert "below its scale_max" in check(rules.SLIDER, scale_points=None, labels=[],
+    assert "below its scale_max" in check("slider", scale_points=None, labels=[],
                                           options=[], scale_min=5, scale_max=5)[0]
-    assert "outside 0..100" in check(rules.SLIDER, scale_points=None, labels={"101": "x"},
+    assert "outside 0..100" in check("slider", scale_points=None, labels={"101": "x"},
                                      options=[])[0]
-    assert "only apply to slider" in check(rules.LIKERT, scale_points=5, labels=[], options=[],
+    assert "only apply to slider" in check("likert", scale_points=5, labels=[], options=[],
                                            scale_min=0, scale_max=10)[0]
 
 
@@ -93,7 +93,7 @@ def test_spans_marked_on_another_text_are_refused():
 
 
 def test_reference_spans_need_the_criterion_to_allow_them_and_may_touch_output_spans():
-    rule = rules.CriterionRule(kind=rules.SPAN, options=("Omission",), span_reference=True,
+    rule = rules.CriterionRule(kind="span", options=("Omission",), span_reference=True,
                                severity_weights={"minor": 1, "major": 10})
     value = rule.normalise(_answer(
         {"start": 12, "end": 14, "side": "reference", "category": "omission",
@@ -105,15 +105,15 @@ def test_reference_spans_need_the_criterion_to_allow_them_and_may_touch_output_s
 
 def test_a_span_configuration_is_checked():
     check = rules.check_rule
-    assert check(rules.SPAN, scale_points=None, labels=[], options=["Accuracy"]) == []
-    assert "at least 1 error category" in check(rules.SPAN, scale_points=None, labels=[],
+    assert check("span", scale_points=None, labels=[], options=["Accuracy"]) == []
+    assert "at least 1 error category" in check("span", scale_points=None, labels=[],
                                                 options=[])[0]
-    assert "distinct" in check(rules.SPAN, scale_points=None, labels=[],
+    assert "distinct" in check("span", scale_points=None, labels=[],
                                options=["A", "a"])[0]
-    assert "weight must be a number" in check(rules.SPAN, scale_points=None, labels=[],
+    assert "weight must be a number" in check("span", scale_points=None, labels=[],
                                               options=["A"],
                                               severity_weights={"minor": "one"})[0]
-    assert "only apply to span" in check(rules.BINARY, scale_points=None, labels=[],
+    assert "only apply to span" in check("binary", scale_points=None, labels=[],
                                          options=[], severity_weights={"minor": 1})[0]
-    assert "span_reference only applies" in check(rules.BINARY, scale_points=None, labels=[],
+    assert "span_reference only applies" in check("binary", scale_points=None, labels=[],
                                                   options=[], span_reference=True)[0]

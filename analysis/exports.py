@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from annotation.models import JudgmentRevision
 from evalstudy.audit import SYSTEM, audit_export
-from evalstudy.criteria import kinds_where
+from evalstudy.criteria import kinds_where, span_weights
 from evalstudy.models import Output, Rater, Study
 from kit.csvsafe import SafeDictWriter, plain_cell
 
@@ -161,7 +161,7 @@ def spans_export(*, study: Study, filters: JudgmentFilter, fmt: str, file: str =
     parts = []
     for criterion in study.criteria.filter(kind__in=span_kinds):
         rows = spans.span_rows(judgments[judgments["criterion"] == criterion.key],
-                               criterion.rule.weights)
+                               span_weights(criterion.rule))
         parts.append(rows.assign(criterion=criterion.key))
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["judgment", "rater", "item", "system", "side", "start", "end", "category",

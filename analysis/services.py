@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from evalstudy.audit import SYSTEM, actor_user, audit_record
-from evalstudy.criteria import kind_of
+from evalstudy.criteria import kind_of, span_weights
 from evalstudy.models import AuditEvent, Study
 
 from .models import AnalysisRun
@@ -130,7 +130,7 @@ def _criteria(study: Study) -> list[dict[str, Any]]:
          "options": list(c.options or []), "labels": c.labels, "prompt": c.prompt,
          "allow_tie": c.allow_tie, "allow_both": c.allow_both,
          "scale_min": c.scale_min, "scale_max": c.scale_max,
-         "severity_weights": c.rule.weights if "severity_weights" in c.rule.spec.settings
+         "severity_weights": span_weights(c.rule) if "severity_weights" in c.rule.spec.settings
          else None,
          "span_reference": c.span_reference}
         for c in study.criteria.order_by("order", "id")

@@ -207,13 +207,28 @@ def test_the_kind_checker_reads_templates_and_scripts(tmp_path):
 
 # --- module cycles ---------------------------------------------------------------------------
 
+def _type_only_lines(path: Path) -> set[int]:
+    """The lines of `if TYPE_CHECKING:` blocks: imports there are for annotations only and run
+    at no import, so a back-reference for a type (a kind's module naming the rule it reads)
+    makes no cycle."""
+    lines: set[int] = set()
+    for node in _nodes(path):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
 def module_graph(root: Path) -> dict[str, set[str]]:
     files = source_files(root)
     names = {_module_name(path, root) for path in files}
     graph: dict[str, set[str]] = {}
     for path in files:
         module = _module_name(path, root)
+        type_only = _type_only_lines(path)
         for imp in imports_of(path, root):
+            if imp.line in type_only:
+                continue
             if imp.target in names and imp.target != module:
                 graph.setdefault(module, set()).add(imp.target)
     return graph
@@ -289,6 +304,8 @@ def test_the_cycle_checker_finds_a_cycle_through_a_lazy_import(tmp_path):
         "proxies/a.py": "from .b import x\n",
         "proxies/b.py": "def f():\n    from .c import y\n",
         "proxies/c.py": "import proxies.a\n",
+        "proxies/d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .e import E\n",
+        "proxies/e.py": "from .d import x\n",
         "proxies/services.py": "from .tasks import t\n",
         "proxies/tasks.py": "def t():\n    from .services import s\n",
     })

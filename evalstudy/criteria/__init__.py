@@ -13,37 +13,37 @@ The names below are the package's public face; import them from `evalstudy.crite
 from __future__ import annotations
 
 from .kinds import (
+    BOTH_BAD,
+    BOTH_GOOD,
     KINDS,
     LETTERS,
+    LIKERT_MAX_POINTS,
+    LIKERT_MIN_POINTS,
+    MQM_DEFAULT_WEIGHTS,
+    NO_PREFERENCE,
     ONE,
     PAIR,
     SETTINGS,
+    SEVERITY_DEFAULT_LABELS,
+    TEXT_MAX_LENGTH,
+    TIE,
     TUPLE,
     AnswerKind,
     ChoiceView,
     all_kinds,
+    best_worst_of,
     gettext_noop,
     kind_choices,
     kind_of,
     kinds_using,
     kinds_where,
-)
-from .kinds.best_worst import best_worst_of
-from .kinds.likert import MAX_POINTS as LIKERT_MAX_POINTS
-from .kinds.likert import MIN_POINTS as LIKERT_MIN_POINTS
-from .kinds.pairwise import (
-    BOTH_BAD,
-    BOTH_GOOD,
-    NO_PREFERENCE,
-    TIE,
     pair_oriented,
     pairwise_choices,
+    ranking_of,
+    slider_range,
+    span_weights,
+    text_sha256,
 )
-from .kinds.ranking import ranking_of
-from .kinds.severity import DEFAULT_LABELS as SEVERITY_DEFAULT_LABELS
-from .kinds.slider import slider_range
-from .kinds.span import MQM_DEFAULT_WEIGHTS, span_weights, text_sha256
-from .kinds.text import MAX_LENGTH as TEXT_MAX_LENGTH
 from .rule import (
     RULE_FIELDS,
     CriterionRule,

@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .kinds import KINDS, SETTINGS, AnswerKind, kind_of, kinds_using
-from .kinds.base import REFUSED_WHEN_UNUSED
+from .kinds import KINDS, REFUSED_WHEN_UNUSED, SETTINGS, AnswerKind, kind_of, kinds_using
 
 
 @dataclass(frozen=True)
@@ -41,18 +40,6 @@ class CriterionRule:
     severity_weights: Mapping[str, float] | None = None
     span_reference: bool = False
     labels: Sequence[str] | Mapping[str, str] = field(default_factory=tuple)
-
-    @property
-    def slider_range(self) -> tuple[int, int]:  # transitional (issue 28)
-        from .kinds.slider import slider_range
-
-        return slider_range(self)
-
-    @property
-    def weights(self) -> dict[str, float]:  # transitional (issue 28)
-        from .kinds.span import span_weights
-
-        return span_weights(self)
 
     @property
     def spec(self) -> AnswerKind:

@@ -12,7 +12,17 @@ import importlib
 import pkgutil
 from collections.abc import Callable
 
-from .base import LETTERS, ONE, PAIR, SETTINGS, TUPLE, AnswerKind, ChoiceView, gettext_noop
+from .base import (
+    LETTERS,
+    ONE,
+    PAIR,
+    REFUSED_WHEN_UNUSED,
+    SETTINGS,
+    TUPLE,
+    AnswerKind,
+    ChoiceView,
+    gettext_noop,
+)
 
 
 def _discover() -> dict[str, AnswerKind]:
@@ -66,6 +76,29 @@ def kinds_using(setting: str) -> list[str]:
     return [kind.name for kind in _REGISTRY.values() if setting in kind.settings]
 
 
-__all__ = ["KINDS", "LETTERS", "ONE", "PAIR", "SETTINGS", "TUPLE", "AnswerKind", "ChoiceView",
-           "all_kinds", "gettext_noop", "kind_choices", "kind_of", "kinds_using",
-           "kinds_where"]
+# The helpers of particular kinds that other code uses (a pairwise answer's orientation, a
+# span answer's weights...), re-exported here so that nothing reaches into a kind's module.
+from .best_worst import best_worst_of  # noqa: E402
+from .likert import MAX_POINTS as LIKERT_MAX_POINTS  # noqa: E402
+from .likert import MIN_POINTS as LIKERT_MIN_POINTS  # noqa: E402
+from .pairwise import (  # noqa: E402
+    BOTH_BAD,
+    BOTH_GOOD,
+    NO_PREFERENCE,
+    TIE,
+    pair_oriented,
+    pairwise_choices,
+)
+from .ranking import ranking_of  # noqa: E402
+from .severity import DEFAULT_LABELS as SEVERITY_DEFAULT_LABELS  # noqa: E402
+from .slider import slider_range  # noqa: E402
+from .span import MQM_DEFAULT_WEIGHTS, span_weights, text_sha256  # noqa: E402
+from .text import MAX_LENGTH as TEXT_MAX_LENGTH  # noqa: E402
+
+__all__ = ["BOTH_BAD", "BOTH_GOOD", "KINDS", "LETTERS", "LIKERT_MAX_POINTS",
+           "LIKERT_MIN_POINTS", "MQM_DEFAULT_WEIGHTS", "NO_PREFERENCE", "ONE", "PAIR",
+           "REFUSED_WHEN_UNUSED", "SETTINGS", "SEVERITY_DEFAULT_LABELS", "TEXT_MAX_LENGTH",
+           "TIE", "TUPLE", "AnswerKind", "ChoiceView", "all_kinds", "best_worst_of",
+           "gettext_noop", "kind_choices", "kind_of", "kinds_using", "kinds_where",
+           "pair_oriented", "pairwise_choices", "ranking_of", "slider_range", "span_weights",
+           "text_sha256"]

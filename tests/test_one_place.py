@@ -304,7 +304,8 @@ def test_the_cycle_checker_finds_a_cycle_through_a_lazy_import(tmp_path):
         "proxies/a.py": "from .b import x\n",
         "proxies/b.py": "def f():\n    from .c import y\n",
         "proxies/c.py": "import proxies.a\n",
-        "proxies/d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .e import E\n",
+        "proxies/d.py": ("from typing import TYPE_CHECKING\n"
+                         "if TYPE_CHECKING:\n    from .e import E\n"),
         "proxies/e.py": "from .d import x\n",
         "proxies/services.py": "from .tasks import t\n",
         "proxies/tasks.py": "def t():\n    from .services import s\n",

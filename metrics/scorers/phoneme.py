@@ -68,7 +68,7 @@ from metrics.scorers.base import Pair, Score, ScorerUnavailable
 from metrics.scorers.heap import fewer_collections
 from metrics.scorers.memo import BatchMemo
 from metrics.scorers.normalise import Normaliser, coerce_normaliser
-from metrics.scorers.text import _alignment, _corpus_rate, _TextScorer
+from metrics.scorers.text import TextScorer, corpus_rate, display_alignment
 
 ESPEAK_PROGRAM = "espeak-ng"
 # Quiet (no audio), UTF-8 input, IPA output with phonemes separated by "_" (words by spaces).
@@ -313,7 +313,7 @@ class Phonemiser:
         return self._aligned(lines[:middle]) + self._aligned(lines[middle:])
 
 
-class PhonemeErrorScorer(_TextScorer):
+class PhonemeErrorScorer(TextScorer):
     """Phoneme error rate via espeak-ng (see the module docstring for every choice).
 
     Parameters: `language`, an espeak-ng voice ("fr", "en-us", "de", "cmn"; default "en"; a
@@ -412,7 +412,7 @@ class PhonemeErrorScorer(_TextScorer):
             "phon_insertions": ins,
             "ref_phonemes": n,
         }
-        details["alignment"] = _alignment(ref_ph, hyp_ph, out.alignments[0])
+        details["alignment"] = display_alignment(ref_ph, hyp_ph, out.alignments[0])
         return Score(values=values, details=details)
 
 
@@ -424,6 +424,6 @@ def corpus_per(scores: Iterable[Score]) -> float:
     """Corpus PER of PhonemeErrorScorer scores: sum(S + D + I) / sum(N), N = reference phonemes;
     the rules of `metrics.scorers.text.corpus_wer` (error scores skipped, ValueError if none is
     usable)."""
-    return _corpus_rate(
+    return corpus_rate(
         scores, ("phon_substitutions", "phon_deletions", "phon_insertions"), "ref_phonemes", "PER"
     )

@@ -54,7 +54,7 @@ def _is_blank(text: str) -> bool:
     return not text.strip()
 
 
-class _TextScorer(Scorer):
+class TextScorer(Scorer):
     """Per-pair loop with the error handling every text scorer shares."""
 
     # Distributions whose versions go into the signature.
@@ -93,7 +93,7 @@ def word_alignment(reference: str, hypothesis: str) -> jiwer.WordOutput:
     return jiwer.process_words(reference, hypothesis)
 
 
-def _alignment(
+def display_alignment(
     ref_tokens: Sequence[str], hyp_tokens: Sequence[str], chunks: Iterable[Any]
 ) -> list[dict[str, Any]]:
     """jiwer AlignmentChunks as display ops: {"op", "ref": [tokens], "hyp": [tokens]}."""
@@ -107,7 +107,7 @@ def _alignment(
     ]
 
 
-class _NormalisedErrorRate(_TextScorer):
+class _NormalisedErrorRate(TextScorer):
     """Shared constructor/signature for the jiwer scorers, which always normalise."""
 
     libraries = ("jiwer",)
@@ -172,7 +172,8 @@ class WordErrorScorer(_NormalisedErrorRate):
             "word_acc": 100.0 - min(100.0 * wer, 100.0),
             "ref_words": n,
         }
-        details["alignment"] = _alignment(out.references[0], out.hypotheses[0], out.alignments[0])
+        details["alignment"] = display_alignment(out.references[0], out.hypotheses[0],
+                                                 out.alignments[0])
         return Score(values=values, details=details)
 
 
@@ -233,11 +234,12 @@ class CharErrorScorer(_NormalisedErrorRate):
             "char_insertions": ins,
             "ref_chars": n,
         }
-        details["alignment"] = _alignment(out.references[0], out.hypotheses[0], out.alignments[0])
+        details["alignment"] = display_alignment(out.references[0], out.hypotheses[0],
+                                                 out.alignments[0])
         return Score(values=values, details=details)
 
 
-def _corpus_rate(
+def corpus_rate(
     scores: Iterable[Score], error_keys: tuple[str, str, str], length_key: str, metric: str
 ) -> float:
     errors: float = 0
@@ -270,12 +272,12 @@ def corpus_wer(scores: Iterable[Score]) -> float:
     counted. Returns 0.0 when every used reference is empty. Raises ValueError if no score is
     usable or a score lacks the WER counts.
     """
-    return _corpus_rate(scores, ("substitutions", "deletions", "insertions"), "ref_words", "WER")
+    return corpus_rate(scores, ("substitutions", "deletions", "insertions"), "ref_words", "WER")
 
 
 def corpus_cer(scores: Iterable[Score]) -> float:
     """Corpus CER of CharErrorScorer scores: sum(S + D + I) / sum(N); same rules as corpus_wer."""
-    return _corpus_rate(
+    return corpus_rate(
         scores, ("char_substitutions", "char_deletions", "char_insertions"), "ref_chars", "CER"
     )
 
@@ -297,7 +299,7 @@ def _normaliser_param(normaliser: Normaliser | None) -> dict[str, Any] | bool:
     return normaliser.to_dict() if normaliser is not None else False
 
 
-class _SacrebleuScorer(_TextScorer):
+class _SacrebleuScorer(TextScorer):
     """Shared parameters of the sacrebleu scorers.
 
     `normalise` defaults to False: sacrebleu tokenises itself and its results are comparable to
@@ -452,7 +454,7 @@ def _has_letter_or_digit(text: str) -> bool:
     return any(unicodedata.category(c)[0] in "LN" for c in text)
 
 
-class RougeScorer(_TextScorer):
+class RougeScorer(TextScorer):
     """ROUGE-1, ROUGE-2 and ROUGE-L precision, recall and F1 (rouge-score), each in [0, 1].
 
     Calls `.score(target=reference, prediction=hypothesis)`: rouge-score takes the target

@@ -45,8 +45,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from proxies.learned.base import TrainingReport
-from proxies.learned.training import PROXY_KINDS, TrainedProxy
+from proxies.learned.base import TrainedProxy, TrainingReport
+from proxies.learned.training import PROXY_KINDS
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1

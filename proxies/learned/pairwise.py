@@ -46,7 +46,13 @@ import numpy as np
 
 from annotation.preferences import majority as human_majority
 from metrics.scorers import registry
-from proxies.learned.base import Proxy, TrainingReport, library_versions, read_model_file
+from proxies.learned.base import (
+    Proxy,
+    TrainedProxy,
+    TrainingReport,
+    library_versions,
+    read_model_file,
+)
 from proxies.learned.data import Example
 
 MODEL_FILE = "pairwise.json"
@@ -549,7 +555,6 @@ def train_pairwise(pairs: Sequence[PairExample], *, params: Mapping[str, Any] | 
 
     Raises ValueError for a bad parameter, a named feature nothing stores (naming its
     metric), or fewer than 2 references with labelled pairs."""
-    from proxies.learned.training import TrainedProxy
 
     started = time.perf_counter()
     proxy = PairwiseLogisticProxy(**dict(params or {}))

@@ -10,13 +10,11 @@ study's human judgments into `Example`s and stores what comes back.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from proxies.learned.base import Proxy, TrainingReport
+from proxies.learned.base import Proxy, TrainedProxy
 from proxies.learned.cross_encoder import CrossEncoderProxy
 from proxies.learned.data import Example, Splits, check_labels, split_examples
 from proxies.learned.pairwise import PairwiseLogisticProxy
@@ -47,61 +45,6 @@ def proxy_class(kind: str) -> type[Proxy]:
 def build_proxy(kind: str, params: Mapping[str, Any] | None = None) -> Proxy:
     """An untrained proxy of `kind` (ValueError for an unknown kind or parameter)."""
     return proxy_class(kind)(**dict(params or {}))
-
-
-@dataclass
-class TrainedProxy:
-    """A fitted proxy with its decision threshold and the evidence for it.
-
-    `metrics`: "auc" -> {"train"|"dev"|"test": {value, ci_low, ci_high, n, n_pos, n_neg,
-    method}} (DeLong 95 % CIs); "dev" and "test" -> {threshold, precision, recall,
-    n_predicted_positive, n_positive} at `threshold` (precision None when nothing is
-    predicted positive); "threshold_achieved" (bool). `split_sizes`: split -> {examples,
-    groups, positive, negative}. `split_keys`: split -> the `Example.key`s it held (output ids
-    when the examples come from a study): an analysis may then score the proxy only on
-    outputs it never saw in training or threshold choice. `version`, `path` and `created` are
-    set once saved or loaded.
-    """
-
-    kind: str
-    proxy: Proxy
-    threshold: float
-    threshold_rule: str
-    target_precision: float | None  # None: a pairwise proxy (no threshold chosen)
-    metrics: dict[str, Any]
-    split_sizes: dict[str, dict[str, int]]
-    params: dict[str, Any]
-    seed: int
-    training_seconds: float
-    report: TrainingReport
-    version: int | None = None
-    path: Path | None = None
-    created: str | None = None
-    name: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    split_keys: dict[str, list[Any]] = field(default_factory=dict)
-
-    def predict_proba(self, examples: Sequence[Example]) -> np.ndarray:
-        """P(label = 1) per example (labels ignored)."""
-        return self.proxy.predict_proba(examples)
-
-    def predict(self, examples: Sequence[Example]) -> np.ndarray:
-        """1 where P(label = 1) >= threshold, else 0."""
-        return (self.predict_proba(examples) >= self.threshold).astype(int)
-
-    def feature_names(self) -> list[str]:
-        return self.proxy.feature_names()
-
-    def signature(self) -> dict[str, Any]:
-        """The proxy's signature plus the threshold and, once saved, the artefact's identity:
-        what a stored proxy Judgment should record about who answered."""
-        sig = self.proxy.signature()
-        sig["threshold"] = self.threshold
-        sig["target_precision"] = self.target_precision
-        if self.version is not None:
-            sig["artifact"] = {"name": self.name, "version": self.version,
-                               "created": self.created}
-        return sig
 
 
 def _auc(scores: np.ndarray, labels: np.ndarray) -> dict[str, Any]:

@@ -365,7 +365,7 @@ def soft_prompt_check(path: Any, *, study: Study | None = None,
     soft prompt must have been trained on that study: it is made from that study's human
     labels, so another study's run may not use it (as one study's cache and raters are its
     own). Checked when a run starts and again on the worker, like a model directory."""
-    from proxies.judges.prompt_tuning import read_soft_prompt_manifest
+    from proxies.judges.soft_prompt import read_soft_prompt_manifest
 
     text = path if isinstance(path, str) else ""
     shown = text[:300]

@@ -28,7 +28,7 @@ SOURCES = (
 # Token markers that tokenizers put in front of a word (GPT-2 BPE, SentencePiece, byte newline)
 # and wrapping punctuation that does not change the answer ("1." or "{yes" still answer 1 / yes).
 _TOKEN_MARKERS = "\u0120\u2581\u010a"  # noqa: S105 - tokenizer markers
-_TOKEN_WRAPPING = " \t\r\n\"'`{}[]().,:;*_" + _TOKEN_MARKERS
+TOKEN_WRAPPING = " \t\r\n\"'`{}[]().,:;*_" + _TOKEN_MARKERS
 
 
 class JudgeError(RuntimeError):
@@ -258,7 +258,7 @@ def cache_key(model: str, mode: str, prompt: str, params: Mapping[str, Any], *,
 
 def normalise_option(text: str) -> str:
     """Case- and space-insensitive form of an option or token ("  Yes." -> "yes")."""
-    return text.strip(_TOKEN_WRAPPING).casefold()
+    return text.strip(TOKEN_WRAPPING).casefold()
 
 
 def check_options(options: Sequence[str]) -> list[str]:

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from proxies.judges.backends.base import (
-    _TOKEN_WRAPPING,
     SOURCE_GENERATED,
     SOURCE_LOGITS,
+    TOKEN_WRAPPING,
     Completion,
     JudgeBackend,
     JudgeError,
@@ -117,7 +117,7 @@ def option_first_tokens(tokenizer: Any, options: Sequence[str]) -> dict[str, lis
                 tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
                 # Skip tokens that carry no letter of the option (a lone space marker).
                 tokens = [t for t in tokens
-                          if t != unk and tokenizer.decode([t]).strip(_TOKEN_WRAPPING)]
+                          if t != unk and tokenizer.decode([t]).strip(TOKEN_WRAPPING)]
                 if not tokens:
                     continue
                 first = int(tokens[0])
@@ -251,7 +251,7 @@ class LocalHFBackend(JudgeBackend):
         """The soft prompt's manifest, read without loading its weights."""
         if self._soft is not None:
             return dict(self._soft.manifest)
-        from proxies.judges.prompt_tuning import read_soft_prompt_manifest
+        from proxies.judges.soft_prompt import read_soft_prompt_manifest
 
         try:
             return read_soft_prompt_manifest(str(self.soft_prompt_path))
@@ -268,7 +268,7 @@ class LocalHFBackend(JudgeBackend):
             if self._soft_tensor is not None:
                 return self._soft_tensor
             from metrics.scorers.encoder import model_fingerprint
-            from proxies.judges.prompt_tuning import (
+            from proxies.judges.soft_prompt import (
                 embedding_probe,
                 load_soft_prompt,
                 probes_match,

@@ -41,11 +41,12 @@ def _nodes(path: Path) -> tuple[ast.AST, ...]:
 
 KINDS_PACKAGE = Path("evalstudy/criteria/kinds")
 
-# --- the debt still being paid ------------------------------------------------------------------
-# While the tree moves to one place per concept, what is left is written down, one file per
+# --- the debt ledger --------------------------------------------------------------------------
+# While the tree moved to one place per concept, what was left was written down, one file per
 # top-level folder (tests/one_place_debt/<folder>.txt), one line per finding without its line
-# number. A finding that is not written down fails (nothing new may be added); a line whose
-# finding is gone fails too (the list says what is true, and shrinks to nothing).
+# number: a finding not written down failed, and a line whose finding was gone failed too. The
+# lists reached nothing and the folder is gone, so every finding now fails; a large move may
+# bring the folder back for its duration, never to add a finding.
 DEBT = Path(__file__).parent / "one_place_debt"
 
 

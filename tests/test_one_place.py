@@ -387,7 +387,12 @@ def test_the_debt_list_refuses_a_new_finding_and_a_paid_one(tmp_path):
 # --- facades -----------------------------------------------------------------------------------
 # A package that stands for one concept is imported through its __init__, which re-exports
 # its public names (`__all__`): what lies in its modules can move without its users knowing.
-FACADES = ("evalstudy.criteria", "evalstudy.criteria.kinds")
+# (evalstudy.services and analysis.stats.pipeline are not yet: evalstudy.adaptive and
+# analysis.stats.covariates each import one of their modules lazily, which through the
+# package's __init__ would close a cycle.)
+FACADES = ("evalstudy.criteria", "evalstudy.criteria.kinds", "evalstudy.models",
+           "analysis.stats.power", "proxies.methods", "proxies.runs", "proxies.training",
+           "proxies.versions")
 
 
 def _is_module(root: Path, dotted: str) -> bool:
@@ -413,7 +418,9 @@ def facade_violations(root: Path, facades: tuple[str, ...] = FACADES) -> list[st
         for imp in imports_of(path, root):
             for facade in facades:
                 inside = module == facade or module.startswith(facade + ".")
-                deeper = imp.target.startswith(facade + ".") and _is_module(root, imp.target)
+                # An app's tasks modules are imported by name for the workers' discovery.
+                deeper = (imp.target.startswith(facade + ".") and _is_module(root, imp.target)
+                          and not imp.target.endswith(".tasks"))
                 nested = any(imp.target.startswith(other + ".") or imp.target == other
                              for other in facades if other.startswith(facade + "."))
                 if deeper and not inside and not nested:

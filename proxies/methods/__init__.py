@@ -28,6 +28,7 @@ from .base import (
     decide,
     threshold_of,
 )
+from .learned import answers_pairs
 
 
 def _discover() -> dict[str, ProxyMethod]:
@@ -94,7 +95,26 @@ def fewshot_prefix(method: str, examples: Sequence[Any], *, template: str = "") 
     return spec.fewshot(examples, template)
 
 
-__all__ = ["CPU_QUEUE", "DEFAULT_THRESHOLD", "GPU_QUEUE", "LLM_QUEUE", "LLM_RATER",
-           "METHODS", "METHOD_CHOICES", "METRIC_RATER", "THRESHOLD", "VERSIONED_METHOD_CHOICES",
-           "Answer", "Batch", "ProxyMethod", "all_methods", "decide", "fewshot_prefix",
-           "learned_method", "method_choices", "method_of", "threshold_of"]
+__all__ = [
+    "CPU_QUEUE",
+    "DEFAULT_THRESHOLD",
+    "GPU_QUEUE",
+    "LLM_QUEUE",
+    "LLM_RATER",
+    "METHODS",
+    "METHOD_CHOICES",
+    "METRIC_RATER",
+    "THRESHOLD",
+    "VERSIONED_METHOD_CHOICES",
+    "Answer",
+    "Batch",
+    "ProxyMethod",
+    "all_methods",
+    "answers_pairs",
+    "decide",
+    "fewshot_prefix",
+    "learned_method",
+    "method_choices",
+    "method_of",
+    "threshold_of",
+]

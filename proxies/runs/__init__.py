@@ -52,6 +52,7 @@ from proxies.runs.services import (
     proxy_seat_prepare,
     proxy_signature,
     proxy_units,
+    shows_pair,
     template_check,
 )
 from proxies.runs.thresholds import (
@@ -96,6 +97,7 @@ __all__ = [
     "proxy_signature",
     "proxy_threshold_choose",
     "proxy_units",
+    "shows_pair",
     "soft_prompt_check",
     "soft_prompt_root",
     "stored_values",

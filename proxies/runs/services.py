@@ -49,8 +49,14 @@ from evalstudy.models import (
     Study,
 )
 from metrics.services import model_dir_check
-from proxies.methods import DEFAULT_THRESHOLD, METHODS, THRESHOLD, ProxyMethod, method_of
-from proxies.methods.learned import answers_pairs
+from proxies.methods import (
+    DEFAULT_THRESHOLD,
+    METHODS,
+    THRESHOLD,
+    ProxyMethod,
+    answers_pairs,
+    method_of,
+)
 from proxies.models import LearnedProxy, ProxyRun
 from proxies.runs.answers import batch_answers, unit_texts
 from proxies.runs.backends import (

@@ -24,13 +24,13 @@ from annotation.models import Judgment, VoteCount
 from evalstudy.models import AssignmentSlot, Criterion, Enrollment, Output, Rater, Study
 from proxies.methods import learned_method
 from proxies.models import LearnedProxy, ProxyRun
-from proxies.runs.answers import stored_values
-from proxies.runs.services import (
+from proxies.runs import (
     proxy_batch_judge,
     proxy_run_dispatch,
     proxy_run_start,
     proxy_units,
     shows_pair,
+    stored_values,
 )
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 
 from evalstudy.audit import SYSTEM
 from evalstudy.models import Study
-from proxies.runs.backends import (
+from proxies.runs import (
     SOFT_PROMPT_LIMITS,
     SOFT_PROMPT_NAME,
     backend_clean,

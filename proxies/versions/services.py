@@ -308,7 +308,7 @@ def judge_prompt_version_create(
 
     ValidationError (naming the field) for another study's version or run, an example from
     the evaluation set (the guard), no correction to learn from, or bad numbers."""
-    from proxies.runs.services import template_check
+    from proxies.runs import template_check
 
     n_examples = _bounded_int("n_examples", n_examples, 0, MAX_EXAMPLES)
     if base_version is not None:

@@ -264,18 +264,18 @@ def test_min_competence_leaves_out_the_raters_mace_distrusts(qc_study):
 
 
 def test_the_analysis_reads_competence_from_the_rater_quality_selector_not_the_monitor(
-        rated_study, monkeypatch):
+        qc_study, monkeypatch):
     """The analysis asks for MACE competence alone (annotation.rater_quality), not for the
     monitor's every signal (straight-lining, agreement, drift windows) to keep one number, and
     gets the number the monitor shows."""
     from analysis.selectors import rater_competences
     from annotation import rater_quality
 
-    shown = {row.rater_id: row.competence for row in study_monitor(rated_study).raters
+    shown = {row.rater_id: row.competence for row in study_monitor(qc_study).raters
              if row.competence is not None}
     monkeypatch.setattr(rater_quality, "rater_signals",
                         lambda study: pytest.fail("the analysis computed the monitor's signals"))
-    assert rater_competences(rated_study) == pytest.approx(shown)
+    assert rater_competences(qc_study) == pytest.approx(shown)
     assert len(shown) == 6
 
 

@@ -373,11 +373,11 @@ def test_judgment_submit_stores_the_same_rows_whichever_strategy_it_chooses(db, 
     assert any(kind == "attention" for _, kind, *_ in fast[1])
 
 
-def test_a_rater_of_the_api_is_stored_by_the_general_strategy(study, monkeypatch):
+def test_a_rater_of_the_api_is_stored_by_the_general_strategy(opened, monkeypatch):
     client = Client()
-    rater = invite(study)
+    rater = invite(opened)
     client.get(reverse("annotation:enter", args=[rater.access_token]))
-    client.get(reverse("annotation:rate", args=[study.slug]))
+    client.get(reverse("annotation:rate", args=[opened.slug]))
     slot = Assignment.objects.get(rater=rater).slots.order_by("position").first()
     monkeypatch.setattr(loop, "submit_and_next", lambda **kwargs: pytest.fail(kwargs))
     counts = judgment_submit(rater=rater, slot_id=slot.pk, answers=GOOD)

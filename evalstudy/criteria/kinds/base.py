@@ -16,6 +16,7 @@ fields) and which families of the analysis apply. Texts shown to people are mark
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -302,6 +303,18 @@ def plain_text(raw: object) -> str:
     if isinstance(raw, float) and raw.is_integer():
         return str(int(raw))
     return str(raw).strip()
+
+
+def whole_number(text: str, low: int, high: int, noun: str = "number") -> str:
+    """`text` as a whole number from `low` to `high` (a slider's score, a count), or
+    ValueError saying which numbers are answers."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a {noun} from {low} to {high}") from None
+    if not math.isfinite(number) or not number.is_integer() or not low <= number <= high:
+        raise ValueError(f"{text!r} is not a whole number from {low} to {high}")
+    return str(int(number))
 
 
 def not_one_of(text: str, choices: Sequence[str]) -> ValueError:

@@ -5,10 +5,9 @@ systems on its mean with a linear mixed model."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
-from .base import AnswerKind, Translate, gettext_noop, untranslated
+from .base import AnswerKind, Translate, gettext_noop, untranslated, whole_number
 
 if TYPE_CHECKING:
     from ..rule import CriterionRule
@@ -39,14 +38,7 @@ class Count(AnswerKind):
     analysis = ("slider", "graded_validity")
 
     def parse(self, rule: CriterionRule, text: str) -> str:
-        low, high = count_range(rule)
-        try:
-            number = float(text)
-        except ValueError:
-            raise ValueError(f"{text!r} is not a count from {low} to {high}") from None
-        if not math.isfinite(number) or not number.is_integer() or not low <= number <= high:
-            raise ValueError(f"{text!r} is not a whole number from {low} to {high}")
-        return str(int(number))
+        return whole_number(text, *count_range(rule), noun="count")
 
     def numeric(self, rule: CriterionRule, value: str) -> float | None:
         return float(value) if value != "" else None

@@ -4,10 +4,9 @@ WMT, Graham et al. 2013). An expected answer may be a range "lo..hi" of acceptab
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
-from .base import AnswerKind, Translate, gettext_noop, untranslated
+from .base import AnswerKind, Translate, gettext_noop, untranslated, whole_number
 
 if TYPE_CHECKING:
     from ..rule import CriterionRule
@@ -37,14 +36,7 @@ class Slider(AnswerKind):
     analysis = ("slider", "graded_validity")
 
     def parse(self, rule: CriterionRule, text: str) -> str:
-        low, high = slider_range(rule)
-        try:
-            number = float(text)
-        except ValueError:
-            raise ValueError(f"{text!r} is not a number from {low} to {high}") from None
-        if not math.isfinite(number) or not number.is_integer() or not low <= number <= high:
-            raise ValueError(f"{text!r} is not a whole number from {low} to {high}")
-        return str(int(number))
+        return whole_number(text, *slider_range(rule), noun="number")
 
     def normalise_expected(self, rule: CriterionRule, raw: object) -> str:
         if isinstance(raw, str) and ".." in raw:

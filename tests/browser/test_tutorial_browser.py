@@ -30,13 +30,12 @@ from tests.browser.tutorial_steps import (
     Tutor,
     follow,
     steps_in_order,
-    tutorial_steps as read_steps,
 )
+from tests.browser.tutorial_steps import tutorial_steps as read_steps
 from tests.workers import running_worker
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
 def test_the_tutorial_runs_as_written(live_server, new_page):
     assert tutorial_steps.RESEARCHER == RESEARCHER, "the page's login is make run's"
     demo_researcher()
@@ -107,12 +106,18 @@ def test_a_label_or_value_the_page_does_not_give_is_drift(new_page):
         tutor.name("Sign in")
     with pytest.raises(Drift, match="does not give there as `code`"):
         tutor.given("secret")
+    tutor = Tutor(page=tutor.page, base_url="", open_window=new_page, step=step)
     tutor.page.set_content("<main><label>Username <input></label></main>")
     with pytest.raises(Drift, match=r"names \['Log in'\] in bold, but the step never met"):
         tutor.finish()  # "Username" is on the page (met); "Log in" is not
 
 
 def test_steps_renamed_on_one_side_only_are_drift():
-    renamed = PAGE.replace("## 1. Sign in", "## 1. Log in")
+    page = tutorial_steps.TUTORIAL.read_text(encoding="utf-8")
+    assert len(steps_in_order(read_steps(page))) == 12
+    renamed = page.replace("## 5. Choose a Latin square", "## 5. Choose a design")
     with pytest.raises(Drift, match="are not the steps the code follows"):
         steps_in_order(read_steps(renamed))
+    no_image = page.replace("(img/tutorial/05-design.png)", "(img/design.png)")
+    with pytest.raises(Drift, match="must show its screenshot img/tutorial/05-"):
+        steps_in_order(read_steps(no_image))

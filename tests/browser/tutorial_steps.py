@@ -489,7 +489,7 @@ def run_analysis(tutor: Tutor) -> None:
     tutor.name("Analyses")
     runs = page.locator("#analysis-runs tbody tr").first
     expect(runs).to_contain_text(tutor.name("Done"), timeout=RUN_TIMEOUT_MS)
-    tutor.shot()
+    tutor.shot(clip=page.get_by_role("heading", name="Analyses"))
 
 
 def download_report(tutor: Tutor) -> None:
@@ -526,7 +526,10 @@ STEPS: list[tuple[str, Callable[[Tutor], None]]] = [
 ]
 
 
-def steps_in_order(doc: list[DocStep] | None = None) -> list[tuple[DocStep, Callable[[Tutor], None]]]:
+StepFunction = Callable[[Tutor], None]
+
+
+def steps_in_order(doc: list[DocStep] | None = None) -> list[tuple[DocStep, StepFunction]]:
     """The page's steps paired with their functions; Drift when the page's headings and
     STEPS differ (a step added, removed, renamed or moved on one side only)."""
     doc = tutorial_steps() if doc is None else doc

@@ -97,3 +97,48 @@ def test_each_page_of_the_manual_has_one_title():
         text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.M | re.S)
         titles = [line for line in text.splitlines() if line.startswith("# ")]
         assert len(titles) == 1, f"{path.relative_to(ROOT)}: {titles}"
+
+
+def _lists_hook():
+    spec = importlib.util.spec_from_file_location("docs_lists_hook",
+                                                  ROOT / "docs" / "hooks" / "lists.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lists_written_for_github_render_as_lists_in_the_site():
+    import markdown
+
+    hook = _lists_hook()
+    page = "\n".join([
+        "**Entry.** Who may come in:",
+        "- an account holder,",
+        "  who signs in;",
+        "- a rater with a link:",
+        "  - a personal one",
+        "    that works in one study;",
+        "  - a crowd one.",
+        "",
+        "  A later paragraph of the same item.",
+        "",
+        "  ```",
+        "  a code block of the item",
+        "  ```",
+        "- the last item.",
+        "",
+        "Text after the list.",
+    ])
+    rendered = markdown.Markdown(extensions=["pymdownx.superfences"]).convert(
+        hook.lists_for_python_markdown(page))
+    assert rendered.count("<ul>") == 2  # the list and the list nested in its second item
+    assert rendered.count("<li>") == 5
+    assert "<p>A later paragraph of the same item.</p>" in rendered
+    # The code block is the second item's, after its nested list, not a block after the list.
+    nested_end, code = rendered.index("</ul>"), rendered.index("a code block of the item")
+    assert nested_end < code < rendered.index("the last item") < rendered.rindex("</ul>")
+    assert "- " not in rendered.replace("<li>", "")  # no item run into a paragraph
+    assert rendered.rstrip().endswith("<p>Text after the list.</p>")
+    # The files keep their GitHub form; code blocks are left as they are.
+    fenced = "```\n- not a list\n  - nor this\n```"
+    assert hook.lists_for_python_markdown(fenced) == fenced

@@ -125,7 +125,7 @@ def _operation(path: str, method: str, operation: dict[str, Any]) -> str:
         lines.append("")
     if errors:
         lines += ["Errors (body [Error](#" + _anchor("Error") + ")): " + "; ".join(
-            f"{status} {' '.join(response.get('description', '').split())}".rstrip()
+            f"{status} {' '.join(response.get('description', '').split())}".rstrip(" .")
             for status, response in sorted(errors.items())) + ".", ""]
     return "\n".join(lines)
 

@@ -41,7 +41,7 @@ def test_the_api_reference_has_a_section_for_every_operation_the_server_serves()
     assert [heading for heading in expected if heading not in sections] == []
     # Every schema an operation names has its section, so the page's links resolve.
     for name in served["components"]["schemas"]:
-        assert f"### {name} {{#schema-{name.lower()}}}" in reference
+        assert f"#### {name} {{#schema-{name.lower()}}}" in reference
 
 
 def test_the_reference_renders_parameters_bodies_and_answers_of_an_operation():

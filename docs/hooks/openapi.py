@@ -136,9 +136,10 @@ def _is_error(response: dict[str, Any]) -> bool:
 
 
 def _schemas(schemas: dict[str, Any]) -> str:
-    lines = ["## Schemas", ""]
+    # Fourth-level headings: the table of contents (toc_depth 3) lists the operations only.
+    lines = ["## Schemas", "", "The bodies and answers the operations above link to.", ""]
     for name, schema in schemas.items():
-        lines += [f"### {name} {{#{_anchor(name)}}}", ""]
+        lines += [f"#### {name} {{#{_anchor(name)}}}", ""]
         if schema.get("description"):
             lines += [schema["description"].strip(), ""]
         if "enum" in schema:

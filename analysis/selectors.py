@@ -439,3 +439,13 @@ def criteria_specs(study: Study) -> list[dict[str, Any]]:
          "span_reference": c.span_reference}
         for c in study.criteria.order_by("order", "id")
     ]
+
+
+def metadata_fields(study: Study) -> list[str]:
+    """The item and system metadata fields the study's rows carry, as the analysis names its
+    columns (`item.speaker`, `system.size`): what a researcher may group or model by."""
+    fields = {f"item.{key}" for meta in study.items.values_list("metadata", flat=True)
+              for key in (meta or {})}
+    fields |= {f"system.{key}" for meta in study.systems.values_list("metadata", flat=True)
+               for key in (meta or {})}
+    return sorted(fields)

@@ -15,6 +15,7 @@ from evalstudy.permissions import EDITOR, VIEWER, studies_visible_to, study_for
 
 from .exports import NotExported, report_export
 from .models import AnalysisRun
+from .selectors import metadata_fields
 from .services import analysis_run_start
 
 
@@ -42,6 +43,9 @@ def analysis_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "analysis/analysis.html", {
         "study": study, "runs": AnalysisRun.objects.filter(study=study).defer(
             "result", "report_html", "report_pdf")[:10],
+        # The deployment table's choices: the study's own fields (only ASR studies have a
+        # speaker); blank lets the analysis choose (the speaker where there is one).
+        "group_fields": metadata_fields(study),
     })
 
 

@@ -289,11 +289,11 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
                Output.objects.filter(item__study=study).values_list(
                    "id", "item__reference", "item__context")}
     criteria = list(study.criteria.filter(kind__in=BINARY_KINDS))
-    latest: dict[int, Any] = {}
-    for run in (ProxyRun.objects.filter(rater__in=raters)
-                .select_related("learned_proxy__study", "prompt_version")
-                .order_by("created_at", "pk")):
-        latest[run.rater_id] = run  # every run of a rater has its signature: the last one
+    latest: dict[int, ProxyRun] = {}
+    for each in (ProxyRun.objects.filter(rater__in=raters)
+                 .select_related("learned_proxy__study", "prompt_version")
+                 .order_by("created_at", "pk")):
+        latest[each.rater_id] = each  # every run of a rater has its signature: the last one
     choices: dict[str, list[dict[str, Any]]] = {}
     holders = {r.pk: r for r in raters}
     holders.update({r.pk: r for r in Rater.objects.filter(study=study)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from csp.decorators import csp_update
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -62,7 +64,7 @@ def runs_fragment(request: HttpRequest, slug: str) -> HttpResponse:
 @require_POST
 def start(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug, EDITOR)
-    options = {
+    options: dict[str, Any] = {
         "filters": {
             "exclude_attention_failed": bool(request.POST.get("exclude_attention_failed")),
             "exclude_incomplete": bool(request.POST.get("exclude_incomplete")),
@@ -97,8 +99,9 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
 
 @staff_member_required
 # The stored report is a standalone document with its own <style> block (it is also rendered
-# to PDF); it has no script, so only inline styles are allowed, and only here.
-@csp_update({"style-src": ["'unsafe-inline'"]})
+# to PDF); it has no script, so only inline styles are allowed, and only here. (django-csp
+# types its decorator for views taking the request alone, not a view with URL arguments.)
+@csp_update({"style-src": ["'unsafe-inline'"]})  # type: ignore[arg-type]
 def report(request: HttpRequest, pk: int) -> HttpResponse:
     return HttpResponse(_download(request, _run(request, pk), "html"))
 

@@ -6,7 +6,7 @@ the common error shape by the API's exception handler (kit.rest)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -34,9 +34,13 @@ from .runs import (
 )
 from .training import learned_proxy_start
 
+if TYPE_CHECKING:
+    from evalstudy.models import Study
+
 
 class ProxyRunSerializer(serializers.ModelSerializer):
-    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    study: serializers.SlugRelatedField[Study] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True)
     rater = serializers.CharField(source="rater.external_id", read_only=True)
     rater_kind = serializers.CharField(source="rater.kind", read_only=True)
     status_url = serializers.SerializerMethodField()
@@ -217,7 +221,8 @@ class ProxyRunLatteScores(APIView):
 
 
 class LearnedProxySerializer(serializers.ModelSerializer):
-    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    study: serializers.SlugRelatedField[Study] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True)
     status_url = serializers.SerializerMethodField()
 
     class Meta:

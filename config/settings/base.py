@@ -178,8 +178,10 @@ HEALTHZ_REQUIRED_QUEUES = env.list("HEALTHZ_REQUIRED_QUEUES",
 
 # --- Celery -------------------------------------------------------------------------------
 # Embedded default: kombu's filesystem transport, which needs no server; the web process and
-# the worker exchange messages through files in var/broker.
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+# the worker exchange messages through files in var/broker. The host name means nothing to it,
+# but without one kombu logs "No hostname was supplied. Reverting to default 'localhost'" each
+# time it reads the URL (twice in every worker's start).
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://localhost/")
 _BROKER_DIR = VAR_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # kombu's filesystem transport expects its folders to exist.

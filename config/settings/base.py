@@ -95,6 +95,10 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     # psycopg2. Many web hosts: PgBouncer in front (docs/guide/deployment.md).
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # On behind PgBouncer in transaction mode: a server-side cursor (QuerySet.iterator())
+    # would outlive the transaction that opened it on the server.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env.bool(
+        "DB_DISABLE_SERVER_SIDE_CURSORS", default=False)
 # Requests the development server (runserver, `make run`) handles at a time; each holds one
 # database connection while it runs.
 EVALSTUDY_RUNSERVER_THREADS = env.int("EVALSTUDY_RUNSERVER_THREADS", default=8)

@@ -54,7 +54,7 @@ def _check_formulas(study: Study, options: dict[str, Any]) -> None:
     if "formula" not in options and "formulas" not in options:
         return
     from .stats.formula import FormulaError
-    from .stats.pipeline import check_formulas
+    from .stats.formulas import check_formulas
 
     try:
         check_formulas(options, criteria_specs(study), _judgment_columns(study, options))
@@ -79,7 +79,7 @@ def _clean_options(options: dict[str, Any], study: Study) -> dict[str, Any]:
                 raise ValidationError(f"{key}: {error}") from None
     if options.get("engine", "auto") not in ENGINES:
         raise ValidationError(f"engine must be one of {', '.join(ENGINES)}")
-    from .stats.models import SEPARATION_OPTIONS
+    from .stats.options import SEPARATION_OPTIONS
     from .stats.power import check_option
 
     if options.get("separation", "auto") not in SEPARATION_OPTIONS:

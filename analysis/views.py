@@ -39,25 +39,29 @@ def _download(request, run: AnalysisRun, fmt: str) -> bytes:
         raise Http404(str(error)) from None
 
 
+def _runs_context(study) -> dict:
+    """The latest analyses and `active_run`, the newest one still queued or running, whose
+    state the Start button shows (disabled) until it ends."""
+    runs = list(AnalysisRun.objects.filter(study=study).defer(
+        "result", "report_html", "report_pdf")[:10])
+    return {"study": study, "runs": runs,
+            "active_run": next((run for run in runs if run.active), None)}
+
+
 @staff_member_required
 def analysis_page(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug)
+    # The deployment table's choices: the study's own fields (only ASR studies have a
+    # speaker); blank lets the analysis choose (the speaker where there is one).
     return render(request, "analysis/analysis.html", {
-        "study": study, "runs": AnalysisRun.objects.filter(study=study).defer(
-            "result", "report_html", "report_pdf")[:10],
-        # The deployment table's choices: the study's own fields (only ASR studies have a
-        # speaker); blank lets the analysis choose (the speaker where there is one).
-        "group_fields": metadata_fields(study),
-    })
+        **_runs_context(study), "group_fields": metadata_fields(study)})
 
 
 @staff_member_required
 def runs_fragment(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
-    return render(request, "analysis/_runs.html", {
-        "study": study, "runs": AnalysisRun.objects.filter(study=study).defer(
-            "result", "report_html", "report_pdf")[:10],
-    })
+    # oob: the fragment also carries the form's Start button, disabled while a run is under way
+    return render(request, "analysis/_runs.html",
+                  {**_runs_context(_study(request, slug)), "oob": True})
 
 
 @staff_member_required

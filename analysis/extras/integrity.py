@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.report.format import num, table_dict
 from evalstudy.criteria import BINARY_KINDS, binary_label, kinds_where
 
 OPTION_COVARIATES = "integrity_covariates"
@@ -245,6 +244,8 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
 
 
 def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    from analysis.report.format import num, table_dict
+
     labels = data["rule"]["labels"]
     rule = "; ".join(f"{labels[s]} in more than {share:.0%} of their answers"
                      for s, share in data["rule"]["shares"].items())

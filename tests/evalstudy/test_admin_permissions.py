@@ -118,7 +118,7 @@ def test_viewer_cannot_resume_proxy_runs(setup):
         {"action": "resume_runs", "_selected_action": [run.pk]}, follow=True)
     run.refresh_from_db()
     assert run.status == "failed"
-    assert "skipped" in _messages(response) and "0 runs sent" in _messages(response)
+    assert "Skipped" in _messages(response) and "0 runs sent" in _messages(response)
 
 
 @pytest.mark.parametrize("role", ["viewer", "editor"])

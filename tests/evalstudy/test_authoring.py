@@ -175,8 +175,8 @@ def test_open_problems_are_listed_one_a_line(admin, superuser_author):
     # A heading, then each problem in an error message of its own (a list inside one message
     # showed the admin's green tick inside the red box), linked to where it is fixed.
     assert str(errors[0]).endswith(f"not done ({len(errors) - 1} problems).")
-    assert len(errors) >= 3
-    assert any("lack an output" in str(m) and "items-grid" in str(m) for m in errors[1:])
+    assert len(errors) >= 3, [str(m) for m in errors]
+    assert any("lacks an output" in str(m) and "items-grid" in str(m) for m in errors[1:])
     assert any("categorical needs at least 2 options" in str(m) and "#criteria-group" in str(m)
                for m in errors[1:])
     assert "problem-list" not in response.content.decode()

@@ -8,6 +8,8 @@ links. Registered on the study admin as its other pages are (`study_admin_page_r
 
 from __future__ import annotations
 
+import io
+
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -83,9 +85,8 @@ def invite_csv_view(study_admin, request, pk: int) -> HttpResponse:
         raise PermissionDenied
     links = services.entry_links_export(study=study, base_url=_base_url(request),
                                         actor=request.user, source=ADMIN)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{study.slug}-entry-links.csv"'
-    writer = SafeDictWriter(response, ["rater_id", "rater", "kind", "seat", "url"])
+    buffer = io.StringIO()
+    writer = SafeDictWriter(buffer, ["rater_id", "rater", "kind", "seat", "url"])
     writer.writeheader()
     crowd = services.crowd_entry_url(study, _base_url(request))
     if crowd:
@@ -93,6 +94,8 @@ def invite_csv_view(study_admin, request, pk: int) -> HttpResponse:
     for link in links:
         writer.writerow({"rater_id": link.rater_id, "rater": link.name, "kind": link.kind,
                          "seat": link.seat, "url": link.url})
+    response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{study.slug}-entry-links.csv"'
     return response
 
 

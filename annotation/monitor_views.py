@@ -10,6 +10,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from evalstudy.audit import WEB
@@ -112,12 +113,19 @@ def rater_action(request: HttpRequest, slug: str, rater_id: int, action: str) ->
             reason = request.POST.get("reason") or request.headers.get("HX-Prompt", "")
             round_ = recalibration.recalibration_start(
                 **common, reason=reason[:rater_actions.REASON_MAX])
-            done = (f"recalibration round {round_.number} started "
-                    f"({round_.slots.count()} calibration items served next)")
+            n_slots = round_.slots.count()
+            done = ngettext("recalibration round %(round)d started (%(count)d calibration "
+                            "item served next)",
+                            "recalibration round %(round)d started (%(count)d calibration "
+                            "items served next)", n_slots) % {
+                "round": round_.number, "count": n_slots}
         else:
             all_items = request.POST.get("all_items", "").lower() in ("1", "true", "on", "yes")
             replacement = rater_actions.seat_reopen(**common, all_items=all_items)
-            done = f"seat handed on ({replacement.slots.count()} items in a new open seat)"
+            n_slots = replacement.slots.count()
+            done = ngettext("seat handed on (%(count)d item in a new open seat)",
+                            "seat handed on (%(count)d items in a new open seat)",
+                            n_slots) % {"count": n_slots}
     except rater_actions.RaterNotInStudy:
         raise Http404("No such rater in this study.") from None
     except (rater_actions.SeatNotReopenable, recalibration.RecalibrationNotPossible) as error:

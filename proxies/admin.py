@@ -5,6 +5,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html
+from django.utils.translation import ngettext
 
 from evalstudy import permissions as perms
 from evalstudy.admin.scoping import ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
@@ -126,7 +127,9 @@ class ProxyRunAdmin(StudyScopedAdmin):
                 messages.error(request, " ".join(error.messages))
             else:
                 resumed += 1
-        messages.info(request, f"{resumed} run(s) sent to the workers again.")
+        messages.info(request, ngettext("%(count)d run sent to the workers again.",
+                                        "%(count)d runs sent to the workers again.",
+                                        resumed) % {"count": resumed})
 
 
 class LearnedProxyStartForm(forms.ModelForm):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from annotation.models import Judgment, ListeningLog
-from evalstudy.criteria import BINARY_KINDS, TUPLE, kind_of, kinds_where
+from evalstudy.criteria import BINARY_KINDS, TUPLE, kind_of, kinds_where, span_weights
 from evalstudy.models import AssignmentSlot, Enrollment, ItemMedia, Output, Rater, Study
 
 if TYPE_CHECKING:  # pandas loads with the tables (1-2 s), not with every page
@@ -424,3 +424,18 @@ def vote_counts(study: Study) -> pd.DataFrame:
     from .stats.votes import VOTE_COLUMNS
 
     return pd.DataFrame.from_records(records, columns=VOTE_COLUMNS)
+
+
+def criteria_specs(study: Study) -> list[dict[str, Any]]:
+    """The study's criteria as the analysis reads them (plain dicts, in order): what
+    `analysis.stats.pipeline.analyse` and the option checks take."""
+    return [
+        {"key": c.key, "kind": c.kind, "scale_points": c.scale_points,
+         "options": list(c.options or []), "labels": c.labels, "prompt": c.prompt,
+         "allow_tie": c.allow_tie, "allow_both": c.allow_both,
+         "scale_min": c.scale_min, "scale_max": c.scale_max,
+         "severity_weights": span_weights(c.rule) if "severity_weights" in c.rule.spec.settings
+         else None,
+         "span_reference": c.span_reference}
+        for c in study.criteria.order_by("order", "id")
+    ]

@@ -10,6 +10,7 @@ from evalstudy import permissions as perms
 from evalstudy.admin.scoping import ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
 from evalstudy.audit import ADMIN
 
+from .methods import LEARNED_KINDS
 from .models import JudgePromptVersion, LearnedProxy, ProxyRun
 
 
@@ -144,7 +145,8 @@ class LearnedProxyStartForm(forms.ModelForm):
         try:
             params = data.get("params_config") or {}
             learned_proxy_check(study=data["study"], params=params, kind=data.get("kind", ""))
-            if data.get("kind") == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
+            kind = LEARNED_KINDS.get(data.get("kind", ""))
+            if kind is not None and kind.pairwise:
                 from .training import pairwise_examples
 
                 pairwise_examples(data["study"], data["criterion_key"],

@@ -23,7 +23,7 @@ from evalstudy.criteria import BINARY_KINDS
 from evalstudy.permissions import EDITOR, VIEWER, check_study, studies_visible_to
 from kit.rest import accepted
 
-from .methods import METHOD_CHOICES
+from .methods import METHOD_CHOICES, learned_kind_choices
 from .models import LearnedProxy, ProxyRun
 from .runs import (
     latte_scores,
@@ -233,7 +233,7 @@ class LearnedProxySerializer(serializers.ModelSerializer):
 
 class TrainSerializer(serializers.Serializer):
     criterion = serializers.CharField()
-    kind = serializers.ChoiceField(choices=LearnedProxy.Kind.choices)
+    kind = serializers.ChoiceField(choices=learned_kind_choices())
     name = serializers.SlugField(required=False, allow_blank=True, default="")
     params = serializers.DictField(required=False)
 

@@ -350,9 +350,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "StudyStatusEnum": "evalstudy.models.Study.Status",
         "RunStatusEnum": "kit.runs.BackgroundRun.Status",
-        "LearnedProxyKindEnum": "proxies.models.LearnedProxy.Kind",
+        "LearnedProxyKindEnum": "proxies.methods.learned_kind_choices",
         "RaterKindEnum": "evalstudy.models.Rater.Kind",
-        "CriterionKindEnum": "evalstudy.models.Criterion.Kind",
+        "CriterionKindEnum": "evalstudy.criteria.kind_choices",
         # A proxy run may be learned; a judge prompt version is an LLM judge's only.
         "ProxyMethodEnum": "proxies.methods.METHOD_CHOICES",
         "JudgeMethodEnum": "proxies.methods.VERSIONED_METHOD_CHOICES",

@@ -55,6 +55,7 @@ from proxies.methods import (
     THRESHOLD,
     ProxyMethod,
     answers_pairs,
+    learned_kind,
     method_of,
 )
 from proxies.models import LearnedProxy, ProxyRun
@@ -118,7 +119,7 @@ def _criteria_for(study: Study, method: ProxyMethod, keys: Sequence[str] | None,
 def _queue_for(method: ProxyMethod, backend: dict[str, Any],
                learned: LearnedProxy | None) -> str:
     return method.queue(backend, gpu=learned is not None
-                        and learned.kind == LearnedProxy.Kind.CROSS_ENCODER)
+                        and learned_kind(learned.kind).fine_tuned)
 
 
 def proxy_signature(*, method: str, backend_signature: dict[str, Any], template: str,
@@ -457,7 +458,7 @@ def _check_run_on_worker(run: ProxyRun) -> None:
     learned = run.learned_proxy
     if method_of(run.method).learned and learned is not None:
         encoder = (learned.report.get("params") or {}).get("model_path")
-        if encoder and learned.kind != LearnedProxy.Kind.CROSS_ENCODER:
+        if encoder and not learned_kind(learned.kind).fine_tuned:
             try:
                 model_dir_check(str(encoder), field="the learned proxy's model_path")
             except ValidationError:

@@ -28,6 +28,7 @@ from evalstudy.models import AuditEvent, Criterion, Rater, Study
 from kit.jsonable import to_jsonable
 from metrics.scorers.encoder import encoder_resolve
 from metrics.services import model_dir_check
+from proxies.methods import LEARNED_KINDS, learned_kind
 from proxies.models import LearnedProxy
 
 # Training a learned proxy holds a worker (the GPU one for the cross-encoder) for as long as
@@ -49,7 +50,8 @@ def learned_examples(study: Study, criterion_key: str) -> list:
         raise ValidationError(f"criterion: {criterion_key!r} is not a criterion of "
                               f"{study.slug!r}") from None
     if criterion.kind not in BINARY_KINDS:
-        extra = (" (for a pairwise criterion, train kind pairwise_logistic)"
+        pairwise = ", ".join(name for name, kind in LEARNED_KINDS.items() if kind.pairwise)
+        extra = (f" (for a pairwise criterion, train kind {pairwise})"
                  if kind_of(criterion.kind).shows == PAIR else "")
         raise ValidationError(f"criterion: {criterion_key!r} is {criterion.kind}; a learned "
                               f"proxy of this kind needs a binary or severity criterion{extra}")
@@ -81,10 +83,12 @@ def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: st
     """Record a training request (checked now: criterion, kind, enough labelled outputs) and
     hand it to a worker (`gpu` queue for the cross-encoder, `cpu` otherwise). Audited as
     "start"."""
-    if kind not in LearnedProxy.Kind.values:
-        raise ValidationError(f"kind: {kind!r} is not one of {LearnedProxy.Kind.values}")
+    try:
+        spec = learned_kind(kind)
+    except ValueError as error:
+        raise ValidationError(str(error)) from None
     learned_proxy_check(study=study, params=params or {}, kind=kind)
-    if kind == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
+    if spec.pairwise:
         from proxies.training.pairwise import MIN_LABELLED_PAIRS, labelled_pairs, pairwise_examples
 
         features = (params or {}).get("features")
@@ -116,7 +120,7 @@ def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: st
                 learned_proxy_train_gpu_task,
             )
 
-            task = (learned_proxy_train_gpu_task if kind == LearnedProxy.Kind.CROSS_ENCODER
+            task = (learned_proxy_train_gpu_task if spec.fine_tuned
                     else learned_proxy_train_cpu_task)
             transaction.on_commit(lambda: task.delay(proxy.pk))
     return proxy
@@ -159,10 +163,11 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
     params = dict(proxy.params)
     seed = int(params.pop("seed", 0))
     target_precision = float(params.pop("target_precision", 0.9))
-    pairwise = proxy.kind == LearnedProxy.Kind.PAIRWISE_LOGISTIC
-    if not pairwise:
+    spec = learned_kind(proxy.kind)
+    pairwise = spec.pairwise
+    if spec.reads_encoder:
         params.setdefault("model_path", encoder_resolve(study=proxy.study))
-    if proxy.kind == LearnedProxy.Kind.CROSS_ENCODER and _pertinence_style(proxy.study):
+    if spec.fine_tuned and _pertinence_style(proxy.study):
         # A history and its completion: keep the history's most recent tokens.
         params.setdefault("truncation", "history_left")
     try:
@@ -305,7 +310,7 @@ def learned_proxy_check(*, study: Study, params: dict[str, Any], kind: str = "")
                 0 < value <= bound):
             raise ValidationError(f"params: {name} must be a number above 0 and at most "
                                   f"{bound:g}, got {value!r}")
-    if kind == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
+    if kind in LEARNED_KINDS and not learned_kind(kind).reads_encoder:
         return
     path = params.get("model_path")
     if path not in (None, ""):  # unset: the study's encoder, else the embedded default

@@ -34,7 +34,14 @@ from django.db import transaction
 
 from annotation.models import Judgment
 from evalstudy.audit import SYSTEM, actor_user, audit_record
-from evalstudy.criteria import BINARY_KINDS, binary_label, kinds_where, strict_majority
+from evalstudy.criteria import (
+    BINARY_KINDS,
+    PAIR,
+    binary_label,
+    kind_of,
+    kinds_where,
+    strict_majority,
+)
 from evalstudy.criteria import pair_oriented as oriented
 from evalstudy.models import AssignmentSlot, AuditEvent, Criterion, Output, Rater, Study
 from proxies.methods import VERSIONED_METHOD_CHOICES, method_of
@@ -358,7 +365,7 @@ def judge_prompt_version_create(
         for output in outputs:
             # A pairwise criterion's unit is a pair (lower output id first, `oriented`): the
             # first one (in id order) that holds the output.
-            unit = ((output, None) if criterion.kind != Criterion.Kind.PAIRWISE else
+            unit = ((output, None) if kind_of(criterion.kind).shows != PAIR else
                     next((u for u in sorted(majorities, key=str) if output in u), None))
             unit = unit if unit in majorities else None
             majority = (human_majority(criterion.kind, majorities[unit])

@@ -61,9 +61,9 @@ class LabelledRowsMixin:
     "Form elements must have labels", critical); each widget gets the label as its aria-label."""
 
     def get_formset(self, request, obj=None, **kwargs):
-        formset = super().get_formset(request, obj, **kwargs)  # type: ignore[misc]
+        formset = super().get_formset(request, obj, **kwargs)
 
-        class LabelledRows(formset):  # type: ignore[misc, valid-type]
+        class LabelledRows(formset):
             def add_fields(self, form, index):
                 super().add_fields(form, index)
                 for name, field in form.fields.items():

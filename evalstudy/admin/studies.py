@@ -22,7 +22,7 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import NoReverseMatch, path, reverse
 from django.utils.translation import gettext, ngettext
 
-from kit.admin import AuditedAdmin
+from kit.admin import AuditedAdmin, LabelledRowsMixin
 
 from .. import permissions as perms
 from .. import services
@@ -82,7 +82,7 @@ class SystemInlineFormSet(forms.BaseInlineFormSet):
                 "(the study opened): the plan's contrasts name them.")
 
 
-class SystemInline(StructuredFieldsMixin, admin.TabularInline):
+class SystemInline(LabelledRowsMixin, StructuredFieldsMixin, admin.TabularInline):
     model = System
     formset = SystemInlineFormSet
     extra = 0
@@ -164,7 +164,7 @@ class AttentionInline(StructuredFieldsMixin, admin.StackedInline):
     fields = (("key", "order"), "reference", "context", "text", "text_b", "expected")
 
 
-class CollaboratorInline(admin.TabularInline):
+class CollaboratorInline(LabelledRowsMixin, admin.TabularInline):
     """Only the study's owner (or an admin) adds, changes or removes collaborators."""
 
     model = StudyCollaborator

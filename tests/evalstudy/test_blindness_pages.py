@@ -230,5 +230,5 @@ def test_the_admin_change_page_shows_the_field(people):
     client.force_login(people["owner"])
     html = client.get(reverse("admin:evalstudy_study_change",
                               args=[people["study"].pk])).content.decode()
-    assert 'name="identity_terms"' in html and "Nimbus Labs" in html
+    assert 'name="identity_terms-0-term"' in html and "Nimbus Labs" in html
     assert "Blindness audit" in html

@@ -7,12 +7,14 @@ from typing import Any
 
 from django import forms
 
-from .params import BOOL, CHOICE, FLOAT, INT, Param
+from .params import BOOL, CHOICE, FLOAT, INT, RECORDS, Param
+from .row_fields import records_field
 
 
 def param_formfield(param: Param, **kwargs: Any) -> forms.Field:
     """The input of `param`: a box, a whole or decimal number within its bounds, a menu (its
-    first entry: the default), or a line of text; never required (blank: the default)."""
+    first entry: the default), rows of inputs (RECORDS) or a line of text; never required
+    (blank: the default)."""
     kwargs = {"label": param.title, "help_text": param.help, "required": False, **kwargs}
     bounds = {key: value for key, value in (("min_value", param.minimum),
                                             ("max_value", param.maximum)) if value is not None}
@@ -23,6 +25,8 @@ def param_formfield(param: Param, **kwargs: Any) -> forms.Field:
                                                              bounds.items()}, **kwargs)
     if param.kind == FLOAT:
         return forms.FloatField(initial=param.default, **bounds, **kwargs)
+    if param.kind == RECORDS:
+        return records_field(param.columns, **kwargs)
     if param.kind == CHOICE:
         default = "" if param.default is None else param.default
         first = [("", "(default)")] if param.default is None else []

@@ -11,14 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-BOOL, INT, FLOAT, TEXT, CHOICE = "bool", "int", "float", "text", "choice"
-KINDS = (BOOL, INT, FLOAT, TEXT, CHOICE)
+BOOL, INT, FLOAT, TEXT, CHOICE, RECORDS = "bool", "int", "float", "text", "choice", "records"
+KINDS = (BOOL, INT, FLOAT, TEXT, CHOICE, RECORDS)
 
 
 @dataclass(frozen=True)
 class Param:
     """One parameter: its `name` (the key stored), `kind`, `default` (None: the component's
-    own default, said in `help`), `choices` of a CHOICE, bounds of a number."""
+    own default, said in `help`), `choices` of a CHOICE, bounds of a number, the `columns`
+    ((key, label) pairs) of RECORDS: a list of records of text, one row of inputs each."""
 
     name: str
     kind: str
@@ -28,6 +29,7 @@ class Param:
     minimum: float | None = None
     maximum: float | None = None
     label: str = ""
+    columns: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -35,6 +37,9 @@ class Param:
                              f"{self.kind!r}")
         if (self.kind == CHOICE) != bool(self.choices):
             raise ValueError(f"parameter {self.name!r}: choices are for a {CHOICE} parameter, "
+                             "which needs them")
+        if (self.kind == RECORDS) != bool(self.columns):
+            raise ValueError(f"parameter {self.name!r}: columns are for a {RECORDS} parameter, "
                              "which needs them")
         if self.kind == BOOL and not isinstance(self.default, bool):
             raise ValueError(f"parameter {self.name!r}: a yes/no parameter needs a default")
@@ -50,7 +55,7 @@ def params_given(params: tuple[Param, ...], values: dict[str, Any]) -> dict[str,
     given = {}
     for param in params:
         value = values.get(param.name)
-        if value is None or value == "" or value == param.default:
+        if value is None or value in ("", []) or value == param.default:
             continue
         given[param.name] = value
     return given

@@ -10,9 +10,9 @@ from django.forms import modelform_factory
 from django.test import Client
 from django.urls import reverse
 
-from evalstudy.admin.row_fields import BLANK_ROWS
 from evalstudy.admin.studies import StudyAdminForm
 from evalstudy.models import Study
+from kit.row_fields import BLANK_ROWS
 from tests.evalstudy.test_audit import change_form
 from tests.factories import UserFactory, make_study
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import pytest
 from django.forms import modelform_factory
-from django.test import Client
 from django.urls import reverse
 
 from evalstudy.admin.studies import StudyAdminForm
 from evalstudy.models import Study
 from kit.row_fields import BLANK_ROWS
 from tests.evalstudy.test_audit import change_form
-from tests.factories import UserFactory, make_study
+from tests.factories import make_study
 
 pytestmark = pytest.mark.django_db
 
@@ -87,17 +86,11 @@ def test_a_bad_identity_term_row_is_a_field_error_and_nothing_is_saved(rows, mes
     assert Study.objects.get(pk=study.pk).identity_terms == ["Kept"]
 
 
-@pytest.fixture
-def boss():
-    client = Client()
-    client.force_login(UserFactory(username="boss", is_staff=True, is_superuser=True))
-    return client
-
-
-def test_the_study_page_shows_rows_and_empty_rows_without_a_json_box(boss):
+def test_the_study_page_shows_rows_and_empty_rows_without_a_json_box(boss_client):
     study = make_study(n_items=1, n_systems=1, rater_labels={"output": "Transcript"},
                        identity_terms=["Nimbus", {"term": "by Nimbus", "phrase": True}])
-    html = boss.get(reverse("admin:evalstudy_study_change", args=[study.pk])).content.decode()
+    url = reverse("admin:evalstudy_study_change", args=[study.pk])
+    html = boss_client.get(url).content.decode()
     assert 'name="rater_labels"' not in html and 'name="identity_terms"' not in html
     assert f'name="rater_labels-rows" value="{1 + BLANK_ROWS}"' in html
     assert f'name="identity_terms-rows" value="{2 + BLANK_ROWS}"' in html
@@ -105,28 +98,28 @@ def test_the_study_page_shows_rows_and_empty_rows_without_a_json_box(boss):
     assert 'value="Transcript"' in html and "by Nimbus" in html
 
 
-def test_filling_an_empty_row_of_the_page_saves_it_and_the_rest_unchanged(boss):
+def test_filling_an_empty_row_of_the_page_saves_it_and_the_rest_unchanged(boss_client):
     """What a browser without JavaScript posts: the page as rendered, one empty row filled."""
     study = make_study(n_items=1, n_systems=1, rater_labels={"output": "Transcript"},
                        identity_terms=["Nimbus"])
     url = reverse("admin:evalstudy_study_change", args=[study.pk])
-    data = change_form(boss, url)
+    data = change_form(boss_client, url)
     assert data["rater_labels-0-key"] == "output" and data["rater_labels-1-key"] == ""
     data.update({"rater_labels-1-key": "submit", "rater_labels-1-text": "Next item",
                  "identity_terms-1-term": "made by Nimbus", "identity_terms-1-phrase": "on"})
-    response = boss.post(url, data)
+    response = boss_client.post(url, data)
     assert response.status_code == 302, response.context["errors"]
     study.refresh_from_db()
     assert study.rater_labels == {"output": "Transcript", "submit": "Next item"}
     assert study.identity_terms == ["Nimbus", {"term": "made by Nimbus", "phrase": True}]
 
 
-def test_a_refused_row_comes_back_as_typed_with_its_error(boss):
+def test_a_refused_row_comes_back_as_typed_with_its_error(boss_client):
     study = make_study(n_items=1, n_systems=1)
     url = reverse("admin:evalstudy_study_change", args=[study.pk])
-    data = change_form(boss, url)
+    data = change_form(boss_client, url)
     data.update({"rater_labels-0-key": "", "rater_labels-0-text": "Orphan text"})
-    response = boss.post(url, data)
+    response = boss_client.post(url, data)
     assert response.status_code == 200
     html = response.content.decode()
     assert "row 1: choose which label" in html and 'value="Orphan text"' in html

@@ -12,16 +12,9 @@ from proxies.admin import PARAM_PREFIX
 from proxies.methods import all_methods
 from proxies.models import ProxyRun
 from tests.factories import UserFactory, make_study
-from tests.proxies.judges.fake_openai import FakeOpenAI
-from tests.proxies.test_proxy_runs import latte_responder
+from tests.proxies.test_proxy_api import allowed_latte  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_throttles")]
-
-
-@pytest.fixture
-def allowed_latte(allow_loopback_judges):
-    with FakeOpenAI(latte_responder) as server:
-        yield server
 
 
 @pytest.fixture
@@ -51,7 +44,8 @@ def test_the_add_page_has_an_input_per_method_parameter_and_no_json_box(signed_i
     assert 'name="param_static_roles-0-type"' in html  # DRPE's roles: a row each
 
 
-def test_a_threshold_typed_in_its_input_is_stored_as_the_json_held_it(signed_in, allowed_latte):
+def test_a_threshold_typed_in_its_input_is_stored_as_the_json_held_it(
+        signed_in, allowed_latte):  # noqa: F811
     client, study = signed_in
     response = client.post(reverse("admin:proxies_proxyrun_add"), {
         "study": study.pk, "method": "latte", "criteria_keys": "usable", "template": "",
@@ -68,7 +62,7 @@ def test_a_threshold_typed_in_its_input_is_stored_as_the_json_held_it(signed_in,
     ("static_roles-0-type", "Critic", "row 1: fill in who they are"),
 ])
 def test_a_bad_parameter_is_an_error_on_its_input_and_no_run_is_recorded(
-        signed_in, allowed_latte, field, value, message):
+        signed_in, allowed_latte, field, value, message):  # noqa: F811
     client, study = signed_in
     post = {"study": study.pk, "method": "latte", "criteria_keys": "usable", "template": "",
             **_backend_rows(allowed_latte), f"{PARAM_PREFIX}{field}": value}
@@ -80,7 +74,8 @@ def test_a_bad_parameter_is_an_error_on_its_input_and_no_run_is_recorded(
     assert not ProxyRun.objects.exists()
 
 
-def test_drpe_roles_typed_as_rows_are_stored_as_the_list_of_roles(client, allowed_latte):
+def test_drpe_roles_typed_as_rows_are_stored_as_the_list_of_roles(
+        client, allowed_latte):  # noqa: F811
     owner = UserFactory(username="owner", is_staff=True, is_superuser=True)
     client.force_login(owner)
     study = make_study(owner=owner, slug="pairs", design="pairwise", n_systems=2)

@@ -27,6 +27,7 @@ LAYERS = ("kit", "evalstudy", "annotation", "prolific", "metrics", "proxies", "a
 CORES = (
     "kit.jsonable",
     "kit.estimate",
+    "kit.params",
     "evalstudy.design",
     "evalstudy.criteria",
     "evalstudy.media_probe",

@@ -170,10 +170,10 @@ def proxy_run_prepare(
         raise ValidationError(f"method: {method!r} is not one of {sorted(METHODS)}")
     spec = method_of(method)
     params = dict(params or {})
-    unknown = set(params) - spec.params
+    unknown = set(params) - spec.param_names
     if unknown:
         raise ValidationError(f"params: {sorted(unknown)} not understood by {method}; known: "
-                              f"{sorted(spec.params)}")
+                              f"{sorted(spec.param_names)}")
     if THRESHOLD in params:
         try:
             threshold = float(params[THRESHOLD])

@@ -143,3 +143,46 @@ def test_a_burst_of_requests_holds_at_most_the_servers_bound_of_connections(serv
     assert counter.most <= bound, (
         f"{server_name} held {counter.most} connections at once; its settings allow {bound}")
     assert after <= bound
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_idle_kept_alive_connections_leave_runserver_free_to_answer_a_new_one(tmp_path):
+    """A browser keeps its connections open between pages (HTTP/1.1 keep-alive, up to six per
+    window): when runserver's bound counted connections, a researcher's window and a rater's
+    private window held every slot while idle, and the next page waited forever (the first-hour
+    bench stopped on a rater's entry link). The bound counts requests being served."""
+    import http.client
+
+    port = _free_port()
+    env = {**os.environ, "EVALSTUDY_RUNSERVER_THREADS": "2",
+           "DJANGO_SETTINGS_MODULE": "config.settings.local",
+           "DATABASE_URL": _database_url(_database()), "CELERY_BROKER_URL": "memory://",
+           "EVALSTUDY_VAR_DIR": str(tmp_path / "var"), "DJANGO_RUNSERVER_HIDE_WARNING": "true"}
+    log = tmp_path / "server.log"
+    with log.open("w") as output:
+        server = subprocess.Popen(SERVERS["runserver"][0](port), cwd=ROOT, env=env,
+                                  stdout=output, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    kept = []
+    try:
+        _wait_until_serving(f"http://127.0.0.1:{port}/healthz", server, log)
+        for _ in range(3):  # more idle connections than the bound, each kept open
+            idle = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            idle.request("GET", "/healthz")
+            response = idle.getresponse()
+            response.read()
+            assert response.status == 200 and not response.will_close
+            kept.append(idle)
+        fresh = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        fresh.request("GET", "/healthz")
+        assert fresh.getresponse().status == 200
+        fresh.close()
+    finally:
+        for idle in kept:
+            idle.close()
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()

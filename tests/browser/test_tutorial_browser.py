@@ -9,10 +9,12 @@ tracked files the page shows); without it nothing tracked is written."""
 
 from __future__ import annotations
 
+import io
 import os
 import uuid
 
 import pytest
+from django.core.management import call_command
 
 from analysis.models import AnalysisRun
 from annotation.models import Judgment
@@ -34,12 +36,16 @@ from tests.browser.tutorial_steps import (
 from tests.browser.tutorial_steps import tutorial_steps as read_steps
 from tests.workers import running_worker
 
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_tutorial_runs_as_written(live_server, new_page):
     assert tutorial_steps.RESEARCHER == RESEARCHER, "the page's login is make run's"
-    demo_researcher()
     screenshots = IMAGES if os.environ.get("TUTORIAL_SCREENSHOTS") == "1" else None
+    if screenshots:  # the pictures show what make run's researcher sees: the demo studies too
+        call_command("demo_setup", stdout=io.StringIO())
+    else:  # the steps need the researcher only (the bench follows them beside the demo)
+        demo_researcher()
     # The worker starts while the first steps run (its start takes seconds).
     with running_worker(["default", "cpu", "gpu"], name=f"tutorial-{uuid.uuid4().hex[:6]}"):
         tutor = Tutor(page=new_page(width=WIDTH, height=HEIGHT), base_url=live_server.url,

@@ -140,15 +140,12 @@ class Tutor:
 
     # Actions, each on a label the page names
     def click(self, label: str, *, role: str = "button", within: Locator | None = None,
-              page: Page | None = None, exact: bool = True, timeout: float | None = None,
-              ) -> None:
-        """Click the `role` (button, link) named `label`; `timeout` (ms): how long the page
-        it leads to may take."""
+              page: Page | None = None, exact: bool = True) -> None:
+        """Click the `role` (button, link) named `label`."""
         page = page or self.page
         self.look(page)
         scope = within if within is not None else page
-        target = scope.get_by_role(role, name=self.name(label), exact=exact).first  # type: ignore[arg-type]
-        target.click(**({"timeout": timeout} if timeout else {}))
+        scope.get_by_role(role, name=self.name(label), exact=exact).first.click()  # type: ignore[arg-type]
 
     def fill(self, label: str, value: str, *, within: Locator | None = None,
              keys: bool = False) -> None:
@@ -361,7 +358,6 @@ def _expected(tutor: Tutor, inline: Locator, answers: list[tuple[str, str]]) -> 
 
 
 def open_study(tutor: Tutor) -> None:
-    page = tutor.page
     tutor.see("Status: Draft")
     tutor.click("Open study")
     tutor.see("“My first study”: opened; raters can start")

@@ -35,8 +35,7 @@ WIDTH, HEIGHT = 1366, 768
 # How long a background run (metrics, analysis) may take before the step fails: the worker
 # may still be starting, and a loaded 2-core machine is slow.
 RUN_TIMEOUT_MS = 180_000
-# Keys a step presses, written in the page as `Enter`, `y`, `5`.
-SLUG = "my-first-study"
+SLUG = "my-first-study"  # what the admin makes of the title the tutorial types
 
 
 class Drift(AssertionError):
@@ -256,8 +255,7 @@ def create_study(tutor: Tutor) -> None:
     page = tutor.page
     tutor.click("New study", role="link")
     tutor.fill("Title", "My first study", keys=True)
-    expect(field_labelled(page, tutor.name("Slug"))).to_have_value(
-        tutor.given(SLUG))
+    expect(field_labelled(page, tutor.name("Slug"))).to_have_value(tutor.given(SLUG))
     systems = page.locator("#systems-group")
     tutor.name("Systems")
     for _ in range(2):

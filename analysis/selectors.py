@@ -289,11 +289,11 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
                Output.objects.filter(item__study=study).values_list(
                    "id", "item__reference", "item__context")}
     criteria = list(study.criteria.filter(kind__in=BINARY_KINDS))
-    latest: dict[int, Any] = {}
-    for run in (ProxyRun.objects.filter(rater__in=raters)
-                .select_related("learned_proxy__study", "prompt_version")
-                .order_by("created_at", "pk")):
-        latest[run.rater_id] = run  # every run of a rater has its signature: the last one
+    latest: dict[int, ProxyRun] = {}
+    for each in (ProxyRun.objects.filter(rater__in=raters)
+                 .select_related("learned_proxy__study", "prompt_version")
+                 .order_by("created_at", "pk")):
+        latest[each.rater_id] = each  # every run of a rater has its signature: the last one
     choices: dict[str, list[dict[str, Any]]] = {}
     holders = {r.pk: r for r in raters}
     holders.update({r.pk: r for r in Rater.objects.filter(study=study)
@@ -439,3 +439,13 @@ def criteria_specs(study: Study) -> list[dict[str, Any]]:
          "span_reference": c.span_reference}
         for c in study.criteria.order_by("order", "id")
     ]
+
+
+def metadata_fields(study: Study) -> list[str]:
+    """The item and system metadata fields the study's rows carry, as the analysis names its
+    columns (`item.speaker`, `system.size`): what a researcher may group or model by."""
+    fields = {f"item.{key}" for meta in study.items.values_list("metadata", flat=True)
+              for key in (meta or {})}
+    fields |= {f"system.{key}" for meta in study.systems.values_list("metadata", flat=True)
+               for key in (meta or {})}
+    return sorted(fields)

@@ -251,8 +251,9 @@ def metrics_export(*, study: Study, stream: IO[str], metrics: list[str] | None =
     """Write the study's metric results as tidy CSV to `stream` (`metrics_write_csv`); returns
     the rows. Audited as "export" with the metrics asked for and `file`."""
     rows = metrics_write_csv(study, stream, metrics=metrics)
+    asked: dict[str, Any] = {"metrics": metrics} if metrics else {}
     audit_export(actor=actor, source=source, what="metric results", fmt="csv", target=study,
-                 file=file, rows=rows, **({"metrics": metrics} if metrics else {}))
+                 file=file, rows=rows, **asked)
     return rows
 
 
@@ -361,12 +362,12 @@ def metric_batch_score(*, run_id: int, output_ids: Sequence[int], metrics: Seque
         timings[scorer.name] += time.perf_counter() - started
         headline_name = scorer.outputs[0]
         runtime = encoder.runtime() if scorer.needs_encoder and encoder else {}
-        for pair, score in zip(pairs, scores, strict=True):
+        for output_id, score in zip(ids, scores, strict=True):
             details = dict(score.details)
             if runtime:
                 details["runtime"] = runtime
             rows.append(MetricResult(
-                output_id=pair.key, config=config, values=score.values,
+                output_id=output_id, config=config, values=score.values,
                 headline=score.values.get(headline_name), details=details,
                 error=score.error or "",
             ))

@@ -126,7 +126,7 @@ def system_means(rows: pd.DataFrame, *, n_boot: int = N_BOOT, seed: int = SEED
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = (weights @ sums) / (weights @ counts)
     total_sums, total_counts = sums.sum(axis=0), counts.sum(axis=0)
-    out = []
+    out: list[dict[str, Any]] = []
     for k, system in enumerate(systems):
         entry: dict[str, Any] = {
             "system": system, "mean": float(total_sums[k] / total_counts[k]),

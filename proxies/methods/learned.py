@@ -12,7 +12,15 @@ from typing import Any
 
 from evalstudy.criteria import PAIR, AnswerKind
 
-from .base import METRIC_RATER, THRESHOLD, Answer, Batch, ProxyMethod, decide, threshold_of
+from .base import (
+    METRIC_RATER,
+    THRESHOLD_PARAM,
+    Answer,
+    Batch,
+    ProxyMethod,
+    decide,
+    threshold_of,
+)
 from .learned_kinds import learned_kind
 
 
@@ -111,7 +119,7 @@ METHOD = ProxyMethod(
     answers=lambda kind: kind.binary_reading or kind.shows == PAIR,
     answers_with=answers_with,
     answer=answer,
-    params=frozenset({THRESHOLD}),
+    params=(THRESHOLD_PARAM,),
     rater=METRIC_RATER,
     learned=True,
     thresholded=True,

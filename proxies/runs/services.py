@@ -170,10 +170,10 @@ def proxy_run_prepare(
         raise ValidationError(f"method: {method!r} is not one of {sorted(METHODS)}")
     spec = method_of(method)
     params = dict(params or {})
-    unknown = set(params) - spec.params
+    unknown = set(params) - spec.param_names
     if unknown:
         raise ValidationError(f"params: {sorted(unknown)} not understood by {method}; known: "
-                              f"{sorted(spec.params)}")
+                              f"{sorted(spec.param_names)}")
     if THRESHOLD in params:
         try:
             threshold = float(params[THRESHOLD])
@@ -295,7 +295,7 @@ def proxy_units(study: Study, criteria: Sequence[Criterion]
                            criterion__in=[c for c in criteria if shows_pair(c)])
                    .values_list("output_id", "output_b_id").distinct())
         pairs_shown |= {(o, ob) for o, ob in counted if (ob, o) not in pairs_shown}
-        pairs = sorted(pairs_shown)
+        pairs: list[tuple[int, int | None]] = sorted(pairs_shown)
         if not pairs:
             by_item: dict[int, list[int]] = defaultdict(list)
             for pk, item in (Output.objects.filter(item__study=study)
@@ -325,8 +325,9 @@ def _add_missing_slots(run: ProxyRun, seat: Assignment) -> None:
     criteria = list(run.study.criteria.filter(key__in=run.criteria))
     wanted = [unit for units in proxy_units(run.study, criteria).values() for unit in units]
     existing = set(seat.slots.values_list("output_id", "output_b_id"))
-    position = (seat.slots.order_by("-position").values_list("position", flat=True).first()
-                if existing else -1)
+    last = (seat.slots.order_by("-position").values_list("position", flat=True).first()
+            if existing else None)
+    position = -1 if last is None else last
     new = []
     for output, output_b in wanted:
         if (output, output_b) not in existing:
@@ -427,10 +428,10 @@ def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
     for criterion_pk, units in by_criterion.items():
         criterion = criteria[criterion_pk]
         answers = batch_answers(run, backend, criterion, units, texts)
-        for pk, value, score, error, source in answers:
+        for pk, value, score, problem, source in answers:
             sources[f"answers_{source}"] += 1
             if value is None:
-                failures[f"{pk}:{criterion.key}"] = error[:300]
+                failures[f"{pk}:{criterion.key}"] = problem[:300]
                 continue
             rows.append(Judgment(slot_id=pk, criterion=criterion, rater=run.rater, value=value,
                                  numeric_value=score, submitted_at=now))

@@ -157,17 +157,19 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
         heartbeat_at=timezone.now(), **process_identity())
     if not claimed:
         return proxy
+    study = proxy.study
+    assert study is not None, "a proxy is trained on the study it was started on"
     # Checked again here, before a file of it is read: the study's encoder_path may have
     # changed, and a proxy recorded before the check existed was never checked.
-    learned_proxy_check(study=proxy.study, params=proxy.params, kind=proxy.kind)
+    learned_proxy_check(study=study, params=proxy.params, kind=proxy.kind)
     params = dict(proxy.params)
     seed = int(params.pop("seed", 0))
     target_precision = float(params.pop("target_precision", 0.9))
     spec = learned_kind(proxy.kind)
     pairwise = spec.pairwise
     if spec.reads_encoder:
-        params.setdefault("model_path", encoder_resolve(study=proxy.study))
-    if spec.fine_tuned and _pertinence_style(proxy.study):
+        params.setdefault("model_path", encoder_resolve(study=study))
+    if spec.fine_tuned and _pertinence_style(study):
         # A history and its completion: keep the history's most recent tokens.
         params.setdefault("truncation", "history_left")
     try:
@@ -178,7 +180,7 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
                 trained = pairwise_train(proxy, params, seed)
             else:
                 trained = train_proxy(proxy.kind,
-                                      learned_examples(proxy.study, proxy.criterion_key),
+                                      learned_examples(study, proxy.criterion_key),
                                       params=params, seed=seed,
                                       target_precision=target_precision)
     except ValueError as error:  # bad parameter, too few groups, a one-class split
@@ -261,7 +263,7 @@ def learned_proxies_fail_dead(queryset=None) -> int:
         status=LearnedProxy.Status.RUNNING, pid__isnull=False, host=socket.gethostname()[:255])
     failed = 0
     for pk, pid, started in rows.values_list("pk", "pid", "pid_started"):
-        if pid == os.getpid() or process_alive(pid, started):
+        if pid is None or pid == os.getpid() or process_alive(pid, started):
             continue
         failed += LearnedProxy.objects.filter(
             pk=pk, status=LearnedProxy.Status.RUNNING, pid=pid).update(

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from evalstudy.criteria import all_kinds
+from kit.params import Param
 from proxies.methods import (
     LEARNED_KINDS,
     METHOD_CHOICES,
@@ -92,7 +93,7 @@ def test_each_method_spec_is_complete(method: ProxyMethod):
     assert method.label and method.score
     assert method.rater in (LLM_RATER, METRIC_RATER)
     assert callable(method.answer) and inspect.isgeneratorfunction(method.answer)
-    assert all(isinstance(param, str) for param in method.params)
+    assert all(isinstance(param, Param) for param in method.params)
     answered = [kind.name for kind in all_kinds() if method.answers(kind)]
     assert answered, f"{method.name} answers no criterion kind"
     assert method.queue({}) in (LLM_QUEUE, CPU_QUEUE)
@@ -107,7 +108,7 @@ def test_each_method_spec_is_complete(method: ProxyMethod):
         with pytest.raises(ValueError):
             method.check_template("{output}")
     if method.thresholded:
-        assert "threshold" in method.params
+        assert "threshold" in method.param_names
     for kind in all_kinds():
         if method.answers_level(kind):
             assert method.answers(kind) and not method.decides_at_threshold(kind)
@@ -178,7 +179,8 @@ def test_each_learned_kind_has_its_trainer_and_the_same_reading():
     from proxies.learned import PAIRWISE_KINDS, PROXY_KINDS
 
     assert set(PROXY_KINDS) == set(LEARNED_KINDS)
-    assert PAIRWISE_KINDS == {name for name, kind in LEARNED_KINDS.items() if kind.pairwise}
+    pairwise = {name for name, kind in LEARNED_KINDS.items() if kind.pairwise}
+    assert pairwise == PAIRWISE_KINDS
     assert [name for name, kind in LEARNED_KINDS.items() if kind.fine_tuned] == [
         "cross_encoder"]
     with pytest.raises(ValueError, match="is not one of"):

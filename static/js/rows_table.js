@@ -11,7 +11,7 @@
       input.name = name;
       input.id = "id_" + name;
       const label = input.getAttribute("aria-label") || "";
-      input.setAttribute("aria-label", label.replace(/row \d+$/, "row " + (index + 1)));
+      input.setAttribute("aria-label", label.replace(/row \d+:/, "row " + (index + 1) + ":"));
       if (input.type === "checkbox") {
         input.checked = false;
       } else {

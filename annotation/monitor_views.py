@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from evalstudy.audit import WEB
@@ -19,6 +20,9 @@ from . import rater_actions, recalibration
 from .monitor_selectors import study_monitor
 from .plan_monitor import plan_monitor
 from .services import progress_export
+
+if TYPE_CHECKING:
+    from evalstudy.models import Study
 
 POLL_SECONDS = 5
 
@@ -76,6 +80,14 @@ def monitor_csv(request: HttpRequest, slug: str) -> HttpResponse:
 RATER_ACTIONS = ("exclude", "include", "reopen", "recalibrate")
 
 
+class _RaterActionArguments(TypedDict):
+    # What every rater action takes, whichever button was pressed.
+    study: Study
+    rater_id: int
+    actor: Any
+    source: str
+
+
 @staff_member_required
 @require_POST
 def rater_action(request: HttpRequest, slug: str, rater_id: int, action: str) -> HttpResponse:
@@ -86,7 +98,8 @@ def rater_action(request: HttpRequest, slug: str, rater_id: int, action: str) ->
     study = study_for(request.user, slug, EDITOR)
     if action not in RATER_ACTIONS:
         raise Http404(f"No rater action {action!r}: one of {', '.join(RATER_ACTIONS)}.")
-    common = {"study": study, "rater_id": rater_id, "actor": request.user, "source": WEB}
+    common: _RaterActionArguments = {"study": study, "rater_id": rater_id,
+                                     "actor": request.user, "source": WEB}
     try:
         if action == "exclude":
             # htmx asks for the reason in a prompt and sends it as HX-Prompt.
@@ -100,12 +113,19 @@ def rater_action(request: HttpRequest, slug: str, rater_id: int, action: str) ->
             reason = request.POST.get("reason") or request.headers.get("HX-Prompt", "")
             round_ = recalibration.recalibration_start(
                 **common, reason=reason[:rater_actions.REASON_MAX])
-            done = (f"recalibration round {round_.number} started "
-                    f"({round_.slots.count()} calibration items served next)")
+            n_slots = round_.slots.count()
+            done = ngettext("recalibration round %(round)d started (%(count)d calibration "
+                            "item served next)",
+                            "recalibration round %(round)d started (%(count)d calibration "
+                            "items served next)", n_slots) % {
+                "round": round_.number, "count": n_slots}
         else:
             all_items = request.POST.get("all_items", "").lower() in ("1", "true", "on", "yes")
             replacement = rater_actions.seat_reopen(**common, all_items=all_items)
-            done = f"seat handed on ({replacement.slots.count()} items in a new open seat)"
+            n_slots = replacement.slots.count()
+            done = ngettext("seat handed on (%(count)d item in a new open seat)",
+                            "seat handed on (%(count)d items in a new open seat)",
+                            n_slots) % {"count": n_slots}
     except rater_actions.RaterNotInStudy:
         raise Http404("No such rater in this study.") from None
     except (rater_actions.SeatNotReopenable, recalibration.RecalibrationNotPossible) as error:

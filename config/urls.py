@@ -3,6 +3,7 @@ from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
 
+from annotation.researcher_home import admin_index
 from kit.health import healthz
 from kit.login_throttle import ThrottledAdminAuthenticationForm, ThrottledLoginView
 
@@ -10,8 +11,13 @@ admin.site.site_header = "evalstudy"
 admin.site.site_title = "evalstudy admin"
 admin.site.index_title = "Studies, raters and results"
 admin.site.login_form = ThrottledAdminAuthenticationForm
+# The admin opens on the researcher's studies (annotation.researcher_home), Django's list of
+# models below them.
+admin.site.index_template = "admin/studies_home.html"
 
 urlpatterns = [
+    # Before the admin's own URLs: /admin/ (still reversed as "admin:index") is answered here.
+    path("admin/", admin.site.admin_view(admin_index), name="studies_home"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
     # Browsers ask for /favicon.ico whatever the page links: send them to the icon (its

@@ -47,15 +47,19 @@ def _runs_context(study) -> dict:
     """The latest metric and proxy runs (the fragment the page refreshes).
 
     Proxy runs are read through the study's reverse relation (`proxies.ProxyRun.study`), so
-    this app, below `proxies`, imports nothing from it."""
-    return {"study": study, "runs": MetricRun.objects.filter(study=study)[:10],
+    this app, below `proxies`, imports nothing from it. `active_run`: the newest metric run
+    still queued or running, whose state the Start button shows (disabled) until it ends."""
+    runs = list(MetricRun.objects.filter(study=study)[:10])
+    return {"study": study, "runs": runs,
+            "active_run": next((run for run in runs if run.active), None),
             "proxy_runs": study.proxy_runs.select_related("rater")[:10]}
 
 
 @staff_member_required
 def runs_fragment(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug)
-    return render(request, "metrics/_runs.html", _runs_context(study))
+    # oob: the fragment also carries the form's Start button, disabled while a run is under way
+    return render(request, "metrics/_runs.html", {**_runs_context(study), "oob": True})
 
 
 @staff_member_required
@@ -65,7 +69,7 @@ def start_run(request: HttpRequest, slug: str) -> HttpResponse:
     form = MetricRunForm(request.POST)
     try:
         if not form.is_valid():  # a parameter out of its bounds, a metric not offered
-            raise ValidationError([f"{name.replace('__', ' ')}: {' '.join(errors)}"
+            raise ValidationError([f"{name.replace('__', ' ')}: {' '.join(map(str, errors))}"
                                    for name, errors in form.errors.items()])
         run = metric_run_start(
             study=study, metrics=form.cleaned_data["metrics"] or None, params=form.run_params(),

@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.db.models import F
 
 from evalstudy.admin.scoping import ADMIN, ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
+from evalstudy.admin.study_actions import study_name
 from evalstudy.permissions import EDITOR
 
 from . import services
@@ -95,9 +96,10 @@ class ProlificLinkAdmin(StudyScopedAdmin):
                 counts = services.prolific_sync(study=link.study, actor=request.user,
                                                 source=ADMIN)
             except ProlificError as exc:
-                messages.error(request, f"{link.study.slug}: {exc}")
+                messages.error(request, f"{study_name(link.study)}: {exc}")
                 continue
-            messages.success(request, f"{link.study.slug}: {services.sync_summary(counts)}")
+            messages.success(request, f"{study_name(link.study)}: "
+                                      f"{services.sync_summary(counts)}")
 
 
 @admin.register(ProlificSubmission)

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.translation import ngettext
 
 from evalstudy.audit import audit_record
 from evalstudy.models import Assignment, AuditEvent, Enrollment, Rater, Study
@@ -285,13 +286,23 @@ def prolific_sync(*, study: Study, actor: Any, source: str,
 
 def sync_summary(counts: dict[str, int]) -> str:
     """prolific_sync's counts as one sentence (the monitor, the admin, the command)."""
-    text = (f"Prolific: {counts['submissions']} submissions, {counts['matched']} from this "
-            f"study's participants synced, {counts['seats_freed']} seats freed.")
+    def number(count: int, one: str, many: str) -> str:
+        return ngettext(one, many, count) % {"count": count}
+
+    submissions = number(counts["submissions"], "%(count)d submission", "%(count)d submissions")
+    freed = number(counts["seats_freed"], "%(count)d seat freed", "%(count)d seats freed")
+    text = (f"Prolific: {submissions}, {counts['matched']} from this study's participants "
+            f"synced, {freed}.")
     if counts.get("unmatched"):
-        text += (f" {counts['unmatched']} submissions on Prolific not from this study's "
-                 "participants were ignored.")
+        text += " " + number(
+            counts["unmatched"],
+            "%(count)d submission on Prolific not from this study's participants was ignored.",
+            "%(count)d submissions on Prolific not from this study's participants were "
+            "ignored.")
     if counts.get("skipped"):
-        text += f" {counts['skipped']} with ids that are not Prolific's were skipped."
+        text += " " + number(counts["skipped"],
+                             "%(count)d with an id that is not Prolific's was skipped.",
+                             "%(count)d with ids that are not Prolific's were skipped.")
     return text
 
 

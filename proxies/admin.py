@@ -5,6 +5,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.utils.html import format_html
+from django.utils.translation import ngettext
 
 from evalstudy import permissions as perms
 from evalstudy.admin.row_fields import settings_field
@@ -13,7 +14,7 @@ from evalstudy.audit import ADMIN
 from kit.param_fields import param_formfield
 from kit.params import Param, params_given
 
-from .methods import all_methods, method_of
+from .methods import LEARNED_KINDS, all_methods, method_of
 from .models import JudgePromptVersion, LearnedProxy, ProxyRun
 
 PARAM_PREFIX = "param_"
@@ -40,7 +41,7 @@ def _only_editable_studies(form, user) -> None:
     form.base_fields["study"].queryset = perms.studies_with_role(user, perms.EDITOR)
 
 
-class ProxyRunStartForm(forms.ModelForm):
+class ProxyRunStartFormBase(forms.ModelForm):
     """Starting a proxy run from the admin: the request is checked by the same service as the
     command line and the API, and its errors are shown on the form."""
 
@@ -158,11 +159,13 @@ class ProxyRunAdmin(StudyScopedAdmin):
                 messages.error(request, " ".join(error.messages))
             else:
                 resumed += 1
-        messages.info(request, f"{resumed} run(s) sent to the workers again.")
+        messages.info(request, ngettext("%(count)d run sent to the workers again.",
+                                        "%(count)d runs sent to the workers again.",
+                                        resumed) % {"count": resumed})
 
 
 # The run parameters' inputs, declared on the form class (the admin lists them by name).
-ProxyRunStartForm = type("ProxyRunStartForm", (ProxyRunStartForm,), _param_fields())
+ProxyRunStartForm = type("ProxyRunStartForm", (ProxyRunStartFormBase,), _param_fields())
 
 
 class LearnedProxyStartForm(forms.ModelForm):
@@ -184,7 +187,8 @@ class LearnedProxyStartForm(forms.ModelForm):
         try:
             params = data.get("params_config") or {}
             learned_proxy_check(study=data["study"], params=params, kind=data.get("kind", ""))
-            if data.get("kind") == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
+            kind = LEARNED_KINDS.get(data.get("kind", ""))
+            if kind is not None and kind.pairwise:
                 from .training import pairwise_examples
 
                 pairwise_examples(data["study"], data["criterion_key"],

@@ -13,4 +13,4 @@ keys offer only rows of such studies (`scoping.StudyRowChoices`).
 - `people`: raters and enrollments.
 """
 
-from . import people, rows, studies  # noqa: F401 - registers the ModelAdmins
+from . import invite, people, rows, studies  # noqa: F401 - registers the ModelAdmins and pages

@@ -28,6 +28,7 @@ from django.contrib import messages
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.translation import gettext, ngettext
 
 from ..audit import ADMIN
 from ..forms import ItemsUploadForm
@@ -314,8 +315,11 @@ def items_grid_view(study_admin, request, pk):
             problems = [problem_text(e, what) for e in error.errors]
             error_rows = {e.line for e in error.errors if e.line}
         else:
-            messages.success(request, f"Saved: {n_items} item(s) and {n_outputs} output(s) "
-                                      f"written, {removed} item(s) removed.")
+            messages.success(request, gettext("Saved: %(items)s and %(outputs)s written, "
+                                              "%(removed)s removed.") % {
+                "items": ngettext("%d item", "%d items", n_items) % n_items,
+                "outputs": ngettext("%d output", "%d outputs", n_outputs) % n_outputs,
+                "removed": ngettext("%d item", "%d items", removed) % removed})
             url = reverse("admin:evalstudy_study_items_grid", args=[study.pk])
             return HttpResponseRedirect(f"{url}?page={page}" if page > 1 else url)
     while (grid.rows and not grid.originals[-1]

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.translation import gettext, ngettext
 
 from kit.admin import AuditedAdmin
 
@@ -20,6 +21,7 @@ from .. import permissions as perms
 from .. import services
 from ..models import Enrollment, Rater
 from ..privacy import NotAPerson, OutsideYourStudies, rater_data_erase, rater_data_export
+from .links import COPY_JS, copy_field
 from .scoping import ADMIN, ONLY_VISIBLE, StudyScopedAdmin
 from .widgets import StructuredFieldsMixin
 
@@ -75,6 +77,9 @@ class RaterAdmin(StructuredFieldsMixin, AuditedAdmin):
     readonly_fields = ("study", "user", "entry_link", "created_at")
     actions = ("export_personal_data", "erase_personal_data")
     list_select_related = ("study", "user")
+
+    class Media:
+        js = (COPY_JS,)
 
     def get_queryset(self, request):
         return perms.raters_visible_to(request.user).select_related("study", "user")
@@ -155,8 +160,11 @@ class RaterAdmin(StructuredFieldsMixin, AuditedAdmin):
         allowed = [rater for rater in queryset if self.may_see_personal_data(request, rater)]
         skipped = len(queryset) - len(allowed)
         if skipped:
-            messages.warning(request, f"{skipped} rater(s) skipped: their personal data is for "
-                                      "the owner of a study they take part in only.")
+            messages.warning(request, ngettext(
+                "%(count)d rater skipped: their personal data is for the owner of a study "
+                "they take part in only.",
+                "%(count)d raters skipped: their personal data is for the owner of a study "
+                "they take part in only.", skipped) % {"count": skipped})
         return allowed
 
     def has_change_permission(self, request, obj=None):
@@ -180,8 +188,10 @@ class RaterAdmin(StructuredFieldsMixin, AuditedAdmin):
     def entry_link(self, rater):
         if not rater.pk or not rater.has_entry_link:
             return "-" if not rater.pk or not rater.is_human else "none: signs in with account"
-        url = reverse("annotation:enter", args=[rater.access_token])
-        return format_html('<a href="{}">{}</a>', url, url)
+        # Absolute, to paste into an email (the invite page lists a study's links with the
+        # address the researcher's browser used; here, with no request, the site's).
+        url = settings.SITE_URL.rstrip("/") + reverse("annotation:enter", args=[rater.access_token])
+        return copy_field(url, gettext("Copy the entry link of %(rater)s") % {"rater": rater})
 
     @admin.action(description="Export personal data of selected raters (JSON)",
                   permissions=("view",))
@@ -221,7 +231,7 @@ class RaterAdmin(StructuredFieldsMixin, AuditedAdmin):
             except (NotAPerson, OutsideYourStudies) as error:
                 messages.error(request, str(error))
             else:
-                messages.success(request, f"rater {rater.pk}: personal data erased")
+                messages.success(request, f"Personal data of rater {rater.pk} erased.")
         return None
 
 

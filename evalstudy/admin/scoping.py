@@ -155,7 +155,9 @@ def rows_with_role(request, rows, minimum: str, *, label=str, study_of=study_of_
             allowed.append(row)
         else:
             where = f"study {study.slug}" if study is not None else "its study"
-            messages.warning(request, f"{label(row)}: skipped; this needs the {minimum} role "
+            # The row's label after a verb: the admin capitalises a message's first letter,
+            # which would change a slug ("Newc-trial").
+            messages.warning(request, f"Skipped {label(row)}: this needs the {minimum} role "
                                       f"(or above) on {where}.")
     return allowed
 

@@ -20,9 +20,9 @@ from django.db.models import Count, Q
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import NoReverseMatch, path, reverse
-from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext, ngettext
 
-from kit.admin import AuditedAdmin
+from kit.admin import AuditedAdmin, LabelledRowsMixin
 
 from .. import permissions as perms
 from .. import services
@@ -50,10 +50,12 @@ from ..spec.limits import study_setting_problems
 from ..spec.load import decode
 from ..spec.study import parse_study_spec, show_if_problems
 from .grid import items_grid_view
+from .links import copy_field
 from .plans import StudyPlanInline
 from .row_fields import identity_terms_field, rater_labels_field
 from .rows import CriterionRulesForm
 from .scoping import ADMIN, StudyRowChoices, rows_with_role
+from .study_actions import report_done, report_refusal, study_close_view, study_open_view
 from .widgets import StructuredFieldsMixin
 
 
@@ -81,7 +83,7 @@ class SystemInlineFormSet(forms.BaseInlineFormSet):
                 "(the study opened): the plan's contrasts name them.")
 
 
-class SystemInline(StructuredFieldsMixin, admin.TabularInline):
+class SystemInline(LabelledRowsMixin, StructuredFieldsMixin, admin.TabularInline):
     model = System
     formset = SystemInlineFormSet
     extra = 0
@@ -110,8 +112,11 @@ class CriterionInlineFormSet(forms.BaseInlineFormSet):
         problems = []
         limit = services.spec_limits().max_criteria
         if len(kept) > limit:
-            problems.append(f"{len(kept)} criteria; a study may have at most {limit} "
-                            "(EVALSTUDY_MAX_CRITERIA).")
+            problems.append(ngettext(
+                "%(count)d criterion; a study may have at most %(limit)d "
+                "(EVALSTUDY_MAX_CRITERIA).",
+                "%(count)d criteria; a study may have at most %(limit)d "
+                "(EVALSTUDY_MAX_CRITERIA).", len(kept)) % {"count": len(kept), "limit": limit})
         # New rows are saved after the existing ones, in form order, so their ids come last.
         kept.sort(key=lambda pair: (pair[1].cleaned_data.get("order") or 0,
                                     (0, pair[1].instance.pk) if pair[1].instance.pk
@@ -160,7 +165,7 @@ class AttentionInline(StructuredFieldsMixin, admin.StackedInline):
     fields = (("key", "order"), "reference", "context", "text", "text_b", "expected")
 
 
-class CollaboratorInline(admin.TabularInline):
+class CollaboratorInline(LabelledRowsMixin, admin.TabularInline):
     """Only the study's owner (or an admin) adds, changes or removes collaborators."""
 
     model = StudyCollaborator
@@ -211,16 +216,10 @@ class StudyAdminForm(forms.ModelForm):
         return data
 
 
-def problems_html(heading: str, problems: list[str]) -> str:
-    """One message for several problems: the heading, then the problems as a list, one a
-    line (the admin shows a message's HTML when it is marked safe)."""
-    return format_html("{} ({} problem{}):<ul class=\"problem-list\">{}</ul>", heading,
-                       len(problems), "" if len(problems) == 1 else "s",
-                       format_html_join("", "<li>{}</li>", ((p,) for p in problems)))
-
-
 def _report_spec_errors(request, error: SpecInvalid) -> None:
-    messages.error(request, f"Nothing was imported ({len(error.errors)} problem(s)).")
+    messages.error(request, ngettext("Nothing was imported (%(count)d problem).",
+                                     "Nothing was imported (%(count)d problems).",
+                                     len(error.errors)) % {"count": len(error.errors)})
     for problem in error.errors[:50]:
         messages.error(request, f"Problem in {problem}")
     if len(error.errors) > 50:
@@ -304,13 +303,16 @@ class StudyAdmin(AuditedAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         study = self.get_object(request, object_id)
-        links = {}
+        links: dict[str, object] = {}
         if study is not None:
             # Pages of the annotation and analysis apps, linked when they are installed.
             for name, url_name in (("preview_url", "annotation:preview"),
                                    ("judgments_url", "analysis:judgments")):
                 with contextlib.suppress(NoReverseMatch):
                     links[name] = reverse(url_name, args=[study.slug])
+            # The Open/Close buttons (study_actions) and the invite page's link.
+            links["can_change"] = self.has_change_permission(request, study)
+            links["may_invite"] = links["can_change"]
         return super().change_view(request, object_id, form_url,
                                    extra_context={**links, **(extra_context or {})})
 
@@ -320,9 +322,8 @@ class StudyAdmin(AuditedAdmin):
             return "-"
         if study.crowd_platform == "none":
             return "none: choose a crowd platform below to get one"
-        path = reverse("annotation:crowd_entry", args=[study.slug])
-        return (f"{settings.SITE_URL.rstrip('/')}{path}?PROLIFIC_PID={{{{%PROLIFIC_PID%}}}}"
-                "&STUDY_ID={{%STUDY_ID%}}&SESSION_ID={{%SESSION_ID%}}")
+        return copy_field(services.crowd_entry_url(study, settings.SITE_URL) or "",
+                          gettext("Copy the crowd entry URL"))
 
     @admin.display(description="systems", ordering="n_systems_")
     def n_systems(self, study):
@@ -340,17 +341,16 @@ class StudyAdmin(AuditedAdmin):
     def each_study(self, request, queryset, service, done: str, warnings=None) -> None:
         """Run `service(study=, actor=, source=)` on each selected study the user may change
         (editor or above); the others (a viewer's) are skipped and reported. The service
-        records its audit event. A refusal lists its problems one a line; `warnings(study=)`
-        (optional) gives what to point out after a success. For actions of other apps too."""
+        records its audit event. A refusal lists its problems one message each, linked to their
+        fix (study_actions.report_refusal); `warnings(study=)` (optional) gives what to point
+        out after a success. For actions of other apps too."""
         for study in rows_with_role(request, queryset, perms.EDITOR, label=lambda s: s.slug):
             try:
                 service(study=study, actor=request.user, source=ADMIN)
             except ValidationError as error:
-                messages.error(request, problems_html(f"{study.slug}: not done", error.messages))
+                report_refusal(request, study, error, gettext("not done"))
             else:
-                messages.success(request, f"{study.slug}: {done}")
-                for warning in warnings(study=study) if warnings else ():
-                    messages.warning(request, f"{study.slug}: {warning}")
+                report_done(request, study, done, warnings(study=study) if warnings else ())
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
@@ -394,6 +394,10 @@ class StudyAdmin(AuditedAdmin):
                  name="evalstudy_study_spec"),
             path("<int:pk>/items-grid/", self.admin_site.admin_view(
                 types.MethodType(items_grid_view, self)), name="evalstudy_study_items_grid"),
+            path("<int:pk>/open/", self.admin_site.admin_view(
+                types.MethodType(study_open_view, self)), name="evalstudy_study_open"),
+            path("<int:pk>/close/", self.admin_site.admin_view(
+                types.MethodType(study_close_view, self)), name="evalstudy_study_close"),
         ]
         own += [path(route, self.admin_site.admin_view(types.MethodType(view, self)), name=name)
                 for route, view, name in _STUDY_PAGES]
@@ -453,7 +457,8 @@ class StudyAdmin(AuditedAdmin):
 
         return self.upload(
             request, SpecUploadForm, title="Import a study spec", run=run,
-            help_text="YAML or JSON; see the README for the format. Re-importing the same "
+            help_text="YAML or JSON; the manual's Study files page (docs/guide/study-spec.md) "
+                      "gives the format. Re-importing the same "
                       "spec changes nothing.",
         )
 

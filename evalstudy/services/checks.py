@@ -93,7 +93,38 @@ def design_slot_count(
     return lists * ratings_per_output * per_list
 
 
-def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[str]:
+# Where a problem that stops a study from opening is fixed: the admin links each refusal to its
+# page (the items grid, the systems or criteria on the study's page, its settings...).
+ITEMS, SYSTEMS, CRITERIA, CALIBRATION, ATTENTION, SETTINGS, DESIGN, PLAN = (
+    "items", "systems", "criteria", "calibration", "attention", "settings", "design", "plan")
+
+
+class Problem(str):
+    """A sentence of `study_validate` that also says where it is fixed (`where`, one of the
+    names above). A str: every reader of the sentences (the API, the command, messages) keeps
+    reading text."""
+
+    where: str
+
+    def __new__(cls, text: str, where: str) -> Problem:
+        problem = super().__new__(cls, text)
+        problem.where = where
+        return problem
+
+
+def at(where: str, text: str) -> Problem:
+    return Problem(text, where)
+
+
+class StudyInvalid(ValidationError):
+    """The study cannot open: `problems` are study_validate's, each saying where it is fixed."""
+
+    def __init__(self, problems: list[Problem]):
+        super().__init__(list(problems))
+        self.problems = problems
+
+
+def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[Problem]:
     """Everything that stops `study` from being opened, as sentences a researcher can act on.
 
     Includes the bounds of `limits` (default: the settings): counts, settings and the number
@@ -102,7 +133,7 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
     """
 
     limits = limits or spec_limits()
-    problems: list[str] = []
+    problems: list[Problem] = []
     systems = list(study.systems.all())
     # In the order raters answer them: a condition may name an earlier criterion only.
     criteria = list(study.criteria.select_related("show_if_criterion").order_by("order", "id"))
@@ -113,47 +144,50 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
         ("criteria", len(criteria), limits.max_criteria, "EVALSTUDY_MAX_CRITERIA"),
     ):
         if count > limit:
-            problems.append(f"The study has {count:,} {what}; at most {limit:,} are allowed "
-                            f"({setting}).")
+            problems.append(at(what, f"The study has {count:,} {what}; at most {limit:,} are "
+                               f"allowed ({setting})."))
     values = {name: getattr(study, name) for name in SETTING_BOUNDS}
     for name, problem in study_setting_problems(values, limits).items():
-        problems.append(f"{name} {problem}.")
+        problems.append(at(SETTINGS, f"{name} {problem}."))
     if not criteria:
-        problems.append("The study has no criteria: add at least one question for raters.")
+        problems.append(at(CRITERIA, "The study has no criteria: add at least one question "
+                                     "for raters."))
     if not systems:
-        problems.append("The study has no systems.")
+        problems.append(at(SYSTEMS, "The study has no systems."))
     if n_items == 0:
-        problems.append("The study has no items.")
+        problems.append(at(ITEMS, "The study has no items."))
     if study.design in (Study.Design.PAIRWISE, Study.Design.ADAPTIVE):
         if study.design == Study.Design.ADAPTIVE:
-            from ..adaptive import plan_problems
+            from .adaptive import plan_problems
 
-            problems += plan_problems(study)
+            problems += [at(PLAN, problem) for problem in plan_problems(study)]
         if len(systems) < 2:
-            problems.append("A pairwise design needs at least 2 systems.")
+            problems.append(at(SYSTEMS, "A pairwise design needs at least 2 systems."))
         if criteria and not any(study.design in _kind(c).designs for c in criteria):
-            problems.append("A pairwise design needs a pairwise (A/B) criterion.")
+            problems.append(at(CRITERIA, "A pairwise design needs a pairwise (A/B) criterion."))
         for kind in sorted({c.kind for c in criteria if _kind(c).one_output_only}):
-            problems.append(f"{kind.capitalize()} criteria mark errors in one output: they "
-                            "need a design that shows one output at a time, not pairwise.")
+            problems.append(at(CRITERIA, f"{kind.capitalize()} criteria mark errors in one "
+                                         "output: they need a design that shows one output "
+                                         "at a time, not pairwise."))
     elif any(Study.Design.PAIRWISE in _kind(c).designs for c in criteria):
-        problems.append(
-            f"Pairwise criteria need the pairwise design; this study is {study.design}."
-        )
-    problems += _tuple_design_problems(study, criteria, len(systems))
+        problems.append(at(CRITERIA, "Pairwise criteria need the pairwise design; this study "
+                                     f"is {study.design}."))
+    problems += [at(DESIGN, problem)
+                 for problem in _tuple_design_problems(study, criteria, len(systems))]
     if study.crowd_platform != "none" and not study.crowd_no_codes and not (
             study.completion_code and study.screen_out_code):
         missing = " and ".join(name for name in ("completion_code", "screen_out_code")
                                if not getattr(study, name))
-        problems.append(
-            f"A crowd study ({study.crowd_platform}) needs its {missing}: without them a "
+        problems.append(at(
+            SETTINGS, f"A crowd study ({study.crowd_platform}) needs its {missing}: without them a "
             "participant finishes (or is screened out) with no code to give the platform. "
             "Set them, or crowd_no_codes if the platform pays without codes, or crowd_platform "
-            "none for personal links only.")
+            "none for personal links only."))
     for one_kind in rules.all_kinds():
         if one_kind.one_per_study and sum(c.kind == one_kind.name for c in criteria) > 1:
-            problems.append(f"A study takes one {one_kind.name} criterion: raters mark each error "
-                            "once, with its category and severity.")
+            problems.append(at(CRITERIA, f"A study takes one {one_kind.name} criterion: raters "
+                                         "mark each error once, with its category and "
+                                         "severity."))
     lacking_outputs = (
         Item.objects.filter(study=study)
         .annotate(n_outputs=Count("outputs", filter=Q(outputs__system__study=study)))
@@ -172,10 +206,12 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
             for system in systems
             if (item.pk, system.pk) not in have
         ]
-        problems.append(
-            f"{lacking_outputs.count()} item(s) lack an output for some system (item/system): "
-            f"{listing(pairs)}."
-        )
+        n_lacking = lacking_outputs.count()
+        problems.append(at(ITEMS, (
+            f"1 item lacks an output for some system (item/system): {listing(pairs)}."
+            if n_lacking == 1 else
+            f"{n_lacking} items lack an output for some system (item/system): "
+            f"{listing(pairs)}.")))
     def condition_key(criterion: Criterion) -> str | None:
         """The key of the question `criterion` is shown after, if that is of this study."""
         if criterion.show_if_criterion_id is None or criterion.show_if_criterion is None:
@@ -190,49 +226,53 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
     for position, criterion in enumerate(criteria):
         for problem in rules.criterion_problems(
                 {name: getattr(criterion, name) for name in rules.RULE_FIELDS}):
-            problems.append(f"Criterion {criterion.key!r}: {problem}.")
+            problems.append(at(CRITERIA, f"Criterion {criterion.key!r}: {problem}."))
         parent = criterion.show_if_criterion
         if parent is not None:
             if parent.study_id != study.pk or parent.pk == criterion.pk:
-                problems.append(f"Criterion {criterion.key!r}: show_if names an invalid criterion.")
+                problems.append(at(CRITERIA, f"Criterion {criterion.key!r}: show_if names an "
+                                             "invalid criterion."))
             elif position in chain:
-                problems.append(f"Criterion {criterion.key!r}: show_if {chain[position]}.")
+                problems.append(at(CRITERIA, f"Criterion {criterion.key!r}: show_if "
+                                             f"{chain[position]}."))
             elif not criterion.show_if_values:
-                problems.append(f"Criterion {criterion.key!r}: show_if lists no values.")
+                problems.append(at(CRITERIA, f"Criterion {criterion.key!r}: show_if lists no "
+                                             "values."))
             else:
                 for value in criterion.show_if_values:
                     try:
                         parent.rule.normalise(value)
                     except ValueError as error:
-                        problems.append(
-                            f"Criterion {criterion.key!r}: show_if value for "
-                            f"{parent.key!r}: {error}."
-                        )
+                        problems.append(at(CRITERIA, f"Criterion {criterion.key!r}: show_if value "
+                                                     f"for {parent.key!r}: {error}."))
     by_key = {c.key: c for c in criteria}
     controls: list[CalibrationItem | AttentionCheck] = [
         *study.calibration_items.all(), *study.attention_checks.all()
     ]
     for control in controls:
         label = "Calibration item" if isinstance(control, CalibrationItem) else "Attention check"
+        where = CALIBRATION if isinstance(control, CalibrationItem) else ATTENTION
         for key, value in (control.expected or {}).items():
             if key not in by_key:
-                problems.append(f"{label} {control.key!r}: expected answer for unknown "
-                                f"criterion {key!r}.")
+                problems.append(at(where, f"{label} {control.key!r}: expected answer for "
+                                          f"unknown criterion {key!r}."))
                 continue
             if not _kind(by_key[key]).takes_expected:
-                problems.append(f"{label} {control.key!r}: expected {key}: {by_key[key].kind} "
-                                "criteria take no expected answer (there is no single right "
-                                "marking).")
+                problems.append(at(where, f"{label} {control.key!r}: expected {key}: "
+                                          f"{by_key[key].kind} criteria take no expected answer "
+                                          "(there is no single right marking)."))
                 continue
             try:
                 by_key[key].rule.normalise_expected(value)
             except ValueError as error:
-                problems.append(f"{label} {control.key!r}: expected {key}: {error}.")
+                problems.append(at(where, f"{label} {control.key!r}: expected {key}: {error}."))
         if study.design in (Study.Design.PAIRWISE, Study.Design.ADAPTIVE) and \
                 not control.text_b:
-            problems.append(f"{label} {control.key!r}: a pairwise study needs output B too.")
+            problems.append(at(where, f"{label} {control.key!r}: a pairwise study needs output B "
+                                      "too."))
     if study.attention_check_every and not study.attention_checks.exists():
-        problems.append("attention_check_every is set but the study has no attention checks.")
+        problems.append(at(ATTENTION, "attention_check_every is set but the study has no "
+                                      "attention checks."))
     if not problems:  # the count is meaningful (and its inputs bounded) for a valid study only
         slots = design_slot_count(
             design=study.design, n_items=n_items, n_systems=len(systems),
@@ -244,12 +284,12 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[st
         if slots > limits.max_design_slots:
             cells = ("ordered pairs of systems" if study.design == Study.Design.PAIRWISE
                      else "systems")
-            problems.append(
+            problems.append(at(SETTINGS,
                 f"The design would have {slots:,} rater slots (items x {cells} x "
                 "ratings_per_output, with the calibration items and attention checks of every "
                 f"seat), over the limit of {limits.max_design_slots:,} "
                 "(EVALSTUDY_MAX_DESIGN_SLOTS): lower ratings_per_output or split the study."
-            )
+            ))
     return problems
 
 
@@ -353,4 +393,4 @@ def _tuple_design_problems(study: Study, criteria: list[Criterion], n_systems: i
 def study_raise_if_invalid(study: Study) -> None:
     problems = study_validate(study=study)
     if problems:
-        raise ValidationError(problems)
+        raise StudyInvalid(problems)

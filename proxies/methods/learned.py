@@ -21,6 +21,7 @@ from .base import (
     decide,
     threshold_of,
 )
+from .learned_kinds import learned_kind
 
 
 @lru_cache(maxsize=4)
@@ -34,9 +35,7 @@ def trained_model(artifact_path: str) -> Any:
 def answers_pairs(learned: Any) -> bool:
     """Whether the learned proxy (a LearnedProxy row, or a trained one) answers pairs of
     outputs (a pairwise learned kind) rather than one output."""
-    from proxies.learned import PAIRWISE_KINDS
-
-    return learned is not None and learned.kind in PAIRWISE_KINDS
+    return learned is not None and learned_kind(learned.kind).pairwise
 
 
 def answers_with(learned: Any, kind: AnswerKind) -> bool:

@@ -130,6 +130,8 @@ def test_passing_participant_gets_the_completion_code_and_redirect(crowd_study):
     assert "DONE42" in html
     assert 'http-equiv="refresh" content="10;url=https://platform.example/complete?cc=DONE42"' \
         in html
+    # A crowd participant has no list of studies here: an end text, not a link back to one.
+    assert "Your work here is finished." in html and "Back to your studies" not in html
     seat = Assignment.objects.get(rater__external_id=PID)
     assert seat.state == Assignment.State.DONE
 
@@ -238,6 +240,23 @@ def test_a_personal_link_rater_never_sees_the_crowd_completion_code(crowd_study)
                                   attention_answers={"severity": "2", "usable": "no"})
         assert "finished every item" in html
         assert "DONE42" not in html and "platform.example" not in html
+        assert "You may close this page; your personal link stays valid" in html
+        assert "Back to your studies" not in html
+
+
+def test_an_account_holder_goes_back_to_their_studies_at_the_end(crowd_study):
+    from tests.factories import UserFactory
+
+    user = UserFactory(username="account-rater")
+    invite(crowd_study, kind="expert", user=user)
+    client = Client()
+    client.force_login(user)
+    client.post(reverse("annotation:consent", args=[crowd_study.slug]), {"consent": "yes"})
+    client.post(reverse("annotation:instructions", args=[crowd_study.slug]))
+    html = _answer_everything(client, crowd_study,
+                              attention_answers={"severity": "2", "usable": "no"})
+    assert "finished every item" in html
+    assert "Back to your studies" in html and 'id="end-text"' not in html
 
 
 def test_a_study_has_a_crowd_url_only_once_a_platform_is_chosen_and_opens_with_codes(db):

@@ -84,7 +84,7 @@ def test_viewer_cannot_run_study_actions_but_may_export_the_spec(setup):
         response = clients["viewer"].post(
             url, {"action": action, "_selected_action": [study.pk]}, follow=True)
         assert response.status_code == 200
-        assert "scoped: skipped" in _messages(response) and "editor" in _messages(response)
+        assert "Skipped scoped:" in _messages(response) and "editor" in _messages(response)
     study.refresh_from_db()
     assert study.status == "draft" and not study.assignments.exists()
     assert not AnalysisRun.objects.filter(study=study).exists()
@@ -101,7 +101,7 @@ def test_viewer_cannot_run_study_actions_but_may_export_the_spec(setup):
     study.refresh_from_db()
     other.refresh_from_db()
     assert study.status == "open" and other.status == "draft"
-    assert "not-theirs: skipped" in _messages(response)
+    assert "Skipped not-theirs:" in _messages(response)
 
 
 def test_viewer_cannot_resume_proxy_runs(setup):
@@ -118,7 +118,7 @@ def test_viewer_cannot_resume_proxy_runs(setup):
         {"action": "resume_runs", "_selected_action": [run.pk]}, follow=True)
     run.refresh_from_db()
     assert run.status == "failed"
-    assert "skipped" in _messages(response) and "0 run(s)" in _messages(response)
+    assert "Skipped" in _messages(response) and "0 runs sent" in _messages(response)
 
 
 @pytest.mark.parametrize("role", ["viewer", "editor"])

@@ -170,9 +170,16 @@ def test_open_problems_are_listed_one_a_line(admin, superuser_author):
     response = admin.post(reverse("admin:evalstudy_study_changelist"),
                           {"action": "open_studies", "_selected_action": [study.pk]},
                           follow=True)
-    html = response.content.decode()
-    assert '<ul class="problem-list"><li>' in html
-    assert html.count("</li><li>") >= 1
+    errors = [m for m in response.context["messages"] if m.level_tag == "error"]
+    assert not [m for m in response.context["messages"] if m.level_tag == "success"]
+    # A heading, then each problem in an error message of its own (a list inside one message
+    # showed the admin's green tick inside the red box), linked to where it is fixed.
+    assert str(errors[0]).endswith(f"not done ({len(errors) - 1} problems).")
+    assert len(errors) >= 3, [str(m) for m in errors]
+    assert any("lacks an output" in str(m) and "items-grid" in str(m) for m in errors[1:])
+    assert any("categorical needs at least 2 options" in str(m) and "#criteria-group" in str(m)
+               for m in errors[1:])
+    assert "problem-list" not in response.content.decode()
     api = token_client(superuser_author)
     body = api.post(reverse("api-study-open", args=[study.slug])).json()
     assert len(body["errors"]) >= 2

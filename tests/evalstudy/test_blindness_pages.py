@@ -111,7 +111,7 @@ def test_the_admin_open_action_shows_the_warning(people):
     response = client.post(reverse("admin:evalstudy_study_changelist"), {
         "action": "open_studies", "_selected_action": [people["study"].pk]}, follow=True)
     messages = [str(m) for m in response.context["messages"]]
-    assert "leaky: opened" in messages
+    assert f"“{people['study'].title}”: opened." in messages
     assert any("2 outputs may reveal their system" in m for m in messages)
 
 

@@ -87,8 +87,11 @@ class RowsTable(forms.Widget):
         field = f"{name}-{index}-{column.name}"
         aria = f"{self.caption or 'Rows'}, row {index + 1}: {column.label}"
         if column.kind == CHECK:
-            return format_html('<input type="checkbox" name="{}" id="id_{}" aria-label="{}"{}>',
-                               field, field, aria, " checked" if value else "")
+            # On a phone the column headings are hidden: the box says what it is beside it.
+            return format_html('<input type="checkbox" name="{}" id="id_{}" aria-label="{}"{}>'
+                               ' <label class="rows-table-narrow" for="id_{}">{}</label>',
+                               field, field, aria, " checked" if value else "", field,
+                               column.label)
         if column.kind == CHOICE:
             options = format_html_join(
                 "", '<option value="{}"{}>{}</option>',

@@ -6,6 +6,9 @@
   "use strict";
 
   function renumber(row, index) {
+    row.querySelectorAll("label[for]").forEach(function (label) {
+      label.htmlFor = label.htmlFor.replace(/-\d+-([^-]+)$/, "-" + index + "-$1");
+    });
     row.querySelectorAll("input, select").forEach(function (input) {
       const name = input.name.replace(/-\d+-([^-]+)$/, "-" + index + "-$1");
       input.name = name;

@@ -249,8 +249,11 @@ def adjudication_unit(study: Study, criterion_key: str, output_id: int,
     names = rater_labels({j.rater_id: str(j.rater) for j in rows})
     excluded = set(Enrollment.objects.filter(study=study, excluded_at__isnull=False)
                    .values_list("rater_id", flat=True))
-    humans, proxies, answers = [], [], []
+    humans: list[UnitAnswer] = []
+    proxies: list[UnitAnswer] = []
+    answers: list[Answer] = []
     for judgment in rows:
+        assert judgment.slot.output_id is not None, "a target slot shows an output"
         _unit, value = _unit_of(criterion.kind, judgment.slot.output_id,
                                 judgment.slot.output_b_id, judgment.value)
         answer = UnitAnswer(names[judgment.rater_id], judgment.rater.get_kind_display(),

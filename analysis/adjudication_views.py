@@ -7,7 +7,7 @@ parse, check, call analysis.adjudication or analysis.soft_labels.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
@@ -40,14 +40,17 @@ def _number(step: str) -> forms.NumberInput:
     return forms.NumberInput(attrs={"class": "wide", "step": step, "inputmode": "decimal"})
 
 
+# The queue's states as the filter offers them (the page's heading names the chosen one).
+STATE_CHOICES = [("open", "to adjudicate"), ("done", "adjudicated"), ("all", "all")]
+
+
 class QueueForm(forms.Form):
     """The queue's filter and thresholds (GET parameters, all optional)."""
 
     criterion = forms.ChoiceField(required=False)
     reason = forms.ChoiceField(required=False, choices=[("", "any")] + [
         (reason, reason_label(reason)) for reason in REASONS])
-    state = forms.ChoiceField(required=False, choices=[
-        ("open", "to adjudicate"), ("done", "adjudicated"), ("all", "all")])
+    state = forms.ChoiceField(required=False, choices=STATE_CHOICES)
     majority = forms.FloatField(
         required=False, min_value=0.01, max_value=1.0, label="Majority share below",
         widget=_number("0.05"),
@@ -66,7 +69,9 @@ class QueueForm(forms.Form):
 
     def __init__(self, data: Any, *, criteria: list[Any]):
         super().__init__(data)
-        self.fields["criterion"].choices = [("", "any")] + [(c.key, c.key) for c in criteria]
+        # `criterion` is a ChoiceField; `fields` is typed as any Field.
+        cast(forms.ChoiceField, self.fields["criterion"]).choices = [("", "any")] + [
+            (c.key, c.key) for c in criteria]
 
     def thresholds(self) -> Thresholds:
         data = self.cleaned_data
@@ -106,7 +111,7 @@ def queue_view(request: HttpRequest, slug: str) -> HttpResponse:
     rows = [(entry, unit_url(study.slug, entry.criterion.key, entry.output, entry.output_b)
              + (f"?{query}" if query else "")) for entry in entries]
     context.update(rows=rows, state=state, state_label=dict(
-        form.fields["state"].choices)[state], states=STATES)
+        STATE_CHOICES)[state], states=STATES)
     return render(request, "analysis/adjudication.html", context)
 
 

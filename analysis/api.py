@@ -4,6 +4,8 @@ judgments (CSV, JSONL, Parquet). Viewers read and download; editors start analys
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -32,11 +34,17 @@ from .models import Adjudication, AnalysisRun
 from .selectors import JudgmentFilter
 from .services import analysis_run_start
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from evalstudy.models import Criterion, Study
+
 REPORT_FORMATS = {"html": "report.html", "pdf": "report.pdf", "json": "result.json"}
 
 
 class AnalysisRunSerializer(serializers.ModelSerializer):
-    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    study: serializers.SlugRelatedField[Study] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True)
     status_url = serializers.SerializerMethodField()
     report_urls = serializers.SerializerMethodField()
 
@@ -200,8 +208,9 @@ class QueueEntrySerializer(serializers.Serializer):
 
 
 class AdjudicationSerializer(serializers.ModelSerializer):
-    criterion = serializers.SlugRelatedField(slug_field="key", read_only=True)
-    adjudicated_by = serializers.StringRelatedField()
+    criterion: serializers.SlugRelatedField[Criterion] = serializers.SlugRelatedField(
+        slug_field="key", read_only=True)
+    adjudicated_by: serializers.StringRelatedField[User] = serializers.StringRelatedField()
 
     class Meta:
         model = Adjudication

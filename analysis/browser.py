@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 from django import forms
@@ -65,11 +65,12 @@ class BrowseForm(forms.Form):
         # `from` is a keyword: the field is added by name.
         self.fields["from"] = forms.CharField(required=False, max_length=20, label="From")
         self.fields["to"] = forms.CharField(required=False, max_length=20, label="To")
-        self.fields["rater"].choices = [("", "any")] + [
+        # The fields declared above are ChoiceFields; `fields` is typed as any Field.
+        cast(forms.ChoiceField, self.fields["rater"]).choices = [("", "any")] + [
             (pk, label) for pk, label in rater_choices(study)]
-        self.fields["system"].choices = [
+        cast(forms.ChoiceField, self.fields["system"]).choices = [
             ("", "any"), *study.systems.order_by("name").values_list("id", "name")]
-        self.fields["criterion"].choices = [("", "any")] + [
+        cast(forms.ChoiceField, self.fields["criterion"]).choices = [("", "any")] + [
             (key, key) for key in study.criteria.order_by("order", "id")
             .values_list("key", flat=True)]
         self.order_fields(FILTER_FIELDS)
@@ -90,7 +91,8 @@ class BrowseForm(forms.Form):
         return None
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        # Form.clean returns cleaned_data (the stubs allow a subclass's None).
+        data = cast("dict[str, Any]", super().clean())
         data["from_at"] = self._moment("from", end=False)
         data["to_at"] = self._moment("to", end=True)
         return data
@@ -219,11 +221,13 @@ def judgment_seen(study: Study, pk: int) -> SeenItem:
     labels = study.labels
     media = {}
     if slot.kind == AssignmentSlot.Kind.TARGET:
+        assert slot.output is not None, "a target slot shows an output"
         for row in ItemMedia.objects.filter(item_id=slot.output.item_id).filter(
                 Q(output__isnull=True) | Q(output_id__in=[slot.output_id, slot.output_b_id])):
             media[row.output_id] = row
     panes: list[SeenPane] = []
     if slot.shown_outputs:
+        assert slot.output is not None, "a slot showing several outputs shows the first"
         systems = dict(slot.output.item.outputs.values_list("id", "system__name"))
         for pane, output in zip(tuple_panes(slot, study), slot.shown_outputs, strict=False):
             panes.append(SeenPane(f"{pane.label}", pane.text, systems.get(output, "")))
@@ -232,12 +236,12 @@ def judgment_seen(study: Study, pk: int) -> SeenItem:
         if text_b:
             pairs.append((labels["output_b"], text_b, slot.output_b))
         for label, shown, output in pairs:
-            pane = SeenPane(label, shown, output.system.name if output is not None
+            seen = SeenPane(label, shown, output.system.name if output is not None
                             else "(practice or check item: no system)")
             if output is not None and output.pk in media:
-                pane.media_url = _media_url(study, media[output.pk])
-                pane.media_kind = media[output.pk].kind
-            panes.append(pane)
+                seen.media_url = _media_url(study, media[output.pk])
+                seen.media_kind = media[output.pk].kind
+            panes.append(seen)
     item_media = media.get(None)
     control = slot.calibration_item or slot.attention_check
     answers = list(Judgment.objects.filter(slot=slot).select_related("criterion")
@@ -246,7 +250,7 @@ def judgment_seen(study: Study, pk: int) -> SeenItem:
                    .order_by("criterion__order", "criterion_id"))
     return SeenItem(
         study=study, slot=slot, rater=judgment.rater, kind=slot.get_kind_display(),
-        item=slot.output.item.external_id if slot.output_id else (control.key if control else ""),
+        item=slot.output.item.external_id if slot.output else (control.key if control else ""),
         context=context, reference=reference if study.reference_shown else "",
         reference_hidden=bool(reference) and not study.reference_shown, panes=panes,
         item_media_url=_media_url(study, item_media) if item_media else "",
@@ -293,7 +297,7 @@ def judgments_download(request: HttpRequest, slug: str, fmt: str) -> HttpRespons
                             status=404, content_type="text/plain")
     form = BrowseForm(request.GET, study=study)
     if not form.is_valid():
-        return HttpResponse("; ".join(f"{name}: {' '.join(errors)}" for name, errors
+        return HttpResponse("; ".join(f"{name}: {' '.join(map(str, errors))}" for name, errors
                                       in form.errors.items()),
                             status=400, content_type="text/plain; charset=utf-8")
     body = judgments_browse_export(

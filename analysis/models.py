@@ -59,9 +59,16 @@ class Adjudication(models.Model):
 
     class Meta:
         constraints = [
-            # One current label per unit; a single output (no output_b) is one unit too.
+            # One current label per unit; a single output (no output_b) is one unit too. Two
+            # partial constraints rather than one with nulls_distinct=False, which SQLite (the
+            # embedded database of `make run`) does not support: it skipped the constraint
+            # there and warned (models.W047) on every command.
             models.UniqueConstraint(fields=["criterion", "output", "output_b"],
-                                    nulls_distinct=False, name="adjudication_unit_unique"),
+                                    condition=models.Q(output_b__isnull=False),
+                                    name="adjudication_unit_unique"),
+            models.UniqueConstraint(fields=["criterion", "output"],
+                                    condition=models.Q(output_b__isnull=True),
+                                    name="adjudication_single_unique"),
             models.CheckConstraint(condition=models.Q(output_b__isnull=True)
                                    | models.Q(output__lt=models.F("output_b")),
                                    name="adjudication_pair_ordered"),

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from annotation.models import Judgment, ListeningLog
-from evalstudy.criteria import BINARY_KINDS, TUPLE, kind_of, kinds_where
+from evalstudy.criteria import BINARY_KINDS, TUPLE, kind_of, kinds_where, span_weights
 from evalstudy.models import AssignmentSlot, Enrollment, ItemMedia, Output, Rater, Study
 
 if TYPE_CHECKING:  # pandas loads with the tables (1-2 s), not with every page
@@ -289,11 +289,11 @@ def proxy_raters(study: Study) -> dict[str, dict[str, Any]]:
                Output.objects.filter(item__study=study).values_list(
                    "id", "item__reference", "item__context")}
     criteria = list(study.criteria.filter(kind__in=BINARY_KINDS))
-    latest: dict[int, Any] = {}
-    for run in (ProxyRun.objects.filter(rater__in=raters)
-                .select_related("learned_proxy__study", "prompt_version")
-                .order_by("created_at", "pk")):
-        latest[run.rater_id] = run  # every run of a rater has its signature: the last one
+    latest: dict[int, ProxyRun] = {}
+    for each in (ProxyRun.objects.filter(rater__in=raters)
+                 .select_related("learned_proxy__study", "prompt_version")
+                 .order_by("created_at", "pk")):
+        latest[each.rater_id] = each  # every run of a rater has its signature: the last one
     choices: dict[str, list[dict[str, Any]]] = {}
     holders = {r.pk: r for r in raters}
     holders.update({r.pk: r for r in Rater.objects.filter(study=study)
@@ -424,3 +424,28 @@ def vote_counts(study: Study) -> pd.DataFrame:
     from .stats.votes import VOTE_COLUMNS
 
     return pd.DataFrame.from_records(records, columns=VOTE_COLUMNS)
+
+
+def criteria_specs(study: Study) -> list[dict[str, Any]]:
+    """The study's criteria as the analysis reads them (plain dicts, in order): what
+    `analysis.stats.pipeline.analyse` and the option checks take."""
+    return [
+        {"key": c.key, "kind": c.kind, "scale_points": c.scale_points,
+         "options": list(c.options or []), "labels": c.labels, "prompt": c.prompt,
+         "allow_tie": c.allow_tie, "allow_both": c.allow_both,
+         "scale_min": c.scale_min, "scale_max": c.scale_max,
+         "severity_weights": span_weights(c.rule) if "severity_weights" in c.rule.spec.settings
+         else None,
+         "span_reference": c.span_reference}
+        for c in study.criteria.order_by("order", "id")
+    ]
+
+
+def metadata_fields(study: Study) -> list[str]:
+    """The item and system metadata fields the study's rows carry, as the analysis names its
+    columns (`item.speaker`, `system.size`): what a researcher may group or model by."""
+    fields = {f"item.{key}" for meta in study.items.values_list("metadata", flat=True)
+              for key in (meta or {})}
+    fields |= {f"system.{key}" for meta in study.systems.values_list("metadata", flat=True)
+               for key in (meta or {})}
+    return sorted(fields)

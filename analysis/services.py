@@ -9,13 +9,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from evalstudy.audit import SYSTEM, actor_user, audit_record
-from evalstudy.criteria import kind_of, span_weights
+from evalstudy.criteria import kind_of
 from evalstudy.models import AuditEvent, Study
 
 from .models import AnalysisRun
 from .selectors import (
     JUDGMENT_COLUMNS,
     JudgmentFilter,
+    criteria_specs,
     exclusions_describe,
     judgments_tidy,
     metric_scores,
@@ -53,10 +54,10 @@ def _check_formulas(study: Study, options: dict[str, Any]) -> None:
     if "formula" not in options and "formulas" not in options:
         return
     from .stats.formula import FormulaError
-    from .stats.pipeline import check_formulas
+    from .stats.formulas import check_formulas
 
     try:
-        check_formulas(options, _criteria(study), _judgment_columns(study, options))
+        check_formulas(options, criteria_specs(study), _judgment_columns(study, options))
     except FormulaError as error:
         raise ValidationError(str(error)) from None
 
@@ -78,14 +79,14 @@ def _clean_options(options: dict[str, Any], study: Study) -> dict[str, Any]:
                 raise ValidationError(f"{key}: {error}") from None
     if options.get("engine", "auto") not in ENGINES:
         raise ValidationError(f"engine must be one of {', '.join(ENGINES)}")
-    from .stats.models import SEPARATION_OPTIONS
+    from .stats.options import SEPARATION_OPTIONS
     from .stats.power import check_option
 
     if options.get("separation", "auto") not in SEPARATION_OPTIONS:
         raise ValidationError(f"separation must be one of {', '.join(SEPARATION_OPTIONS)}")
     if options.get("power"):
         try:
-            check_option(options["power"], _criteria(study))
+            check_option(options["power"], criteria_specs(study))
         except ValueError as error:
             raise ValidationError(str(error)) from None
     _check_formulas(study, options)
@@ -124,19 +125,6 @@ def analysis_run_start(*, study: Study, options: dict[str, Any] | None = None,
     return run
 
 
-def _criteria(study: Study) -> list[dict[str, Any]]:
-    return [
-        {"key": c.key, "kind": c.kind, "scale_points": c.scale_points,
-         "options": list(c.options or []), "labels": c.labels, "prompt": c.prompt,
-         "allow_tie": c.allow_tie, "allow_both": c.allow_both,
-         "scale_min": c.scale_min, "scale_max": c.scale_max,
-         "severity_weights": span_weights(c.rule) if "severity_weights" in c.rule.spec.settings
-         else None,
-         "span_reference": c.span_reference}
-        for c in study.criteria.order_by("order", "id")
-    ]
-
-
 def analysis_run_execute(run: AnalysisRun) -> AnalysisRun:
     """Compute everything and render the reports; progress is written as it goes. Safe to run
     twice (it recomputes and overwrites the run's outputs)."""
@@ -145,7 +133,7 @@ def analysis_run_execute(run: AnalysisRun) -> AnalysisRun:
     from .stats.pipeline import analyse, families_of
 
     study = run.study
-    criteria = _criteria(study)
+    criteria = criteria_specs(study)
     steps = 3 + len(criteria) + sum(
         len(families_of(kind_of(c["kind"]), "validity")) for c in criteria)
     AnalysisRun.objects.filter(pk=run.pk).update(

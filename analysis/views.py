@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from csp.decorators import csp_update
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -15,6 +17,7 @@ from evalstudy.permissions import EDITOR, VIEWER, studies_visible_to, study_for
 
 from .exports import NotExported, report_export
 from .models import AnalysisRun
+from .selectors import metadata_fields
 from .services import analysis_run_start
 
 
@@ -36,29 +39,36 @@ def _download(request, run: AnalysisRun, fmt: str) -> bytes:
         raise Http404(str(error)) from None
 
 
+def _runs_context(study) -> dict:
+    """The latest analyses and `active_run`, the newest one still queued or running, whose
+    state the Start button shows (disabled) until it ends."""
+    runs = list(AnalysisRun.objects.filter(study=study).defer(
+        "result", "report_html", "report_pdf")[:10])
+    return {"study": study, "runs": runs,
+            "active_run": next((run for run in runs if run.active), None)}
+
+
 @staff_member_required
 def analysis_page(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug)
+    # The deployment table's choices: the study's own fields (only ASR studies have a
+    # speaker); blank lets the analysis choose (the speaker where there is one).
     return render(request, "analysis/analysis.html", {
-        "study": study, "runs": AnalysisRun.objects.filter(study=study).defer(
-            "result", "report_html", "report_pdf")[:10],
-    })
+        **_runs_context(study), "group_fields": metadata_fields(study)})
 
 
 @staff_member_required
 def runs_fragment(request: HttpRequest, slug: str) -> HttpResponse:
-    study = _study(request, slug)
-    return render(request, "analysis/_runs.html", {
-        "study": study, "runs": AnalysisRun.objects.filter(study=study).defer(
-            "result", "report_html", "report_pdf")[:10],
-    })
+    # oob: the fragment also carries the form's Start button, disabled while a run is under way
+    return render(request, "analysis/_runs.html",
+                  {**_runs_context(_study(request, slug)), "oob": True})
 
 
 @staff_member_required
 @require_POST
 def start(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug, EDITOR)
-    options = {
+    options: dict[str, Any] = {
         "filters": {
             "exclude_attention_failed": bool(request.POST.get("exclude_attention_failed")),
             "exclude_incomplete": bool(request.POST.get("exclude_incomplete")),
@@ -93,8 +103,9 @@ def start(request: HttpRequest, slug: str) -> HttpResponse:
 
 @staff_member_required
 # The stored report is a standalone document with its own <style> block (it is also rendered
-# to PDF); it has no script, so only inline styles are allowed, and only here.
-@csp_update({"style-src": ["'unsafe-inline'"]})
+# to PDF); it has no script, so only inline styles are allowed, and only here. (django-csp
+# types its decorator for views taking the request alone, not a view with URL arguments.)
+@csp_update({"style-src": ["'unsafe-inline'"]})  # type: ignore[arg-type]
 def report(request: HttpRequest, pk: int) -> HttpResponse:
     return HttpResponse(_download(request, _run(request, pk), "html"))
 

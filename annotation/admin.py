@@ -3,12 +3,13 @@ from django.contrib import admin
 from evalstudy.admin.scoping import ADMIN, ONLY_VISIBLE, StudyScopedAdmin
 from evalstudy.forms import JudgmentsUploadForm
 from evalstudy.spec.files import parse_judgments_csv
+from kit.admin import LabelledRowsMixin
 
 from .models import Judgment, JudgmentRevision
 from .services import judgments_import
 
 
-class RevisionInline(admin.TabularInline):
+class RevisionInline(LabelledRowsMixin, admin.TabularInline):
     model = JudgmentRevision
     extra = 0
     can_delete = False

@@ -81,7 +81,9 @@ class QuestionSerializer(serializers.Serializer):
     key = serializers.CharField()
     prompt = serializers.CharField()
     kind = serializers.CharField()
-    required = serializers.BooleanField()
+    # The serializer's metaclass moves declared fields out of the class, so this one does not
+    # hide Field.required at run time; the stubs see the class attribute only.
+    required = serializers.BooleanField()  # type: ignore[assignment]
     choices = serializers.ListField(child=serializers.CharField(), allow_null=True,
                                     help_text="Allowed values; null for free text.")
     show_if_criterion = serializers.CharField(allow_null=True)
@@ -96,7 +98,9 @@ class SlotSerializer(serializers.Serializer):
                   '"attention" (a check that announced itself would check nothing).')
     completed = serializers.BooleanField()
     reference = serializers.CharField(help_text="Empty when the study hides references.")
-    context = serializers.CharField()
+    # Declared fields leave the class (the metaclass): this does not hide Field.context at run
+    # time; the stubs see the class attribute only.
+    context = serializers.CharField()  # type: ignore[assignment]
     text = serializers.CharField()
     text_b = serializers.CharField(help_text="Pairwise studies: the output shown as B.")
     answers = serializers.DictField(child=serializers.CharField())

@@ -10,8 +10,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Exists, OuterRef
@@ -77,12 +78,12 @@ class StudyIntegrity:
 def _speeder_seconds(study: Study) -> float | None:
     """The study's speeder threshold as the monitor computes it (its setting, else 0.3 x the
     median seconds of the answered target slots of raters' seats)."""
-    timings = [
-        (completed - served).total_seconds() for served, completed in
-        AssignmentSlot.objects.filter(
-            assignment__study=study, assignment__rater__isnull=False,
-            kind=AssignmentSlot.Kind.TARGET, completed_at__isnull=False,
-            served_at__isnull=False).values_list("served_at", "completed_at")]
+    # Both times are set on these rows (the filter says so; the stubs cannot know it).
+    answered = cast("Iterable[tuple[dt.datetime, dt.datetime]]", AssignmentSlot.objects.filter(
+        assignment__study=study, assignment__rater__isnull=False,
+        kind=AssignmentSlot.Kind.TARGET, completed_at__isnull=False,
+        served_at__isnull=False).values_list("served_at", "completed_at"))
+    timings = [(completed - served).total_seconds() for served, completed in answered]
     return quality.speeder_threshold([max(t, 0.0) for t in timings],
                                      fixed=study.speeder_seconds)
 
@@ -149,12 +150,12 @@ def study_integrity(study: Study, *, speeder_seconds: float | None = None,
     return result
 
 
-def study_drift(study: Study) -> dict[Hashable, list[drift.Window]]:
+def study_drift(study: Study) -> dict[int, list[drift.Window]]:
     """rater id -> their windows of agreement with the other raters (annotation.drift), over
     the study's `agreement_window` and `agreement_alert_threshold`."""
     kinds = {pk: rules.kind_of(name) for pk, name in study.criteria.values_list("id", "kind")}
     criteria = {pk: kind for pk, kind in kinds.items() if compared_as_labels(kind)}
-    votes = []
+    votes: list[drift.Vote[int]] = []
     for pk, rater, criterion, output, output_b, value, at in Judgment.objects.filter(
         slot__assignment__study=study, slot__kind=AssignmentSlot.Kind.TARGET,
         rater__kind__in=list(Rater.HUMAN_KINDS), criterion_id__in=list(criteria),

@@ -20,11 +20,15 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+# Whatever the caller names its raters by (ids, names): the results are keyed by it.
+RaterT = TypeVar("RaterT", bound=Hashable)
 
 
 @dataclass(frozen=True)
-class Vote:
-    rater: Hashable
+class Vote(Generic[RaterT]):
+    rater: RaterT
     unit: Hashable  # what several raters judge (with the criterion)
     value: str
     order: tuple  # submission order (e.g. (submitted_at, judgment id))
@@ -41,12 +45,12 @@ class Window:
     alert: bool
 
 
-def agreement_scores(votes: Iterable[Vote]) -> dict[Hashable, list[tuple[tuple, float]]]:
+def agreement_scores(votes: Iterable[Vote[RaterT]]) -> dict[RaterT, list[tuple[tuple, float]]]:
     """rater -> [(order, score)] of their scored judgments, in submission order."""
-    by_unit: dict[Hashable, list[Vote]] = defaultdict(list)
+    by_unit: dict[Hashable, list[Vote[RaterT]]] = defaultdict(list)
     for vote in votes:
         by_unit[vote.unit].append(vote)
-    scored: dict[Hashable, list[tuple[tuple, float]]] = defaultdict(list)
+    scored: dict[RaterT, list[tuple[tuple, float]]] = defaultdict(list)
     for cell in by_unit.values():
         if len({v.rater for v in cell}) < 2:
             continue
@@ -61,12 +65,12 @@ def agreement_scores(votes: Iterable[Vote]) -> dict[Hashable, list[tuple[tuple, 
     return dict(scored)
 
 
-def agreement_windows(votes: Iterable[Vote], *, window: int,
-                      threshold: float | None) -> dict[Hashable, list[Window]]:
+def agreement_windows(votes: Iterable[Vote[RaterT]], *, window: int,
+                      threshold: float | None) -> dict[RaterT, list[Window]]:
     """rater -> their windows of agreement with the others (see the module's docstring);
     `threshold` None: no window alerts."""
     size = max(int(window), 1)
-    found: dict[Hashable, list[Window]] = {}
+    found: dict[RaterT, list[Window]] = {}
     for rater, rows in agreement_scores(votes).items():
         windows = []
         for start in range(0, len(rows), size):

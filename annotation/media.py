@@ -128,13 +128,15 @@ def slot_media(slot: AssignmentSlot) -> list[MediaView]:
     if not media:
         return []
     logs = {log.which: log for log in ListeningLog.objects.filter(slot=slot)}
+    rater_id = slot.assignment.rater_id
+    assert rater_id is not None, "a slot's media are signed for its seat's rater"
     return media_views(
         [{"which": which, "kind": row.kind, "mime": row.mime, "duration": row.duration_s,
           "plays": logs[which].plays if which in logs else 0,
           "seeks": logs[which].seeks if which in logs else 0,
           "done": which in logs and logs[which].completed}
          for which, row in media.items()],
-        slot_id=slot.pk, rater_id=slot.assignment.rater_id)
+        slot_id=slot.pk, rater_id=rater_id)
 
 
 def media_for_rater(*, slot_id: int, rater_id: int, which: str) -> ItemMedia | None:
@@ -287,10 +289,10 @@ def listening_by_seat(study: Study) -> dict[int, ListeningSummary]:
     if not item_media and not output_media:
         return {}
     logs: dict[int, dict[str, tuple[float, bool]]] = defaultdict(dict)
-    for slot_id, which, seconds, completed in ListeningLog.objects.filter(
+    for slot_id, which, listened, completed in ListeningLog.objects.filter(
             slot__assignment__study=study).values_list("slot_id", "which", "seconds_listened",
                                                        "completed"):
-        logs[slot_id][which] = (seconds, completed)
+        logs[slot_id][which] = (listened, completed)
     seconds: dict[int, list[float]] = defaultdict(list)
     summaries: dict[int, ListeningSummary] = defaultdict(ListeningSummary)
     for slot_id, seat_id, item_id, output_id, output_b_id in AssignmentSlot.objects.filter(

@@ -12,6 +12,7 @@ from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
+    HttpResponseBase,
     HttpResponseForbidden,
     HttpResponseRedirect,
     JsonResponse,
@@ -38,7 +39,7 @@ CHUNK = 64 * 1024
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
 
-def _private(response: HttpResponse) -> HttpResponse:
+def _private(response: HttpResponseBase) -> HttpResponseBase:
     # Only this rater's browser may keep it; never shared caches, never sniffed as another
     # type, never named (a file name could say what the stimulus is).
     response["Cache-Control"] = "private, max-age=3600"
@@ -59,7 +60,7 @@ def _chunks(media: ItemMedia, start: int, length: int) -> Iterator[bytes]:
             yield block
 
 
-def media_response(request: HttpRequest, media: ItemMedia) -> HttpResponse:
+def media_response(request: HttpRequest, media: ItemMedia) -> HttpResponseBase:
     """The response serving a media file to whoever may see it (a rater's signed URL, a
     researcher's preview): the file, or the one byte range asked for (206). Several ranges in
     one request are answered with the whole file (allowed, and no player asks for them)."""
@@ -73,9 +74,9 @@ def media_response(request: HttpRequest, media: ItemMedia) -> HttpResponse:
         else:  # the last N bytes
             start, end = max(size - int(match[2]), 0), size - 1
         if start >= size or end < start:
-            response = HttpResponse(status=416)
-            response["Content-Range"] = f"bytes */{size}"
-            return _private(response)
+            refused = HttpResponse(status=416)
+            refused["Content-Range"] = f"bytes */{size}"
+            return _private(refused)
         status = 206
     response = StreamingHttpResponse(_chunks(media, start, end - start + 1), status=status,
                                      content_type=media.mime)
@@ -87,7 +88,7 @@ def media_response(request: HttpRequest, media: ItemMedia) -> HttpResponse:
 
 
 @require_GET
-def media_file(request: HttpRequest, token: str) -> HttpResponse:
+def media_file(request: HttpRequest, token: str) -> HttpResponseBase:
     """A media file behind a signed URL: only for the session's rater named in it, who must
     still hold the slot in a live seat of an open study. A bad or expired signature is 403,
     anything else that does not match 404 (nothing says whether a file exists)."""

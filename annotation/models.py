@@ -138,8 +138,16 @@ class VoteCount(models.Model):
 
     class Meta:
         constraints = [
+            # One row per unit and answer; a single output (no output_b) is one unit too. Two
+            # partial constraints rather than one with nulls_distinct=False, which SQLite (the
+            # embedded database of `make run`) does not support: it skipped the constraint
+            # there and warned (models.W047) on every command.
             models.UniqueConstraint(fields=["criterion", "output", "output_b", "value"],
-                                    nulls_distinct=False, name="vote_count_unit_value"),
+                                    condition=models.Q(output_b__isnull=False),
+                                    name="vote_count_unit_value"),
+            models.UniqueConstraint(fields=["criterion", "output", "value"],
+                                    condition=models.Q(output_b__isnull=True),
+                                    name="vote_count_single_value"),
         ]
         indexes = [models.Index(fields=["study", "criterion"])]
 

@@ -181,17 +181,19 @@ def study_monitor(study: Study) -> StudyMonitor:
     stopped = {rater: row[0] for rater, row in enrollments.items() if row[0]}
     raters = []
     for seat in seats:
+        rater = seat.rater
+        assert rater is not None, "the seats are read with a rater (the filter)"
         results = controls.get(seat.pk, {})
         attention = results.get(AssignmentSlot.Kind.ATTENTION, [])
         calibration = results.get(AssignmentSlot.Kind.CALIBRATION, [])
         raters.append(RaterProgress(
-            rater_id=seat.rater_id, rater=str(seat.rater), kind=seat.rater.kind,
+            rater_id=rater.pk, rater=str(rater), kind=rater.kind,
             seat=seat.seat_index, list_index=seat.list_index, part=seat.part_index,
             replica=seat.replica, state=seat.state, done=seat.done, total=seat.total,
             median_seconds=statistics.median(timings[seat.pk]) if timings[seat.pk] else None,
             attention_failed=attention.count(False), attention_answered=len(attention),
             calibration_correct=calibration.count(True), calibration_answered=len(calibration),
-            last_activity=last.get(seat.pk), stopped=stopped.get(seat.rater_id, ""),
+            last_activity=last.get(seat.pk), stopped=stopped.get(rater.pk, ""),
         ))
         heard = listening.get(seat.pk)
         if heard is not None:
@@ -266,7 +268,9 @@ def _control_results(study: Study) -> dict[int, dict[str, list[bool]]]:
         kind__in=[AssignmentSlot.Kind.ATTENTION, AssignmentSlot.Kind.CALIBRATION],
     ).select_related("calibration_item", "attention_check")
     for slot in slots:
-        expected = (slot.calibration_item or slot.attention_check).expected
+        control = slot.calibration_item or slot.attention_check
+        assert control is not None, "a control slot shows its control item"
+        expected = control.expected
         given = answers.get(slot.pk, {})
         passed = all(rules.expected_met(given.get(key), value) for key, value in expected.items())
         results[slot.assignment_id][slot.kind].append(passed)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -20,6 +20,9 @@ from . import rater_actions, recalibration
 from .monitor_selectors import study_monitor
 from .plan_monitor import plan_monitor
 from .services import progress_export
+
+if TYPE_CHECKING:
+    from evalstudy.models import Study
 
 POLL_SECONDS = 5
 
@@ -77,6 +80,14 @@ def monitor_csv(request: HttpRequest, slug: str) -> HttpResponse:
 RATER_ACTIONS = ("exclude", "include", "reopen", "recalibrate")
 
 
+class _RaterActionArguments(TypedDict):
+    # What every rater action takes, whichever button was pressed.
+    study: Study
+    rater_id: int
+    actor: Any
+    source: str
+
+
 @staff_member_required
 @require_POST
 def rater_action(request: HttpRequest, slug: str, rater_id: int, action: str) -> HttpResponse:
@@ -87,7 +98,8 @@ def rater_action(request: HttpRequest, slug: str, rater_id: int, action: str) ->
     study = study_for(request.user, slug, EDITOR)
     if action not in RATER_ACTIONS:
         raise Http404(f"No rater action {action!r}: one of {', '.join(RATER_ACTIONS)}.")
-    common = {"study": study, "rater_id": rater_id, "actor": request.user, "source": WEB}
+    common: _RaterActionArguments = {"study": study, "rater_id": rater_id,
+                                     "actor": request.user, "source": WEB}
     try:
         if action == "exclude":
             # htmx asks for the reason in a prompt and sends it as HX-Prompt.

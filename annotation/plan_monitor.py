@@ -44,7 +44,7 @@ def plan_monitor(study: Study) -> PlanMonitor | None:
     looks = list(StoppingCheck.objects.filter(plan=plan).order_by("look"))
     return PlanMonitor(
         plan=plan,
-        criterion=(plan.criterion.key if plan.criterion_id is not None
+        criterion=(plan.criterion.key if plan.criterion is not None
                    else "the first pairwise criterion"),
         contrasts=[f"{a} vs {b}" for a, b in plan.contrasts or []],
         looks=looks,

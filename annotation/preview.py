@@ -34,7 +34,7 @@ from typing import Any
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Max, OuterRef, Q, Subquery
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import translation
@@ -98,7 +98,8 @@ class Plan:
     error: str | None  # why the design cannot be built (None: it can, or nothing to build)
 
 
-def _count_max(model: type, link: str) -> tuple[Subquery, Subquery]:
+def _count_max(model: type[Item] | type[System] | type[Output], link: str
+               ) -> tuple[Subquery, Subquery]:
     rows = (model.objects.filter(**{link: OuterRef("pk")}).order_by().values(link)
             .annotate(n=Count("pk"), m=Max("pk")))
     return Subquery(rows.values("n")), Subquery(rows.values("m"))
@@ -148,7 +149,7 @@ def preview_plan(study: Study) -> Plan:
     # The outputs of the seat's cells only: per system, the items it is shown with.
     wanted: dict[str, set[str]] = defaultdict(set)
     for cell in part:
-        for system in {cell.system, cell.system_b, *cell.shown} - {None}:
+        for system in {s for s in (cell.system, cell.system_b, *cell.shown) if s is not None}:
             wanted[system].add(cell.item)
     where = Q(pk__in=[])
     for system, its in wanted.items():
@@ -159,6 +160,7 @@ def preview_plan(study: Study) -> Plan:
     try:
         for slot in order:
             if slot.cell is None:
+                assert slot.control is not None, "a slot without a cell names its control item"
                 planned.append(["c" if slot.kind == AssignmentSlot.Kind.CALIBRATION else "a",
                                 int(slot.control)])
                 continue
@@ -268,6 +270,7 @@ def preview_feedback(study: Study, slot: AssignmentSlot, given: dict[str, str],
                      criteria: list[Criterion]) -> Feedback:
     """`annotation.selectors.calibration_feedback` for answers held in the session."""
     control = slot.calibration_item
+    assert control is not None, "feedback is asked for a calibration slot"
     by_key = {c.key: c for c in criteria}
     sides = study_sides(study)
     lines = [FeedbackLine(by_key[key].prompt,
@@ -282,9 +285,11 @@ def attention_failed(slot: AssignmentSlot, given: dict[str, str]) -> bool:
     """Whether answers to an attention check miss an expected one (as
     `annotation.flow.control_slot_passed` judges them from stored judgments); the walk counts
     these as they are answered."""
-    return slot.kind == AssignmentSlot.Kind.ATTENTION and not all(
-        rules.expected_met(given.get(key), value)
-        for key, value in slot.attention_check.expected.items())
+    if slot.kind != AssignmentSlot.Kind.ATTENTION:
+        return False
+    assert slot.attention_check is not None, "an attention slot shows its check"
+    return not all(rules.expected_met(given.get(key), value)
+                   for key, value in slot.attention_check.expected.items())
 
 
 # --- the walk's state, in the session -----------------------------------------------------------
@@ -446,7 +451,7 @@ def preview_feedback_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 
 @staff_member_required
-def preview_media(request: HttpRequest, slug: str, media_id: int) -> HttpResponse:
+def preview_media(request: HttpRequest, slug: str, media_id: int) -> HttpResponseBase:
     """A media file of the study, for its researchers (the preview and the judgment browser):
     a file of another study is a 404."""
     study = _study(request, slug)

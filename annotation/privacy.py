@@ -32,7 +32,7 @@ def judgments_export(rater: Rater, studies: Collection[int] | None) -> dict[str,
     if studies is not None:
         judgments = judgments.filter(slot__assignment__study__in=studies)
         revisions = revisions.filter(judgment__slot__assignment__study__in=studies)
-    judgments = (judgments.values("slot__assignment__study__slug")
+    per_study = (judgments.values("slot__assignment__study__slug")
                  .annotate(n=Count("id")).order_by("slot__assignment__study__slug"))
     listening = ListeningLog.objects.filter(slot__assignment__rater=rater)
     behaviour = SlotBehaviour.objects.filter(slot__assignment__rater=rater)
@@ -44,7 +44,7 @@ def judgments_export(rater: Rater, studies: Collection[int] | None) -> dict[str,
         rounds, alerts = rounds.filter(study__in=studies), alerts.filter(study__in=studies)
     return {
         "judgments_per_study": {row["slot__assignment__study__slug"]: row["n"]
-                                for row in judgments},
+                                for row in per_study},
         "judgment_revisions": revisions.count(),
         # How they played media stimuli: per file of an item, plays, seconds heard, seeks.
         "media_listening": [

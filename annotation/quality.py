@@ -44,6 +44,11 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+# Whatever the caller names its raters and items by (ids, names): the results are keyed by it.
+RaterT = TypeVar("RaterT", bound=Hashable)
+ItemT = TypeVar("ItemT", bound=Hashable)
 
 SPEEDER_FRACTION = 0.3
 SPEEDER_MIN_TIMINGS = 10  # timed items in the study before a threshold is derived
@@ -121,8 +126,8 @@ class Scale:
 
 
 @dataclass(frozen=True)
-class Answer:
-    rater: Hashable
+class Answer(Generic[RaterT]):
+    rater: RaterT
     unit: Hashable  # what several raters judge: an output or a pair of outputs
     criterion: str
     value: str
@@ -135,18 +140,18 @@ class Agreement:
     units: int  # unit x criterion pairs that someone else answered too
 
 
-def leave_one_out_agreement(answers: Iterable[Answer], scales: Mapping[str, Scale]
-                            ) -> dict[Hashable, Agreement]:
+def leave_one_out_agreement(answers: Iterable[Answer[RaterT]], scales: Mapping[str, Scale]
+                            ) -> dict[RaterT, Agreement]:
     """Each rater's agreement with the other raters of the same units (see the module's
     docstring). Answers to criteria not in `scales` are ignored; every rater who gave an
     answer gets an entry."""
-    by_cell: dict[tuple[Hashable, str], list[Answer]] = defaultdict(list)
-    raters: set[Hashable] = set()
+    by_cell: dict[tuple[Hashable, str], list[Answer[RaterT]]] = defaultdict(list)
+    raters: set[RaterT] = set()
     for answer in answers:
         if answer.criterion in scales:
             by_cell[(answer.unit, answer.criterion)].append(answer)
             raters.add(answer.rater)
-    scores: dict[Hashable, list[float]] = defaultdict(list)
+    scores: dict[RaterT, list[float]] = defaultdict(list)
     for (_unit, criterion), cell in by_cell.items():
         if len({a.rater for a in cell}) < 2:
             continue
@@ -170,29 +175,29 @@ def leave_one_out_agreement(answers: Iterable[Answer], scales: Mapping[str, Scal
 
 # --- MACE -----------------------------------------------------------------------------------
 @dataclass
-class MaceResult:
-    competence: dict[Hashable, float]  # rater -> theta (probability of knowing the answer)
-    spamming: dict[Hashable, dict[str, float]]  # rater -> xi (their labels when guessing)
-    posteriors: dict[Hashable, dict[str, float]]  # item -> label -> P(true label)
+class MaceResult(Generic[ItemT, RaterT]):
+    competence: dict[RaterT, float]  # rater -> theta (probability of knowing the answer)
+    spamming: dict[RaterT, dict[str, float]]  # rater -> xi (their labels when guessing)
+    posteriors: dict[ItemT, dict[str, float]]  # item -> label -> P(true label)
     log_likelihood: float
     labels: list[str] = field(default_factory=list)
 
-    def best_label(self, item: Hashable) -> str | None:
+    def best_label(self, item: ItemT) -> str | None:
         posterior = self.posteriors.get(item)
         return max(posterior, key=lambda k: posterior[k]) if posterior else None
 
 
-def mace(annotations: Iterable[tuple[Hashable, Hashable, str]], *,
+def mace(annotations: Iterable[tuple[ItemT, RaterT, str]], *,
          labels: Sequence[str] | None = None, iterations: int = 50, restarts: int = 10,
          theta_prior: tuple[float, float] = (2.0, 2.0), xi_smoothing: float = 1.0,
-         tolerance: float = 1e-7, seed: int = 0) -> MaceResult:
+         tolerance: float = 1e-7, seed: int = 0) -> MaceResult[ItemT, RaterT]:
     """MACE by EM on (item, rater, label) triples; the last answer of a repeated (item, rater)
     counts. `labels`: the label set (default: every label seen). `theta_prior`: Beta(a, b) on
     each competence (MAP estimate; (1, 1) is plain maximum likelihood); `xi_smoothing`: the
     pseudo-count added to each label of a rater's spamming distribution. Deterministic for a
     given `seed`: the first start is theta = 0.8 for everyone (the majority vote's view), the
     others random."""
-    cells: dict[tuple[Hashable, Hashable], str] = {}
+    cells: dict[tuple[ItemT, RaterT], str] = {}
     for item, rater, label in annotations:
         cells[(item, rater)] = str(label)
     names = list(labels) if labels is not None else sorted(set(cells.values()))

@@ -11,6 +11,7 @@ the analysis.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -82,7 +83,7 @@ def _target_judgments(study: Study) -> tuple[dict[int, Criterion], list[Row]]:
     """The study's criteria by id and its human raters' judgments of target items, oldest
     first: two queries whatever the study's size."""
     criteria = {c.pk: c for c in study.criteria.all()}
-    rows = list(Judgment.objects.filter(
+    rows: list[Row] = list(Judgment.objects.filter(
         slot__assignment__study=study, slot__kind=AssignmentSlot.Kind.TARGET,
         rater__kind__in=RATER_HUMAN_KINDS,
     ).values_list("id", "rater_id", "criterion_id", "slot__output_id", "slot__output_b_id",
@@ -95,7 +96,7 @@ def _kinds(criteria: dict[int, Criterion]) -> dict[int, rules.AnswerKind]:
     return {pk: criterion.rule.spec for pk, criterion in criteria.items()}
 
 
-def _answers(criteria: dict[int, Criterion], rows: list[Row]) -> list[quality.Answer]:
+def _answers(criteria: dict[int, Criterion], rows: list[Row]) -> list[quality.Answer[int]]:
     kinds = _kinds(criteria)
     answers = []
     for _pk, rater, criterion_id, output, output_b, value, number, _at in rows:
@@ -107,12 +108,13 @@ def _answers(criteria: dict[int, Criterion], rows: list[Row]) -> list[quality.An
     return answers
 
 
-_MACE_CACHE: dict[tuple[int, str], tuple[tuple, quality.MaceResult]] = {}
+_MACE_CACHE: dict[tuple[int, str], tuple[tuple, quality.MaceResult[Hashable, int]]] = {}
 _MACE_CACHE_SIZE = 64
 
 
 def _mace_cached(study_id: int, key: str, signature: tuple,
-                 triples: list[tuple], labels: list[str]) -> quality.MaceResult:
+                 triples: list[tuple[Hashable, int, str]], labels: list[str]
+                 ) -> quality.MaceResult[Hashable, int]:
     """MACE for one criterion, computed again only when its judgments changed (the monitor
     polls every few seconds; EM over a large study takes a moment)."""
     cached = _MACE_CACHE.get((study_id, key))
@@ -133,7 +135,7 @@ class _Competences:
 
 
 def _competences(study: Study, criteria: dict[int, Criterion], rows: list[Row],
-                 answers: list[quality.Answer]) -> _Competences:
+                 answers: list[quality.Answer[int]]) -> _Competences:
     """MACE per categorical criterion; a rater's competence is the mean over the criteria they
     answered, weighted by their answers to each."""
     mace_criteria = [c for c in criteria.values() if compared_as_labels(c.rule.spec)]
@@ -177,7 +179,7 @@ def rater_signals(study: Study) -> StudySignals:
     study's size."""
     criteria, rows = _target_judgments(study)
     answers = _answers(criteria, rows)
-    votes: list[drift.Vote] = []
+    votes: list[drift.Vote[int]] = []
     sequences: dict[tuple[int, int], list[str]] = defaultdict(list)
     counts: dict[int, Counter[str]] = defaultdict(Counter)
     kinds = _kinds(criteria)
@@ -218,4 +220,4 @@ def rater_signals(study: Study) -> StudySignals:
                                       threshold=study.agreement_alert_threshold)
     return StudySignals(raters=dict(signals), competence_criteria=competences.criteria,
                         competence_by_criterion=competences.by_criterion,
-                        agreement_windows=windows)  # type: ignore[arg-type]
+                        agreement_windows=windows)

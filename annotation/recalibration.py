@@ -62,7 +62,7 @@ def recalibration_start(*, study: Study, rater_id: int, reason: str = "", actor:
             .filter(study=study, rater_id=rater_id, state=Assignment.State.ACTIVE).first())
     current = (seat.slots.filter(completed_at__isnull=True).order_by("position").first()
                if seat is not None else None)
-    if current is None:
+    if seat is None or current is None:
         raise RecalibrationNotPossible("This rater has no items left in a live seat.")
     if _running(study, rater_id) is not None:
         raise RecalibrationNotPossible("A recalibration round of this rater is still running.")

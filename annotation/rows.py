@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evalstudy.criteria import PAIR, kind_of
 from evalstudy.models import Criterion, Item, Output, Study
 
 
@@ -48,7 +49,7 @@ class StudyRows:
         if output is None:
             fail("system", f"no output of system {row.system!r} for item {row.item!r}")
             return None
-        if criterion.kind != Criterion.Kind.PAIRWISE:
+        if kind_of(criterion.kind).shows != PAIR:
             if row.system_b:
                 fail("system_b", f"criterion {criterion.key!r} is not pairwise")
                 return None

@@ -174,10 +174,12 @@ def slot_texts(slot: AssignmentSlot) -> tuple[str, str, str, str]:
     """(reference, context, text, text_b) of a slot: its output(s) and item, or the control
     item of a calibration or attention slot. Never the system."""
     if slot.kind == AssignmentSlot.Kind.TARGET:
+        assert slot.output is not None, "a target slot shows an output"
         item = slot.output.item
         return (item.reference, item.context, slot.output.text,
                 slot.output_b.text if slot.output_b else "")
     control = slot.calibration_item or slot.attention_check
+    assert control is not None, "a slot other than a target shows a control item"
     return control.reference, control.context, control.text, control.text_b
 
 
@@ -264,6 +266,7 @@ def answer_label(criterion: Criterion, value: str, sides: tuple[str, str]) -> st
 def calibration_feedback(slot: AssignmentSlot) -> Feedback:
     """The rater's answers to a practice item beside the expected ones, as labels."""
     control = slot.calibration_item
+    assert control is not None, "feedback is asked for a calibration slot"
     given = dict(Judgment.objects.filter(slot=slot).values_list("criterion__key", "value"))
     study = slot.assignment.study
     criteria = {c.key: c for c in study.criteria.all()}

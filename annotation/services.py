@@ -18,7 +18,7 @@ import datetime as dt
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -53,6 +53,9 @@ from .models import Judgment, JudgmentRevision
 from .monitor_selectors import PROGRESS_COLUMNS, progress_rows, study_monitor
 from .rows import StudyRows
 from .selectors import slot_texts
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["SessionRater", "StoreCounts", "SubmissionInvalid", "SubmissionRefused",
            "judgment_submit", "judgments_import", "progress_export", "shown_text"]
@@ -321,7 +324,7 @@ def shown_text(slot: AssignmentSlot, study: Study) -> rules.ShownText:
     return rules.ShownText(text, reference if study.reference_shown else "", n_outputs=shown)
 
 
-def progress_export(*, study: Study, stream: IO[str], file: str = "", actor: Any = None,
+def progress_export(*, study: Study, stream: SupportsWrite[str], file: str = "", actor: Any = None,
                     source: str = SYSTEM) -> int:
     """Write the monitor's per-rater progress as CSV to `stream` (formula-looking cells
     neutralised); returns the rows. Audited as "export"."""

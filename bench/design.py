@@ -141,7 +141,7 @@ def create_study(args: argparse.Namespace):
             seed=20240601,
         )
         Criterion.objects.create(
-            study=study, key="fluent", prompt="Is the output fluent?", kind=Criterion.Kind.BINARY
+            study=study, key="fluent", prompt="Is the output fluent?", kind="binary"
         )
         CalibrationItem.objects.create(
             study=study, key="calibration-1", reference="The cat sat.", text="The cat sat.",

@@ -129,8 +129,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from django.core.management import call_command
 
-    from analysis.selectors import judgments_tidy, metric_scores, vote_counts
-    from analysis.services import _criteria
+    from analysis.selectors import criteria_specs, judgments_tidy, metric_scores, vote_counts
     from analysis.stats.pipeline import analyse
     from evalstudy.models import Study
 
@@ -156,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     print("analysis:")
     holder: dict = {}
     timed("analyse", lambda: holder.setdefault("result", analyse(
-        judgments_tidy(study), _criteria(study), metric_scores(study),
+        judgments_tidy(study), criteria_specs(study), metric_scores(study),
         {"engine": "statsmodels"}, votes=vote_counts(study))))
     entry = holder["result"]["validity"][0]
     report(entry, learned, smoke=args.smoke)

@@ -238,7 +238,7 @@ def stopping_check_record(*, plan: StudyPlan, fields: dict[str, Any],
         plan.allocation = {"strengths": strengths, "look": check.look}
         plan.save(update_fields=["allocation"])
     if check.met:
-        from .services.studies import study_close
+        from .services import study_close  # here: the services import this module
 
         study_close(study=plan.study, actor=None, source=SYSTEM)
     return check

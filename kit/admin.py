@@ -53,3 +53,22 @@ class AuditedAdmin(admin.ModelAdmin):
         for obj in formset.new_objects:
             audit.record(actor=request.user, source=ADMIN, action=CREATE, target=obj,
                          changes=instance_changes(None, obj))
+
+
+class LabelledRowsMixin:
+    """For tabular inlines: every field of every row named for assistive technology. Django's
+    tabular rows show a field's label once, as a column heading, which labels no input (axe:
+    "Form elements must have labels", critical); each widget gets the label as its aria-label."""
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+
+        class LabelledRows(formset):
+            def add_fields(self, form, index):
+                super().add_fields(form, index)
+                for name, field in form.fields.items():
+                    label = field.label or name.replace("_", " ").capitalize()
+                    field.widget.attrs.setdefault("aria-label", str(label))
+
+        LabelledRows.__name__ = formset.__name__
+        return LabelledRows

@@ -12,7 +12,10 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Iterable, Mapping
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 _TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -39,7 +42,7 @@ def safe_cell(value: Any) -> Any:
 
 
 class SafeDictWriter(csv.DictWriter):
-    def __init__(self, stream: IO[str], fieldnames: Iterable[str], **kwargs: Any):
+    def __init__(self, stream: SupportsWrite[str], fieldnames: Iterable[str], **kwargs: Any):
         super().__init__(stream, fieldnames=list(fieldnames), **kwargs)
 
     def writerow(self, rowdict: Mapping[str, Any]) -> Any:

@@ -34,3 +34,8 @@ class BackgroundRun(models.Model):
     @property
     def percent(self) -> int:
         return round(100 * self.done / self.total) if self.total else 0
+
+    @property
+    def active(self) -> bool:
+        """Queued or running: its page shows the Start button disabled, with its progress."""
+        return self.status in (self.Status.PENDING, self.Status.RUNNING)

@@ -4,6 +4,8 @@ progress, and page through the tidy results. Viewers of a study read; editors st
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -17,9 +19,13 @@ from .models import MetricRun
 from .selectors import result_rows, study_results
 from .services import metric_run_start
 
+if TYPE_CHECKING:
+    from evalstudy.models import Study
+
 
 class MetricRunSerializer(serializers.ModelSerializer):
-    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    study: serializers.SlugRelatedField[Study] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True)
     status_url = serializers.SerializerMethodField()
     results_url = serializers.SerializerMethodField()
 

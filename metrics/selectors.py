@@ -74,7 +74,7 @@ def system_summaries(study: Study, configs: dict[str, MetricConfig],
         if not direction:
             continue  # a metric of unknown direction gets no "best"
         pick = min if direction == "lower" else max
-        best = pick(s.means[metric] for s in scored)
+        best = pick(mean for s in scored if (mean := s.means[metric]) is not None)
         for s in scored:
             if s.means[metric] == best:
                 s.best.add(metric)

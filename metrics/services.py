@@ -100,12 +100,7 @@ def build_scorer(name: str, params: dict[str, Any], *, study: Study, model_path:
     cls = registry.scorer_class(name)
     params = dict(params)
     if cls.needs_encoder:
-        model_dir_check(model_path)
-        if not (Path(model_path) / "config.json").is_file():
-            raise ValidationError(
-                f"metric {name!r}: the encoder model directory {model_path!r} does not exist or "
-                "has no config.json (a local Hugging Face model directory is needed)"
-            )
+        _encoder_directory_check(name, model_path)
         params["model_path"] = model_path
     if name == "bertscore" and params.get("idf"):
         references, digest = _study_references_digest(study)
@@ -166,7 +161,16 @@ def metric_run_start(
     actor: Any = None, source: str = SYSTEM,
 ) -> MetricRun:
     """Validate the request, record the run, and (after commit) hand it to the workers.
-    Audited as "start" (the run, its metrics and encoder)."""
+    Audited as "start" (the run, its metrics and encoder).
+
+    What the request can be checked against without a scorer's libraries is checked here
+    (metric names, which metrics the parameters are for, the model directories); building the
+    scorers (their parameters' values, a metric whose program is missing) imports torch, jiwer
+    or nltk, seconds on a cold web process, so a run handed to the workers is configured by
+    its dispatch task (`metric_run_configure`) and a refusal there fails the run with the
+    reason, shown on its page. With `enqueue=False` the caller computes in this process
+    anyway (a command's --sync, the tests), so the scorers are built now and a refusal
+    leaves no run behind."""
     metrics = list(metrics or DEFAULT_METRICS)
     params = params or {}
     if len(set(metrics)) != len(metrics):
@@ -180,8 +184,11 @@ def metric_run_start(
     elif study.encoder_path:
         model_dir_check(study.encoder_path, field="encoder_path (the study's)")
     model = encoder_resolve(study=study, model_path=model_path)
-    scorers = [build_scorer(name, params.get(name, {}), study=study, model_path=model)
-               for name in metrics]
+    for name in metrics:
+        _metric_request_check(name, params.get(name, {}), model_path=model)
+    scorers = None if enqueue else [
+        build_scorer(name, params.get(name, {}), study=study, model_path=model)
+        for name in metrics]
     n_outputs = Output.objects.filter(item__study=study).count()
     with transaction.atomic():
         run = MetricRun.objects.create(
@@ -189,7 +196,8 @@ def metric_run_start(
             model_path=model_path or study.encoder_path,
             total=n_outputs * len(metrics), created_by=actor_user(actor),
         )
-        run.configs.set([config_for(scorer) for scorer in scorers])
+        if scorers is not None:
+            run.configs.set([config_for(scorer) for scorer in scorers])
         audit_record(actor=actor, source=source, action=AuditEvent.Action.START, target=run,
                      changes={"metrics": metrics, "params": params, "model_path": model})
         if enqueue:
@@ -199,13 +207,53 @@ def metric_run_start(
     return run
 
 
+def _metric_request_check(name: str, params: Any, *, model_path: str) -> None:
+    """The checks of `build_scorer` that read only the metric's spec (no scorer module)."""
+    found = registry.SPECS.get(name)
+    if found is None:
+        raise ValidationError(f"unknown metric {name!r}; known: {', '.join(registry.SPECS)}")
+    if not isinstance(params, dict):
+        raise ValidationError(f"metric {name!r}: its parameters must be a mapping of names to "
+                              f"values, got {params!r}"[:300])
+    if found.needs_encoder:
+        _encoder_directory_check(name, model_path)
+
+
+def _encoder_directory_check(name: str, model_path: str) -> None:
+    model_dir_check(model_path)
+    if not (Path(model_path) / "config.json").is_file():
+        raise ValidationError(
+            f"metric {name!r}: the encoder model directory {model_path!r} does not exist or "
+            "has no config.json (a local Hugging Face model directory is needed)"
+        )
+
+
+def metric_run_configure(run: MetricRun) -> bool:
+    """Build the run's scorers and record their configs, unless it has them already (it was
+    started with `enqueue=False`, or this is a redelivered dispatch). On the workers: it
+    imports the scorers' libraries. A request the scorers refuse (a parameter's value, a
+    missing program) fails the run with the reason; returns whether the run may go on."""
+    if run.configs.exists():
+        return True
+    model = encoder_resolve(model_path=run.model_path)
+    try:
+        scorers = [build_scorer(name, run.params.get(name, {}), study=run.study,
+                                model_path=model) for name in run.metrics]
+    except ValidationError as error:
+        metric_run_fail(run_id=run.pk, error=" ".join(error.messages))
+        return False
+    run.configs.set([config_for(scorer) for scorer in scorers])
+    return True
+
+
 def metrics_export(*, study: Study, stream: IO[str], metrics: list[str] | None = None,
                    file: str = "", actor: Any = None, source: str = SYSTEM) -> int:
     """Write the study's metric results as tidy CSV to `stream` (`metrics_write_csv`); returns
     the rows. Audited as "export" with the metrics asked for and `file`."""
     rows = metrics_write_csv(study, stream, metrics=metrics)
+    asked: dict[str, Any] = {"metrics": metrics} if metrics else {}
     audit_export(actor=actor, source=source, what="metric results", fmt="csv", target=study,
-                 file=file, rows=rows, **({"metrics": metrics} if metrics else {}))
+                 file=file, rows=rows, **asked)
     return rows
 
 
@@ -252,7 +300,10 @@ def _missing(run: MetricRun, output_ids: Sequence[int] | None = None) -> dict[st
 
 def metric_run_dispatch(run: MetricRun, *, send) -> int:
     """Mark the run started and send each planned batch with `send(kind, output_ids, names)`;
-    returns the number of batches. Finishes the run at once when nothing is missing."""
+    returns the number of batches. Finishes the run at once when nothing is missing; sends
+    nothing when its scorers refuse the request (`metric_run_configure` failed the run)."""
+    if not metric_run_configure(run):
+        return 0
     plan = metric_run_plan(run)
     now = timezone.now()
     MetricRun.objects.filter(pk=run.pk).update(
@@ -311,12 +362,12 @@ def metric_batch_score(*, run_id: int, output_ids: Sequence[int], metrics: Seque
         timings[scorer.name] += time.perf_counter() - started
         headline_name = scorer.outputs[0]
         runtime = encoder.runtime() if scorer.needs_encoder and encoder else {}
-        for pair, score in zip(pairs, scores, strict=True):
+        for output_id, score in zip(ids, scores, strict=True):
             details = dict(score.details)
             if runtime:
                 details["runtime"] = runtime
             rows.append(MetricResult(
-                output_id=pair.key, config=config, values=score.values,
+                output_id=output_id, config=config, values=score.values,
                 headline=score.values.get(headline_name), details=details,
                 error=score.error or "",
             ))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
@@ -15,8 +14,8 @@ from django.views.decorators.http import require_POST
 from evalstudy.audit import WEB
 from evalstudy.permissions import EDITOR, VIEWER, study_for
 
+from .forms import MetricRunForm
 from .models import MetricRun
-from .scorers.registry import DEFAULT_METRICS
 from .selectors import (
     latest_configs,
     metric_direction,
@@ -38,7 +37,7 @@ def metrics_page(request: HttpRequest, slug: str) -> HttpResponse:
     rows = [(output, results.get(output.pk, {})) for output in page]
     return render(request, "metrics/metrics.html", {
         **_runs_context(study),
-        "page": page, "rows": rows, "available": DEFAULT_METRICS,
+        "page": page, "rows": rows, "run_form": MetricRunForm(),
         "shown": [(name, metric_direction(name)) for name in shown],
         "summaries": system_summaries(study, latest_configs(study), shown),
     })
@@ -48,30 +47,35 @@ def _runs_context(study) -> dict:
     """The latest metric and proxy runs (the fragment the page refreshes).
 
     Proxy runs are read through the study's reverse relation (`proxies.ProxyRun.study`), so
-    this app, below `proxies`, imports nothing from it."""
-    return {"study": study, "runs": MetricRun.objects.filter(study=study)[:10],
+    this app, below `proxies`, imports nothing from it. `active_run`: the newest metric run
+    still queued or running, whose state the Start button shows (disabled) until it ends."""
+    runs = list(MetricRun.objects.filter(study=study)[:10])
+    return {"study": study, "runs": runs,
+            "active_run": next((run for run in runs if run.active), None),
             "proxy_runs": study.proxy_runs.select_related("rater")[:10]}
 
 
 @staff_member_required
 def runs_fragment(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug)
-    return render(request, "metrics/_runs.html", _runs_context(study))
+    # oob: the fragment also carries the form's Start button, disabled while a run is under way
+    return render(request, "metrics/_runs.html", {**_runs_context(study), "oob": True})
 
 
 @staff_member_required
 @require_POST
 def start_run(request: HttpRequest, slug: str) -> HttpResponse:
     study = _study(request, slug, EDITOR)
+    form = MetricRunForm(request.POST)
     try:
-        params = json.loads(request.POST.get("params") or "{}")
+        if not form.is_valid():  # a parameter out of its bounds, a metric not offered
+            raise ValidationError([f"{name.replace('__', ' ')}: {' '.join(errors)}"
+                                   for name, errors in form.errors.items()])
         run = metric_run_start(
-            study=study, metrics=request.POST.getlist("metrics") or None, params=params,
-            model_path=request.POST.get("model_path", "").strip(), actor=request.user,
+            study=study, metrics=form.cleaned_data["metrics"] or None, params=form.run_params(),
+            model_path=form.cleaned_data["model_path"].strip(), actor=request.user,
             source=WEB,
         )
-    except json.JSONDecodeError as error:
-        messages.error(request, f"Parameters are not valid JSON: {error}")
     except ValidationError as error:
         messages.error(request, "; ".join(error.messages))
     else:

@@ -8,14 +8,32 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 
 from evalstudy import permissions as perms
+from evalstudy.admin.row_fields import settings_field
 from evalstudy.admin.scoping import ONLY_VISIBLE, StudyScopedAdmin, rows_with_role
 from evalstudy.audit import ADMIN
+from kit.param_fields import param_formfield
+from kit.params import Param, params_given
 
+from .methods import LEARNED_KINDS, all_methods, method_of
 from .models import JudgePromptVersion, LearnedProxy, ProxyRun
 
+PARAM_PREFIX = "param_"
 
-def _json_field(label: str, help_text: str) -> forms.JSONField:
-    return forms.JSONField(label=label, required=False, initial=dict, help_text=help_text)
+
+def _method_params() -> dict[str, tuple[Param, list[str]]]:
+    """Every run parameter any method takes, once by name, with the methods taking it."""
+    found: dict[str, tuple[Param, list[str]]] = {}
+    for method in all_methods():
+        for param in method.params:
+            found.setdefault(param.name, (param, []))[1].append(method.name)
+    return found
+
+
+def _param_fields() -> dict[str, forms.Field]:
+    """An input per run parameter (from the methods' specs), its help naming its methods."""
+    return {PARAM_PREFIX + name: param_formfield(
+                param, help_text=f"{param.help} Taken by: {', '.join(methods)}.".strip())
+            for name, (param, methods) in _method_params().items()}
 
 
 def _only_editable_studies(form, user) -> None:
@@ -31,16 +49,28 @@ class ProxyRunStartForm(forms.ModelForm):
         label="Criteria", required=False,
         help_text="Criterion keys separated by spaces (blank: every criterion the method "
                   "answers).")
-    backend_config = _json_field(
-        "Backend", 'Blank: the EVALSTUDY_JUDGE_* settings. E.g. {"base_url": '
-        '"http://gpu-host:8000/v1", "model": "llama-3-8b", "api_key_env": "VLLM_KEY"} or '
-        '{"backend": "hf", "model_path": "/models/flan-t5-xl"}. Never paste a key here.')
-    params_config = _json_field("Parameters",
-                                'E.g. {"threshold": 0.85} or {"dynamic_roles": 4}.')
+    backend_config = settings_field(
+        label="Backend", names=("backend (openai or hf)", "base_url", "model", "api_key_env",
+                                "model_path", "timeout_s", "concurrency", "soft_prompt"),
+        help_text="Blank: the EVALSTUDY_JUDGE_* settings. One setting a row, e.g. base_url: "
+                  "http://gpu-host:8000/v1, model: llama-3-8b, api_key_env: VLLM_KEY; or "
+                  "backend: hf, model_path: /models/flan-t5-xl. Never paste a key here.")
 
     class Meta:
         model = ProxyRun
         fields = ("study", "method", "template", "learned_proxy")
+
+    def run_params(self, method_name: str) -> dict:
+        """The parameters set for the chosen method; one set that only other methods take is
+        an error on its input."""
+        method = method_of(method_name)
+        for name, (_, methods) in _method_params().items():
+            value = self.cleaned_data.get(PARAM_PREFIX + name)
+            if name not in method.param_names and value not in (None, "", [], False):
+                self.add_error(PARAM_PREFIX + name, f"{method_name} does not take {name} (it is "
+                                                    f"for {', '.join(methods)}): leave it blank.")
+        return params_given(method.params, {p.name: self.cleaned_data.get(PARAM_PREFIX + p.name)
+                                            for p in method.params})
 
     def clean(self):
         data = super().clean()
@@ -48,12 +78,15 @@ class ProxyRunStartForm(forms.ModelForm):
             return data
         from .runs import proxy_run_prepare
 
+        params = self.run_params(data["method"])
+        if self.errors:
+            return data
         try:
             self.prepared = proxy_run_prepare(
                 study=data["study"], method=data["method"],
                 criteria=data.get("criteria_keys", "").split() or None,
                 backend=data.get("backend_config") or None, template=data.get("template", ""),
-                params=data.get("params_config") or {}, learned_proxy=data.get("learned_proxy"))
+                params=params, learned_proxy=data.get("learned_proxy"))
         except ValidationError as error:
             raise forms.ValidationError(error.messages) from None
         return data
@@ -89,7 +122,7 @@ class ProxyRunAdmin(StudyScopedAdmin):
     def get_fields(self, request, obj=None):
         if obj is None:
             return ("study", "method", "criteria_keys", "backend_config", "template",
-                    "params_config", "learned_proxy")
+                    *(PARAM_PREFIX + name for name in _method_params()), "learned_proxy")
         return self.readonly_fields
 
     def get_readonly_fields(self, request, obj=None):
@@ -131,8 +164,15 @@ class ProxyRunAdmin(StudyScopedAdmin):
                                         resumed) % {"count": resumed})
 
 
+# The run parameters' inputs, declared on the form class (the admin lists them by name).
+ProxyRunStartForm = type("ProxyRunStartForm", (ProxyRunStartForm,), _param_fields())
+
+
 class LearnedProxyStartForm(forms.ModelForm):
-    params_config = _json_field("Parameters", 'E.g. {"epochs": 3, "target_precision": 0.9}.')
+    params_config = settings_field(
+        label="Parameters", names=("epochs", "target_precision", "model_path", "features"),
+        help_text="One setting a row, e.g. epochs: 3, target_precision: 0.9 (blank: the "
+                  "defaults).")
 
     class Meta:
         model = LearnedProxy
@@ -147,7 +187,8 @@ class LearnedProxyStartForm(forms.ModelForm):
         try:
             params = data.get("params_config") or {}
             learned_proxy_check(study=data["study"], params=params, kind=data.get("kind", ""))
-            if data.get("kind") == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
+            kind = LEARNED_KINDS.get(data.get("kind", ""))
+            if kind is not None and kind.pairwise:
                 from .training import pairwise_examples
 
                 pairwise_examples(data["study"], data["criterion_key"],

@@ -6,7 +6,7 @@ the common error shape by the API's exception handler (kit.rest)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -23,7 +23,7 @@ from evalstudy.criteria import BINARY_KINDS
 from evalstudy.permissions import EDITOR, VIEWER, check_study, studies_visible_to
 from kit.rest import accepted
 
-from .methods import METHOD_CHOICES
+from .methods import METHOD_CHOICES, learned_kind_choices
 from .models import LearnedProxy, ProxyRun
 from .runs import (
     latte_scores,
@@ -34,9 +34,13 @@ from .runs import (
 )
 from .training import learned_proxy_start
 
+if TYPE_CHECKING:
+    from evalstudy.models import Study
+
 
 class ProxyRunSerializer(serializers.ModelSerializer):
-    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    study: serializers.SlugRelatedField[Study] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True)
     rater = serializers.CharField(source="rater.external_id", read_only=True)
     rater_kind = serializers.CharField(source="rater.kind", read_only=True)
     status_url = serializers.SerializerMethodField()
@@ -217,7 +221,8 @@ class ProxyRunLatteScores(APIView):
 
 
 class LearnedProxySerializer(serializers.ModelSerializer):
-    study = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    study: serializers.SlugRelatedField[Study] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True)
     status_url = serializers.SerializerMethodField()
 
     class Meta:
@@ -233,7 +238,7 @@ class LearnedProxySerializer(serializers.ModelSerializer):
 
 class TrainSerializer(serializers.Serializer):
     criterion = serializers.CharField()
-    kind = serializers.ChoiceField(choices=LearnedProxy.Kind.choices)
+    kind = serializers.ChoiceField(choices=learned_kind_choices())
     name = serializers.SlugField(required=False, allow_blank=True, default="")
     params = serializers.DictField(required=False)
 

@@ -31,7 +31,10 @@ from .versions import (
 
 class JudgePromptVersionSerializer(serializers.ModelSerializer):
     criterion = serializers.CharField(source="criterion.key", read_only=True)
-    parent = serializers.IntegerField(source="parent.number", read_only=True, allow_null=True)
+    # The serializer's metaclass moves declared fields out of the class, so this one does not
+    # hide Field.parent at run time; the stubs see the class attribute only.
+    parent = serializers.IntegerField(  # type: ignore[assignment]
+        source="parent.number", read_only=True, allow_null=True)
     created_by = serializers.CharField(source="created_by.username", read_only=True,
                                        allow_null=True)
     runs = serializers.SerializerMethodField()

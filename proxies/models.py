@@ -14,7 +14,7 @@ from django.db import models
 from evalstudy.models import Study
 from kit.runs import BackgroundRun
 
-from .methods import METHOD_CHOICES, VERSIONED_METHOD_CHOICES
+from .methods import METHOD_CHOICES, VERSIONED_METHOD_CHOICES, learned_kind_choices
 
 
 class ProxyRun(BackgroundRun):
@@ -61,15 +61,10 @@ class LearnedProxy(BackgroundRun):
     """One trained version of a learned proxy: trained on a study's human judgments of one
     criterion, saved as a versioned artefact directory, usable as a proxy on other studies."""
 
-    class Kind(models.TextChoices):
-        WER_BERTSCORE = "wer_bertscore", "Logistic regression: WER rates + BERTScore"
-        EMBEDDING_LR = "embedding_lr", "Logistic regression: embedding cosine + lengths"
-        CROSS_ENCODER = "cross_encoder", "Fine-tuned cross-encoder classifier"
-        PAIRWISE_LOGISTIC = ("pairwise_logistic",
-                             "Pairwise logistic regression on stored metric differences")
-
     name = models.SlugField(max_length=100)
-    kind = models.CharField(max_length=20, choices=Kind.choices)
+    # The kinds come from proxies.methods.learned_kinds (declared once): a callable, so that a
+    # new kind needs no migration.
+    kind = models.CharField(max_length=20, choices=learned_kind_choices)
     study = models.ForeignKey(Study, null=True, blank=True, on_delete=models.SET_NULL,
                               related_name="learned_proxies", help_text="Trained on.")
     criterion_key = models.CharField(max_length=50)

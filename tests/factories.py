@@ -60,7 +60,7 @@ class CriterionFactory(factory.django.DjangoModelFactory):
     study = factory.SubFactory(StudyFactory)
     key = factory.Sequence(lambda n: f"criterion-{n}")
     prompt = "Does the output preserve the meaning?"
-    kind = Criterion.Kind.BINARY
+    kind = "binary"
 
 
 class RaterFactory(factory.django.DjangoModelFactory):
@@ -113,13 +113,13 @@ def make_study(
         for item in items for k, system in enumerate(systems)
     )
     if design == "pairwise":
-        CriterionFactory(study=study, key="preference", kind=Criterion.Kind.PAIRWISE,
+        CriterionFactory(study=study, key="preference", kind="pairwise",
                          prompt="Which is better?")
     else:
-        severity = CriterionFactory(study=study, key="severity", kind=Criterion.Kind.SEVERITY,
+        severity = CriterionFactory(study=study, key="severity", kind="severity",
                                     prompt="How severe are the errors?", order=0)
-        CriterionFactory(study=study, key="usable", kind=Criterion.Kind.BINARY, order=1)
-        CriterionFactory(study=study, key="note", kind=Criterion.Kind.TEXT, order=2,
+        CriterionFactory(study=study, key="usable", kind="binary", order=1)
+        CriterionFactory(study=study, key="note", kind="text", order=2,
                          required=False, show_if_criterion=severity, show_if_values=["2"])
     pair = design == "pairwise"
     CalibrationItem.objects.create(

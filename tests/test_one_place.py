@@ -392,7 +392,7 @@ def test_the_debt_list_refuses_a_new_finding_and_a_paid_one(tmp_path):
 # package's __init__ would close a cycle.)
 FACADES = ("evalstudy.criteria", "evalstudy.criteria.kinds", "evalstudy.models",
            "analysis.stats.power", "proxies.methods", "proxies.runs", "proxies.training",
-           "proxies.versions")
+           "proxies.versions", "evalstudy.services", "analysis.stats.pipeline")
 
 
 def _is_module(root: Path, dotted: str) -> bool:

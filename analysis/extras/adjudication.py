@@ -25,6 +25,7 @@ run includes them), so it is the same under both options.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,7 @@ def _check_labels(value: Any) -> None:
 OPTIONS: dict[str, Any] = {"labels": _check_labels}
 
 
-def _adjudications(study: Any) -> list[dict[str, Any]]:
+def _adjudications(study: Any) -> list[Mapping[str, Any]]:
     from analysis.models import Adjudication
 
     return list(Adjudication.objects.filter(study=study).values(
@@ -59,7 +60,7 @@ def _adjudications(study: Any) -> list[dict[str, Any]]:
 def _canonical_units(rows: pd.DataFrame, pairwise: bool) -> list[tuple[int, int | None]]:
     if not pairwise:
         return [(int(o), None) for o in rows["output"]]
-    units = []
+    units: list[tuple[int, int | None]] = []
     for output, output_b in zip(rows["output"], rows["output_b"], strict=True):
         if output_b is None or output_b != output_b:
             units.append((int(output), None))
@@ -78,7 +79,7 @@ def prepare(study: Any, judgments: pd.DataFrame, options: dict[str, Any]) -> pd.
     name = ADJUDICATOR
     if name in set(judgments["rater"]):
         name = f"{ADJUDICATOR} (expert labels)"  # a rater of the study bears the name
-    by_criterion: dict[str, dict[tuple[int, int | None], dict[str, Any]]] = {}
+    by_criterion: dict[str, dict[tuple[int, int | None], Mapping[str, Any]]] = {}
     for label in labels:
         by_criterion.setdefault(label["criterion__key"], {})[
             (label["output_id"], label["output_b_id"])] = label
@@ -122,7 +123,7 @@ def prepare(study: Any, judgments: pd.DataFrame, options: dict[str, Any]) -> pd.
     return merged.sort_values(["criterion", "item", "system", "rater"]).reset_index(drop=True)
 
 
-def _raters_answers(study: Any, labels: list[dict[str, Any]], options: dict[str, Any]
+def _raters_answers(study: Any, labels: list[Mapping[str, Any]], options: dict[str, Any]
                     ) -> dict[tuple[str, tuple[int, int | None]], list[str]]:
     """The human raters' answers on each adjudicated unit, a pair's read as stored."""
     from annotation.models import Judgment

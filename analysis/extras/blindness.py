@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 
 from analysis.extras.integrity import system_means
-from analysis.report.format import num, table_dict
 from evalstudy.criteria import BINARY_KINDS, PAIR, TUPLE, binary_label, kind_of, kinds_where
 
 OPTION = "exclude_identity_leaks"
@@ -182,6 +181,8 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
 
 
 def _difference(entry: dict[str, Any] | None) -> str:
+    from analysis.report.format import num
+
     if not entry:
         return "–"
     if "difference" not in entry:
@@ -199,6 +200,8 @@ def _share(entry: dict[str, Any]) -> str:
 
 
 def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    from analysis.report.format import num, table_dict
+
     audit = data["audit"]
     paragraphs = [
         f"The blindness audit (re-run on the outputs at analysis time) flags "

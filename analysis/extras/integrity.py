@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.report.format import num, table_dict
 from evalstudy.criteria import BINARY_KINDS, binary_label, kinds_where
 
 OPTION_COVARIATES = "integrity_covariates"
@@ -127,7 +126,7 @@ def system_means(rows: pd.DataFrame, *, n_boot: int = N_BOOT, seed: int = SEED
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = (weights @ sums) / (weights @ counts)
     total_sums, total_counts = sums.sum(axis=0), counts.sum(axis=0)
-    out = []
+    out: list[dict[str, Any]] = []
     for k, system in enumerate(systems):
         entry: dict[str, Any] = {
             "system": system, "mean": float(total_sums[k] / total_counts[k]),
@@ -245,6 +244,8 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
 
 
 def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    from analysis.report.format import num, table_dict
+
     labels = data["rule"]["labels"]
     rule = "; ".join(f"{labels[s]} in more than {share:.0%} of their answers"
                      for s, share in data["rule"]["shares"].items())

@@ -21,7 +21,6 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.stats.pairwise_joint import joint_preference_model
 from evalstudy.criteria import BOTH_BAD, BOTH_GOOD, PAIR, TIE, kind_of
 from kit.jsonable import to_jsonable
 
@@ -50,6 +49,8 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
 
 
 def _fit(criterion: Any, judgments: pd.DataFrame) -> dict[str, Any]:
+    from analysis.stats.pairwise_joint import joint_preference_model
+
     if judgments.empty:
         return {"error": "no judgments"}
     rows = judgments[(judgments["criterion"] == criterion.key) & judgments["is_human"]

@@ -14,9 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from scipy.stats import norm
-
-from analysis.report.format import num, table_dict
 
 OPTIONS: dict[str, Any] = {}
 
@@ -46,6 +43,8 @@ def _warn_uncorrected(result: dict[str, Any], criterion: str | None) -> None:
 
 def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
             options: dict[str, Any]) -> dict[str, Any] | None:
+    from scipy.stats import norm
+
     from analysis.stats import sequential
     from evalstudy.adaptive import plan_contrasts, plan_criterion
     from evalstudy.models import StudyPlan
@@ -100,6 +99,8 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
 
 
 def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
+    from analysis.report.format import num, table_dict
+
     plan = data["plan"]
     registered = plan["registered_at"] or "not yet (the study has not opened)"
     targets = []

@@ -462,8 +462,8 @@ def criterion_view(c: dict) -> dict[str, Any]:
     contrasts = _contrasts(c)
     if contrasts is not None:
         blocks.append(Block(title=contrasts.title, tables=[contrasts]))
-    for make in (_agreement_block, _ceiling_block, _span_agreement_block):
-        block = make(c)
+    for block_of in (_agreement_block, _ceiling_block, _span_agreement_block):
+        block = block_of(c)
         if block is not None:
             blocks.append(block)
     if counted is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import matplotlib
 
@@ -12,6 +12,9 @@ matplotlib.use("Agg")  # no display on servers and workers
 import matplotlib.pyplot as plt  # noqa: E402
 
 from analysis.report.format import field_name, num, proxy_label, slice_has_both_classes
+
+if TYPE_CHECKING:
+    from matplotlib.colors import ListedColormap
 
 FIGSIZE = (6.0, 3.0)
 DPI = 150
@@ -123,10 +126,10 @@ def forest_plot(column: str, proxies: list[tuple[str, list[dict]]]) -> str | Non
     """AUC per slice of one field with its CI, one colour per proxy, AUC 0.5 marked. Slices
     with too few cases of a class (see MIN_SLICE_CLASS) are left out of the plot."""
     slices = []
-    for _, rows in proxies:
-        for row in rows:
-            if not row.get("is_overall") and str(row.get("slice")) not in slices:
-                slices.append(str(row.get("slice")))
+    for _, proxy_rows in proxies:
+        for slice_row in proxy_rows:
+            if not slice_row.get("is_overall") and str(slice_row.get("slice")) not in slices:
+                slices.append(str(slice_row.get("slice")))
     shown = [(name, {str(r.get("slice")): r for r in rows if slice_has_both_classes(r)})
              for name, rows in proxies]
     slices = [label for label in slices if any(label in rows for _, rows in shown)]
@@ -134,7 +137,10 @@ def forest_plot(column: str, proxies: list[tuple[str, list[dict]]]) -> str | Non
         return None
     fig, ax = plt.subplots(figsize=(6.0, max(2.4, 0.28 * len(slices) * len(shown) + 1.6)))
     step = 0.7 / max(len(shown), 1)
-    colours = plt.cm.tab10.colors
+    # tab10 is a ListedColormap of ten RGB tuples; matplotlib types it as any Colormap, and
+    # a ListedColormap's colours as any array-like.
+    colours = cast("list[tuple[float, float, float]]",
+                   cast("ListedColormap", plt.cm.tab10).colors)
     for index, (name, rows) in enumerate(shown):
         for y, label in enumerate(reversed(slices)):
             row = rows.get(label)

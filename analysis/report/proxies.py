@@ -83,9 +83,9 @@ def _slice_tables(v: dict) -> list[tuple[Table, str | None]]:
     for column, proxies in fields.items():
         slices: dict[str, dict] = {}
         for _, rows in proxies:
-            for row in rows:
-                if not row.get("is_overall"):
-                    slices.setdefault(str(row.get("slice")), row)
+            for slice_row in rows:
+                if not slice_row.get("is_overall"):
+                    slices.setdefault(str(slice_row.get("slice")), slice_row)
         table = Table(["Slice", "n", "Pos / neg", "Proxy", "AUC", "95% CI", "p (Holm)"],
                       numeric=(1, 2, 4, 5, 6), title=f"AUC by {field_name(column)}")
         for label, first in slices.items():

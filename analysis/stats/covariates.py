@@ -54,7 +54,7 @@ def with_covariates(options: Mapping[str, Any], criteria: Sequence[Mapping[str, 
     options = dict(options)
     if not options.get(OPTION) or judgments.empty:
         return options
-    from .pipeline.formulas import criterion_formula
+    from .formulas import criterion_formula
 
     columns = [str(c) for c in judgments.columns]
     present = [c for c in COVARIATES if c in columns]

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from evalstudy.criteria import BINARY_KINDS, binary_label
 
 from .agreement import cohen_kappa
 from .descriptives import wilson_ci
+
+UnitT = TypeVar("UnitT", bound=Hashable)  # whatever the caller names a unit by
 
 
 def reading(kind: str, value: Any) -> str | None:
@@ -38,8 +40,8 @@ def strict_majority(values: Sequence[str]) -> str | None:
     return counts[0][0]
 
 
-def agreement_with_majority(kind: str, judge: Mapping[Hashable, Any],
-                            humans: Mapping[Hashable, Sequence[Any]]) -> dict[str, Any]:
+def agreement_with_majority(kind: str, judge: Mapping[UnitT, Any],
+                            humans: Mapping[UnitT, Sequence[Any]]) -> dict[str, Any]:
     """Judge vs human majority over the units both answered (`judge`: unit -> the judge's
     value; `humans`: unit -> the human raters' values). Returns n, matches, accuracy
     {value, ci_low, ci_high}, kappa {value, ci_low, ci_high}, and the units left out for a

@@ -29,11 +29,13 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # Before staticfiles: its runserver (kit.management.commands.runserver) bounds the requests
+    # and database connections the development server holds at a time.
+    "kit",
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "kit",
     "evalstudy",
     "annotation",
     "metrics",
@@ -85,9 +87,21 @@ DATABASES = {
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
     # Reuse connections across requests: a new PostgreSQL backend per request cost more than
-    # the request itself (bench/raters.py).
+    # the request itself (bench/raters.py). A persistent connection belongs to a thread, so the
+    # servers bound how many there are: gunicorn holds at most one per worker thread
+    # (WEB_CONCURRENCY x GUNICORN_THREADS), runserver at most EVALSTUDY_RUNSERVER_THREADS (it
+    # closes them after each request: kit.management.commands.runserver), each Celery worker
+    # process one. Django's own pool (OPTIONS "pool") needs psycopg 3; this project runs
+    # psycopg2. Many web hosts: PgBouncer in front (docs/guide/deployment.md).
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # On behind PgBouncer in transaction mode: a server-side cursor (QuerySet.iterator())
+    # would outlive the transaction that opened it on the server.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env.bool(
+        "DB_DISABLE_SERVER_SIDE_CURSORS", default=False)
+# Requests the development server (runserver, `make run`) handles at a time; each holds one
+# database connection while it runs.
+EVALSTUDY_RUNSERVER_THREADS = env.int("EVALSTUDY_RUNSERVER_THREADS", default=8)
 # The rater loop's statements (annotation.loop) are prepared once per database connection. Turn
 # this off behind a connection pooler in transaction mode (PgBouncer's default), which hands a
 # client a different server session from one transaction to the next.
@@ -178,8 +192,10 @@ HEALTHZ_REQUIRED_QUEUES = env.list("HEALTHZ_REQUIRED_QUEUES",
 
 # --- Celery -------------------------------------------------------------------------------
 # Embedded default: kombu's filesystem transport, which needs no server; the web process and
-# the worker exchange messages through files in var/broker.
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+# the worker exchange messages through files in var/broker. The host name means nothing to it,
+# but without one kombu logs "No hostname was supplied. Reverting to default 'localhost'" each
+# time it reads the URL (twice in every worker's start).
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://localhost/")
 _BROKER_DIR = VAR_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # kombu's filesystem transport expects its folders to exist.
@@ -350,9 +366,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "StudyStatusEnum": "evalstudy.models.Study.Status",
         "RunStatusEnum": "kit.runs.BackgroundRun.Status",
-        "LearnedProxyKindEnum": "proxies.models.LearnedProxy.Kind",
+        "LearnedProxyKindEnum": "proxies.methods.learned_kind_choices",
         "RaterKindEnum": "evalstudy.models.Rater.Kind",
-        "CriterionKindEnum": "evalstudy.models.Criterion.Kind",
+        "CriterionKindEnum": "evalstudy.criteria.kind_choices",
         # A proxy run may be learned; a judge prompt version is an LLM judge's only.
         "ProxyMethodEnum": "proxies.methods.METHOD_CHOICES",
         "JudgeMethodEnum": "proxies.methods.VERSIONED_METHOD_CHOICES",

@@ -29,6 +29,9 @@ DATABASES = {"default": env.db_url("DATABASE_URL")}
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Behind PgBouncer in transaction mode (docs/guide/deployment.md): see base.py.
+DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env.bool(
+    "DB_DISABLE_SERVER_SIDE_CURSORS", default=False)
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     raise ImproperlyConfigured(

@@ -7,6 +7,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.defaultfilters import filesizeformat
 
+from kit.admin import LabelledRowsMixin
+
 from ..media import item_media_remove, item_media_upload, probe_limits
 from ..media_fetch import MediaSourceError, copy_stream
 from ..media_probe import MediaRefused, probe_file
@@ -48,7 +50,7 @@ class ItemMediaForm(StudyRowForm):
         return upload
 
 
-class ItemMediaInline(StudyRowChoices, admin.TabularInline):
+class ItemMediaInline(LabelledRowsMixin, StudyRowChoices, admin.TabularInline):
     model = ItemMedia
     form = ItemMediaForm
     extra = 1

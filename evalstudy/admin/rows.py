@@ -9,6 +9,8 @@ from django.contrib import admin
 from django.db.models import Count, Q
 from django.utils.html import format_html
 
+from kit.admin import LabelledRowsMixin
+
 from .. import criteria as rules
 from .. import permissions as perms
 from ..models import (
@@ -39,7 +41,7 @@ class SystemAdmin(StructuredFieldsMixin, StudyScopedAdmin):
     search_fields = ("name", "description", "study__slug")
 
 
-class OutputInline(StudyRowChoices, admin.TabularInline):
+class OutputInline(LabelledRowsMixin, StudyRowChoices, admin.TabularInline):
     model = Output
     extra = 0
     fields = ("system", "text")
@@ -173,7 +175,7 @@ class StudyCollaboratorAdmin(StudyScopedAdmin):
     study_role = perms.OWNER  # only owners (and admins) manage collaborators
 
 
-class SlotInline(admin.TabularInline):
+class SlotInline(LabelledRowsMixin, admin.TabularInline):
     model = AssignmentSlot
     extra = 0
     can_delete = False

@@ -13,12 +13,6 @@ from .studies import Study
 
 
 class Criterion(models.Model):
-    # Transitional (issue 28): the kinds' names as choices, until every reader asks the kind.
-    # The stubs know only TextChoices("Kind", "A B"); Django's functional API takes (name, value)
-    # pairs as well.
-    Kind = models.TextChoices("Kind", [  # type: ignore[call-overload]
-        (name.upper(), (name, label)) for name, label in rules.kind_choices()])
-
     study = models.ForeignKey(Study, on_delete=models.CASCADE, related_name="criteria")
     key = models.SlugField(max_length=60)
     prompt = models.TextField()

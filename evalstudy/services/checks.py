@@ -21,6 +21,7 @@ from ..models import (
     Study,
 )
 from ..spec.limits import SETTING_BOUNDS, SpecLimits, study_setting_problems
+from ..spec.setting_warnings import StudySettings, setting_warnings
 from ..spec.study import show_if_problems
 from .limits import spec_limits
 
@@ -306,14 +307,38 @@ def attention_slots_per_seat(*, design: str, n_items: int, n_systems: int,
 
 def study_warnings(*, study: Study) -> list[str]:
     """What is allowed but probably not meant, shown when the study is saved or opened (it
-    does not stop the study from opening): an attention check a seat would show twice,
-    outputs that may reveal their system (the blindness audit)."""
+    does not stop the study from opening): an attention check a seat would show twice, every
+    setting that cannot take effect (spec.setting_warnings), outputs that may reveal their
+    system (the blindness audit)."""
     n_attention = study.attention_checks.count()
     per_seat = attention_slots_per_seat(
         design=study.design, n_items=study.items.count(), n_systems=study.systems.count(),
         items_per_rater=study.items_per_rater, attention_every=study.attention_check_every)
     warning = rules.attention_repeats(checks_per_seat=per_seat, n_attention=n_attention)
-    return ([warning] if warning else []) + _blindness_warnings(study)
+    return (([warning] if warning else []) + setting_warnings(study_settings(study))
+            + _blindness_warnings(study))
+
+
+def study_settings(study: Study) -> StudySettings:
+    """What `setting_warnings` reads of a study: its settings and the counts of its rows."""
+    return StudySettings(
+        attention_check_every=study.attention_check_every,
+        attention_checks=study.attention_checks.count(),
+        attention_fail_limit=study.attention_fail_limit,
+        calibration_pass_mark=study.calibration_pass_mark,
+        calibration_items=study.calibration_items.count(),
+        crowd_platform=study.crowd_platform, completion_url=study.completion_url,
+        completion_code=study.completion_code, screen_out_url=study.screen_out_url,
+        screen_out_code=study.screen_out_code, crowd_no_codes=study.crowd_no_codes,
+        excluded_studies=study.excluded_studies.count() if study.pk else 0,
+        items=study.items.count(),
+        items_with_media=Item.objects.filter(study=study, media__isnull=False).distinct().count(),
+        media_must_finish=study.media_must_finish, media_max_plays=study.media_max_plays,
+        media_autoplay=study.media_autoplay,
+        agreement_alert_threshold=study.agreement_alert_threshold,
+        agreement_window=study.agreement_window,
+        agreement_window_default=Study._meta.get_field("agreement_window").get_default(),
+    )
 
 
 def _blindness_warnings(study: Study) -> list[str]:

@@ -19,6 +19,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from kit.params import Param
+
 Direction = Literal["higher", "lower"]
 
 
@@ -55,7 +57,9 @@ class ScorerSpec:
     `requires`: "module:function" returning why the scorer cannot run here (a program it needs
     is missing) or None; `default`: computed when a study names no metric;
     `study_language_param`: the parameter a metric run fills with the study's language when
-    the run does not set it (None: the scorer has no language parameter).
+    the run does not set it (None: the scorer has no language parameter); `params`: the
+    parameters a researcher may set, typed (the metrics page builds its inputs from them; the
+    API and the command line take any the constructor accepts).
     """
 
     name: str
@@ -65,6 +69,7 @@ class ScorerSpec:
     requires: str | None = None
     default: bool = False
     study_language_param: str | None = None
+    params: tuple[Param, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.values:

@@ -8,6 +8,9 @@ outputs, direction and encoder need from it; `registry` lists the specs and answ
 reader (the metrics page, the analysis, the learned proxies) without importing a scorer's
 module, so listing them costs nothing (no torch, no jiwer, no nltk).
 
+A scorer's `params` are the parameters a researcher sets on the metrics page, typed
+(`kit.params.Param`): the page builds one input per parameter from them, so nobody types JSON.
+
 A new metric is one spec added to `SPECS` here and its class naming it; `SPECS`' order is the
 order pages show metrics in (WER first: the headline of an ASR study).
 
@@ -38,6 +41,7 @@ How the values were decided, for the ones that are not plain "a score":
 
 from __future__ import annotations
 
+from kit.params import BOOL, CHOICE, FLOAT, INT, TEXT, Param
 from metrics.scorers.base import MetricValue, ScorerSpec
 
 
@@ -66,10 +70,22 @@ def _edit_counts(prefix: str) -> tuple[MetricValue, ...]:
 
 _SD = _lower("sd", headline=True)
 
+# The parameters a researcher sets on the metrics page (their inputs are built from these).
+_NORMALISER = Param(
+    "normaliser", CHOICE, choices=("default", "raw", "fr"),
+    help="How texts are normalised before they are compared: default (lower case, no "
+         "punctuation), raw (as written), fr (French elisions and hyphens split).")
+
+
+def _normalise(default: bool = False) -> Param:
+    return Param("normalise", BOOL, default=default,
+                 help="Normalise both texts first (lower case, no punctuation).")
+
 WER = ScorerSpec(
     name="wer",
     target="metrics.scorers.text:WordErrorScorer",
     default=True,
+    params=(_NORMALISER,),
     values=(
         _lower("wer", headline=True),
         _lower("mer"),
@@ -88,6 +104,7 @@ CER = ScorerSpec(
     name="cer",
     target="metrics.scorers.text:CharErrorScorer",
     default=True,
+    params=(_NORMALISER,),
     values=(_lower("cer", headline=True), *_edit_counts("char_"), _of_reference("ref_chars")),
 )
 
@@ -98,6 +115,8 @@ PER = ScorerSpec(
     # install it), checked when the metric is first built or listed as available.
     requires="metrics.scorers.phoneme:espeak_unavailable_reason",
     study_language_param="language",
+    params=(Param("language", TEXT, help="The espeak-ng voice, e.g. en-us, fr, de (blank: "
+                                         "the study's language)."),),
     values=(_lower("per", headline=True), *_edit_counts("phon_"),
             _of_reference("ref_phonemes")),
 )
@@ -106,6 +125,8 @@ BLEU = ScorerSpec(
     name="bleu",
     target="metrics.scorers.text:BleuScorer",
     default=True,
+    params=(Param("tokenize", CHOICE, default="13a", choices=("13a", "intl", "char", "zh", "none"),
+                  help="sacrebleu's tokeniser."), _normalise()),
     values=(_higher("bleu", headline=True),),
 )
 
@@ -113,6 +134,8 @@ CHRF = ScorerSpec(
     name="chrf",
     target="metrics.scorers.text:ChrfScorer",
     default=True,
+    params=(Param("word_order", INT, default=0, minimum=0, maximum=6,
+                  help="Word n-grams too: 0 is chrF, 2 is chrF++."), _normalise()),
     values=(_higher("chrf", headline=True),),
 )
 
@@ -120,6 +143,8 @@ ROUGE = ScorerSpec(
     name="rouge",
     target="metrics.scorers.text:RougeScorer",
     default=True,
+    params=(Param("use_stemmer", BOOL, default=True,
+                  help="Porter-stem English words before matching."), _normalise()),
     values=(
         _higher("rouge1_f", headline=True),
         _higher("rouge2_f"),
@@ -138,6 +163,10 @@ BERTSCORE = ScorerSpec(
     target="metrics.scorers.semantic:BertScoreScorer",
     default=True,
     needs_encoder=True,
+    params=(Param("idf", BOOL, default=False, help="Weight words by their inverse document "
+                  "frequency over the study's references."),
+            Param("layer", INT, minimum=1, maximum=100,
+                  help="The encoder layer compared (blank: the last).")),
     values=(_higher("bertscore_f", headline=True), _higher("bertscore_p"),
             _higher("bertscore_r")),
 )
@@ -163,6 +192,9 @@ HEVAL = ScorerSpec(
     target="metrics.scorers.heval:HevalScorer",
     default=True,
     needs_encoder=True,
+    params=(Param("gamma", FLOAT, default=0.4, minimum=0.0, maximum=1.0,
+                  help="Words whose normalised semantic distance to the reference is below "
+                       "this are keywords."), _NORMALISER),
     values=(
         _lower("heval", headline=True),
         _SD,

@@ -1,10 +1,11 @@
 """The registry of proxy methods: one module of this package per method, found by listing it.
 
-Each module (other than `base` and names starting with "_") defines `METHOD`, a
+Each module (other than `base`, `learned_kinds` and names starting with "_") defines `METHOD`, a
 `base.ProxyMethod`. `method_of(name)` gives a run's method; `METHODS` lists the names. Nothing
 outside its own module names a method: the runs, the admin, the API and the analysis ask the
 spec (tests/proxies/test_method_specs.py fails on a method's name written anywhere else).
-Adding a method is one new module here (and its tests).
+Adding a method is one new module here (and its tests). The kinds of learned proxy (the
+learned method's models) are declared once, in `learned_kinds`.
 """
 
 from __future__ import annotations
@@ -29,12 +30,16 @@ from .base import (
     threshold_of,
 )
 from .learned import answers_pairs
+from .learned_kinds import LEARNED_KINDS, LearnedKind, learned_kind, learned_kind_choices
+
+# Modules of this package that declare no method.
+_NOT_METHODS = frozenset({"base", "learned_kinds"})
 
 
 def _discover() -> dict[str, ProxyMethod]:
     found: dict[str, ProxyMethod] = {}
     for module in pkgutil.iter_modules(__path__):
-        if module.name == "base" or module.name.startswith("_"):
+        if module.name in _NOT_METHODS or module.name.startswith("_"):
             continue
         method = getattr(importlib.import_module(f"{__name__}.{module.name}"), "METHOD", None)
         if not isinstance(method, ProxyMethod):
@@ -99,6 +104,7 @@ __all__ = [
     "CPU_QUEUE",
     "DEFAULT_THRESHOLD",
     "GPU_QUEUE",
+    "LEARNED_KINDS",
     "LLM_QUEUE",
     "LLM_RATER",
     "METHODS",
@@ -108,11 +114,14 @@ __all__ = [
     "VERSIONED_METHOD_CHOICES",
     "Answer",
     "Batch",
+    "LearnedKind",
     "ProxyMethod",
     "all_methods",
     "answers_pairs",
     "decide",
     "fewshot_prefix",
+    "learned_kind",
+    "learned_kind_choices",
     "learned_method",
     "method_choices",
     "method_of",

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kit.params import FLOAT, Param
+
 if TYPE_CHECKING:
     from evalstudy.criteria import AnswerKind
 
@@ -36,6 +38,10 @@ CPU_QUEUE = "cpu"
 
 # The parameter a method reading a score at a threshold understands.
 THRESHOLD = "threshold"
+THRESHOLD_PARAM = Param(
+    THRESHOLD, FLOAT, minimum=0.0, maximum=1.0,
+    help="The score from which an answer reads as yes (blank: 0.5; a learned proxy: the "
+         "threshold chosen on its development split).")
 
 
 @dataclass
@@ -83,8 +89,9 @@ class ProxyMethod:
     answers: Callable[[AnswerKind], bool]
     #: Judges one batch: yields an `Answer` per unit (proxies.runs.answers calls it).
     answer: Callable[[Batch], Iterator[Answer]]
-    #: The run parameters it understands; anything else is refused by name.
-    params: frozenset[str]
+    #: The run parameters it understands, typed (the admin's inputs are built from them);
+    #: anything else is refused by name.
+    params: tuple[Param, ...]
     #: For a learned method: whether the learned proxy at hand (a LearnedProxy) answers a
     #: criterion of this kind.
     answers_with: Callable[[Any, AnswerKind], bool] | None = None
@@ -110,6 +117,10 @@ class ProxyMethod:
     thresholded: bool = False
     #: On which kinds it answers the most likely level instead, never reading a threshold.
     answers_level: Callable[[AnswerKind], bool] = _never
+
+    @property
+    def param_names(self) -> frozenset[str]:
+        return frozenset(param.name for param in self.params)
 
     def answers_for(self, kind: AnswerKind, learned: Any = None) -> bool:
         """Whether it answers a criterion of `kind` (with the learned proxy `learned`)."""

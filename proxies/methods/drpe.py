@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from evalstudy.criteria import PAIR
+from kit.params import CHOICE, FLOAT, INT, RECORDS, Param
 from proxies.judges import methods
 from proxies.judges.backends.base import JudgeError
 from proxies.judges.fewshot import drpe_block
@@ -71,8 +72,22 @@ METHOD = ProxyMethod(
     score="P(A is better)",
     answers=lambda kind: kind.shows == PAIR,
     answer=answer,
-    params=frozenset({"static_roles", "dynamic_roles", "dedup_eps", "max_tokens",
-                      "role_prompts", "aggregation"}),
+    params=(
+        Param("static_roles", RECORDS, columns=(("type", "Role"), ("description", "Who they are")),
+              help="The fixed roles that vote (blank: the paper's general public and critic)."),
+        Param("dynamic_roles", INT, minimum=0, maximum=16,
+              help="Roles generated from each item's content (blank: 4)."),
+        Param("dedup_eps", FLOAT, minimum=0.0,
+              help="How close two generated roles may be before one is dropped (blank: the "
+                   "judge's default)."),
+        Param("max_tokens", INT, minimum=1, maximum=4096,
+              help="Tokens generated per vote (blank: 60 per role + 40)."),
+        Param("role_prompts", CHOICE, choices=tuple(methods.ROLE_GRANULARITIES),
+              help="Which of the paper's prompts generates the roles (blank: mixed)."),
+        Param("aggregation", CHOICE, choices=tuple(methods.AGGREGATIONS),
+              help="How the roles' votes are combined: the weighted share, or the paper's "
+                   "unnormalised sum (blank: share)."),
+    ),
     versioned=True,
     fewshot=fewshot,
 )

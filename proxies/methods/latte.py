@@ -9,7 +9,7 @@ from typing import Any
 from proxies.judges.fewshot import latte_block
 from proxies.judges.methods import LATTE_TEMPLATE, latte_judge, latte_prompts
 
-from .base import THRESHOLD, Answer, Batch, ProxyMethod, decide, threshold_of
+from .base import THRESHOLD_PARAM, Answer, Batch, ProxyMethod, decide, threshold_of
 
 
 def answer(batch: Batch) -> Iterator[Answer]:
@@ -46,7 +46,7 @@ METHOD = ProxyMethod(
     # P(meaning preserved): the kinds whose answers read as a binary decision.
     answers=lambda kind: kind.binary_reading,
     answer=answer,
-    params=frozenset({THRESHOLD}),
+    params=(THRESHOLD_PARAM,),
     versioned=True,
     default_template=LATTE_TEMPLATE,
     check_template=check_template,

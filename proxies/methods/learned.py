@@ -12,7 +12,16 @@ from typing import Any
 
 from evalstudy.criteria import PAIR, AnswerKind
 
-from .base import METRIC_RATER, THRESHOLD, Answer, Batch, ProxyMethod, decide, threshold_of
+from .base import (
+    METRIC_RATER,
+    THRESHOLD_PARAM,
+    Answer,
+    Batch,
+    ProxyMethod,
+    decide,
+    threshold_of,
+)
+from .learned_kinds import learned_kind
 
 
 @lru_cache(maxsize=4)
@@ -26,9 +35,7 @@ def trained_model(artifact_path: str) -> Any:
 def answers_pairs(learned: Any) -> bool:
     """Whether the learned proxy (a LearnedProxy row, or a trained one) answers pairs of
     outputs (a pairwise learned kind) rather than one output."""
-    from proxies.learned import PAIRWISE_KINDS
-
-    return learned is not None and learned.kind in PAIRWISE_KINDS
+    return learned is not None and learned_kind(learned.kind).pairwise
 
 
 def answers_with(learned: Any, kind: AnswerKind) -> bool:
@@ -112,7 +119,7 @@ METHOD = ProxyMethod(
     answers=lambda kind: kind.binary_reading or kind.shows == PAIR,
     answers_with=answers_with,
     answer=answer,
-    params=frozenset({THRESHOLD}),
+    params=(THRESHOLD_PARAM,),
     rater=METRIC_RATER,
     learned=True,
     thresholded=True,

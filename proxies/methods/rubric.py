@@ -12,7 +12,7 @@ from evalstudy.criteria import ONE, AnswerKind
 from proxies.judges.fewshot import rubric_block
 from proxies.judges.methods import rubric_judge
 
-from .base import THRESHOLD, Answer, Batch, ProxyMethod, decide, threshold_of
+from .base import THRESHOLD_PARAM, Answer, Batch, ProxyMethod, decide, threshold_of
 
 ORDINAL = "ordinal"
 
@@ -89,7 +89,7 @@ METHOD = ProxyMethod(
     # categories).
     answers=lambda kind: kind.closed and kind.shows == ONE,
     answer=answer,
-    params=frozenset({THRESHOLD}),
+    params=(THRESHOLD_PARAM,),
     versioned=True,
     fewshot=fewshot,
     thresholded=True,

@@ -55,6 +55,7 @@ from proxies.methods import (
     THRESHOLD,
     ProxyMethod,
     answers_pairs,
+    learned_kind,
     method_of,
 )
 from proxies.models import LearnedProxy, ProxyRun
@@ -118,7 +119,7 @@ def _criteria_for(study: Study, method: ProxyMethod, keys: Sequence[str] | None,
 def _queue_for(method: ProxyMethod, backend: dict[str, Any],
                learned: LearnedProxy | None) -> str:
     return method.queue(backend, gpu=learned is not None
-                        and learned.kind == LearnedProxy.Kind.CROSS_ENCODER)
+                        and learned_kind(learned.kind).fine_tuned)
 
 
 def proxy_signature(*, method: str, backend_signature: dict[str, Any], template: str,
@@ -169,10 +170,10 @@ def proxy_run_prepare(
         raise ValidationError(f"method: {method!r} is not one of {sorted(METHODS)}")
     spec = method_of(method)
     params = dict(params or {})
-    unknown = set(params) - spec.params
+    unknown = set(params) - spec.param_names
     if unknown:
         raise ValidationError(f"params: {sorted(unknown)} not understood by {method}; known: "
-                              f"{sorted(spec.params)}")
+                              f"{sorted(spec.param_names)}")
     if THRESHOLD in params:
         try:
             threshold = float(params[THRESHOLD])
@@ -294,7 +295,7 @@ def proxy_units(study: Study, criteria: Sequence[Criterion]
                            criterion__in=[c for c in criteria if shows_pair(c)])
                    .values_list("output_id", "output_b_id").distinct())
         pairs_shown |= {(o, ob) for o, ob in counted if (ob, o) not in pairs_shown}
-        pairs = sorted(pairs_shown)
+        pairs: list[tuple[int, int | None]] = sorted(pairs_shown)
         if not pairs:
             by_item: dict[int, list[int]] = defaultdict(list)
             for pk, item in (Output.objects.filter(item__study=study)
@@ -324,8 +325,9 @@ def _add_missing_slots(run: ProxyRun, seat: Assignment) -> None:
     criteria = list(run.study.criteria.filter(key__in=run.criteria))
     wanted = [unit for units in proxy_units(run.study, criteria).values() for unit in units]
     existing = set(seat.slots.values_list("output_id", "output_b_id"))
-    position = (seat.slots.order_by("-position").values_list("position", flat=True).first()
-                if existing else -1)
+    last = (seat.slots.order_by("-position").values_list("position", flat=True).first()
+            if existing else None)
+    position = -1 if last is None else last
     new = []
     for output, output_b in wanted:
         if (output, output_b) not in existing:
@@ -426,10 +428,10 @@ def proxy_batch_judge(*, run_id: int, slot_ids: Sequence[int]) -> int:
     for criterion_pk, units in by_criterion.items():
         criterion = criteria[criterion_pk]
         answers = batch_answers(run, backend, criterion, units, texts)
-        for pk, value, score, error, source in answers:
+        for pk, value, score, problem, source in answers:
             sources[f"answers_{source}"] += 1
             if value is None:
-                failures[f"{pk}:{criterion.key}"] = error[:300]
+                failures[f"{pk}:{criterion.key}"] = problem[:300]
                 continue
             rows.append(Judgment(slot_id=pk, criterion=criterion, rater=run.rater, value=value,
                                  numeric_value=score, submitted_at=now))
@@ -457,7 +459,7 @@ def _check_run_on_worker(run: ProxyRun) -> None:
     learned = run.learned_proxy
     if method_of(run.method).learned and learned is not None:
         encoder = (learned.report.get("params") or {}).get("model_path")
-        if encoder and learned.kind != LearnedProxy.Kind.CROSS_ENCODER:
+        if encoder and not learned_kind(learned.kind).fine_tuned:
             try:
                 model_dir_check(str(encoder), field="the learned proxy's model_path")
             except ValidationError:

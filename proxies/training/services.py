@@ -28,6 +28,7 @@ from evalstudy.models import AuditEvent, Criterion, Rater, Study
 from kit.jsonable import to_jsonable
 from metrics.scorers.encoder import encoder_resolve
 from metrics.services import model_dir_check
+from proxies.methods import LEARNED_KINDS, learned_kind
 from proxies.models import LearnedProxy
 
 # Training a learned proxy holds a worker (the GPU one for the cross-encoder) for as long as
@@ -49,7 +50,8 @@ def learned_examples(study: Study, criterion_key: str) -> list:
         raise ValidationError(f"criterion: {criterion_key!r} is not a criterion of "
                               f"{study.slug!r}") from None
     if criterion.kind not in BINARY_KINDS:
-        extra = (" (for a pairwise criterion, train kind pairwise_logistic)"
+        pairwise = ", ".join(name for name, kind in LEARNED_KINDS.items() if kind.pairwise)
+        extra = (f" (for a pairwise criterion, train kind {pairwise})"
                  if kind_of(criterion.kind).shows == PAIR else "")
         raise ValidationError(f"criterion: {criterion_key!r} is {criterion.kind}; a learned "
                               f"proxy of this kind needs a binary or severity criterion{extra}")
@@ -81,10 +83,12 @@ def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: st
     """Record a training request (checked now: criterion, kind, enough labelled outputs) and
     hand it to a worker (`gpu` queue for the cross-encoder, `cpu` otherwise). Audited as
     "start"."""
-    if kind not in LearnedProxy.Kind.values:
-        raise ValidationError(f"kind: {kind!r} is not one of {LearnedProxy.Kind.values}")
+    try:
+        spec = learned_kind(kind)
+    except ValueError as error:
+        raise ValidationError(str(error)) from None
     learned_proxy_check(study=study, params=params or {}, kind=kind)
-    if kind == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
+    if spec.pairwise:
         from proxies.training.pairwise import MIN_LABELLED_PAIRS, labelled_pairs, pairwise_examples
 
         features = (params or {}).get("features")
@@ -116,7 +120,7 @@ def learned_proxy_start(*, study: Study, criterion_key: str, kind: str, name: st
                 learned_proxy_train_gpu_task,
             )
 
-            task = (learned_proxy_train_gpu_task if kind == LearnedProxy.Kind.CROSS_ENCODER
+            task = (learned_proxy_train_gpu_task if spec.fine_tuned
                     else learned_proxy_train_cpu_task)
             transaction.on_commit(lambda: task.delay(proxy.pk))
     return proxy
@@ -153,16 +157,19 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
         heartbeat_at=timezone.now(), **process_identity())
     if not claimed:
         return proxy
+    study = proxy.study
+    assert study is not None, "a proxy is trained on the study it was started on"
     # Checked again here, before a file of it is read: the study's encoder_path may have
     # changed, and a proxy recorded before the check existed was never checked.
-    learned_proxy_check(study=proxy.study, params=proxy.params, kind=proxy.kind)
+    learned_proxy_check(study=study, params=proxy.params, kind=proxy.kind)
     params = dict(proxy.params)
     seed = int(params.pop("seed", 0))
     target_precision = float(params.pop("target_precision", 0.9))
-    pairwise = proxy.kind == LearnedProxy.Kind.PAIRWISE_LOGISTIC
-    if not pairwise:
-        params.setdefault("model_path", encoder_resolve(study=proxy.study))
-    if proxy.kind == LearnedProxy.Kind.CROSS_ENCODER and _pertinence_style(proxy.study):
+    spec = learned_kind(proxy.kind)
+    pairwise = spec.pairwise
+    if spec.reads_encoder:
+        params.setdefault("model_path", encoder_resolve(study=study))
+    if spec.fine_tuned and _pertinence_style(study):
         # A history and its completion: keep the history's most recent tokens.
         params.setdefault("truncation", "history_left")
     try:
@@ -173,7 +180,7 @@ def learned_proxy_train(proxy_id: int) -> LearnedProxy:
                 trained = pairwise_train(proxy, params, seed)
             else:
                 trained = train_proxy(proxy.kind,
-                                      learned_examples(proxy.study, proxy.criterion_key),
+                                      learned_examples(study, proxy.criterion_key),
                                       params=params, seed=seed,
                                       target_precision=target_precision)
     except ValueError as error:  # bad parameter, too few groups, a one-class split
@@ -256,7 +263,7 @@ def learned_proxies_fail_dead(queryset=None) -> int:
         status=LearnedProxy.Status.RUNNING, pid__isnull=False, host=socket.gethostname()[:255])
     failed = 0
     for pk, pid, started in rows.values_list("pk", "pid", "pid_started"):
-        if pid == os.getpid() or process_alive(pid, started):
+        if pid is None or pid == os.getpid() or process_alive(pid, started):
             continue
         failed += LearnedProxy.objects.filter(
             pk=pk, status=LearnedProxy.Status.RUNNING, pid=pid).update(
@@ -305,7 +312,7 @@ def learned_proxy_check(*, study: Study, params: dict[str, Any], kind: str = "")
                 0 < value <= bound):
             raise ValidationError(f"params: {name} must be a number above 0 and at most "
                                   f"{bound:g}, got {value!r}")
-    if kind == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
+    if kind in LEARNED_KINDS and not learned_kind(kind).reads_encoder:
         return
     path = params.get("model_path")
     if path not in (None, ""):  # unset: the study's encoder, else the embedded default

@@ -135,8 +135,9 @@ def soft_prompt_train(*, study: Study, criterion_key: str, backend: dict[str, An
                                          device=config.get("device"))
     except ValueError as error:
         raise ValidationError(f"params: {error}") from None
-    scoring = {"device": config.get("device"), "batch_size": int(config.get("batch_size", 8)),
-               "max_length": int(options.get("max_length", config.get("max_length", 512)))}
+    scoring: dict[str, Any] = {
+        "device": config.get("device"), "batch_size": int(config.get("batch_size", 8)),
+        "max_length": int(options.get("max_length", config.get("max_length", 512)))}
     metrics: dict[str, Any] = {"auc": {}}
     scores = {}
     for part in ("dev", "test"):

@@ -34,7 +34,14 @@ from django.db import transaction
 
 from annotation.models import Judgment
 from evalstudy.audit import SYSTEM, actor_user, audit_record
-from evalstudy.criteria import BINARY_KINDS, binary_label, kinds_where, strict_majority
+from evalstudy.criteria import (
+    BINARY_KINDS,
+    PAIR,
+    binary_label,
+    kind_of,
+    kinds_where,
+    strict_majority,
+)
 from evalstudy.criteria import pair_oriented as oriented
 from evalstudy.models import AssignmentSlot, AuditEvent, Criterion, Output, Rater, Study
 from proxies.methods import VERSIONED_METHOD_CHOICES, method_of
@@ -214,7 +221,8 @@ def corrections(*, study: Study, criterion: Criterion, run: ProxyRun | None,
         return [], {"dev_units": 0, "disagreements": 0}
     item_of = dict(Output.objects.filter(item__study=study).values_list("id", "item_id"))
     answers = judge_answers(run, criterion)
-    found, compared = [], 0
+    found: list[dict[str, Any]] = []
+    compared = 0
     for unit, values in human_answers(study, criterion).items():
         if item_of.get(unit[0]) not in dev_items or unit not in answers:
             continue
@@ -358,15 +366,15 @@ def judge_prompt_version_create(
         for output in outputs:
             # A pairwise criterion's unit is a pair (lower output id first, `oriented`): the
             # first one (in id order) that holds the output.
-            unit = ((output, None) if criterion.kind != Criterion.Kind.PAIRWISE else
+            unit = ((output, None) if kind_of(criterion.kind).shows != PAIR else
                     next((u for u in sorted(majorities, key=str) if output in u), None))
             unit = unit if unit in majorities else None
             majority = (human_majority(criterion.kind, majorities[unit])
                         if unit is not None else None)
-            example = None if majority is None else _example(
+            example = None if unit is None or majority is None else _example(
                 unit, method=method, criterion=criterion, majority=majority,
-                judge=judged.get(unit, (None,))[0], why=notes.get(output, ""))
-            if example is None:
+                judge=judged[unit][0] if unit in judged else None, why=notes.get(output, ""))
+            if unit is None or example is None:
                 raise ValidationError(f"outputs: output {output} has no human majority on "
                                       f"{criterion.key!r} to show as the answer")
             if unit not in used:
@@ -379,7 +387,8 @@ def judge_prompt_version_create(
         items_taken: set[int] = set()
         item_of = dict(Output.objects.filter(item__study=study).values_list("id", "item_id"))
         # One per item first: two systems' outputs for one input teach the same case.
-        first, rest = [], []
+        first: list[dict[str, Any]] = []
+        rest: list[dict[str, Any]] = []
         for correction in found:
             item = item_of[correction["unit"][0]]
             (rest if item in items_taken else first).append(correction)

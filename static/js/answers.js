@@ -6,8 +6,19 @@
   "use strict";
 
   // --- sliders: the number field is the answer; the handle only moves it --------------------
-  document.addEventListener("input", (event) => {
-    const target = event.target;
+  // An untouched slider shows it (data-untouched: a hollow handle on a bare track, and "Not set
+  // yet" beside the score and read out as the handle's value) until it has a value; clearing the
+  // number makes it untouched again, as an empty number is no answer.
+  function touched(box, isSet) {
+    const range = box.querySelector("input[type=range]");
+    const unset = box.querySelector("[data-slider-unset]");
+    range.toggleAttribute("data-untouched", !isSet);
+    if (isSet) range.removeAttribute("aria-valuetext");
+    else if (unset) range.setAttribute("aria-valuetext", unset.textContent.trim());
+    if (unset) unset.hidden = isSet;
+  }
+
+  function sliderMoved(target) {
     if (!(target instanceof HTMLInputElement)) return;
     const box = target.closest("[data-slider]");
     if (!box) return;
@@ -15,11 +26,19 @@
     const number = box.querySelector("input[type=number]");
     if (target === range) {
       number.value = range.value;
-      range.removeAttribute("data-untouched");
-    } else if (target === number && number.value !== "") {
-      range.value = number.value;
-      range.removeAttribute("data-untouched");
+      touched(box, true);
+    } else if (target === number) {
+      if (number.value !== "") range.value = number.value;
+      touched(box, number.value !== "");
     }
+  }
+
+  document.addEventListener("input", (event) => sliderMoved(event.target));
+  // A click on the handle where it stands (the middle) moves nothing and fires no input: it is
+  // still the rater's choice of that value.
+  document.addEventListener("click", (event) => {
+    const target = event.target;
+    if (target instanceof HTMLInputElement && target.type === "range") sliderMoved(target);
   });
 
   // --- ranking: a rank given to one output is taken from the others; best-worst: the same

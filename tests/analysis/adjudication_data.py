@@ -18,7 +18,7 @@ preference on i2 (r1 A with sys-a as A, r2 B with sys-b as A: both chose sys-a).
 from __future__ import annotations
 
 from annotation.services import judgments_import
-from evalstudy.models import Criterion, Output, Study
+from evalstudy.models import Output, Study
 from evalstudy.spec.files import JudgmentRow
 from tests.factories import CriterionFactory, ItemFactory, StudyFactory, SystemFactory
 
@@ -55,10 +55,10 @@ def disagreement_study(*, slug: str = "disagree", owner=None) -> Study:
     Output.objects.bulk_create(
         Output(item=item, system=system, text=f"{system.name} says {item.external_id}")
         for item in items for system in systems)
-    CriterionFactory(study=study, key="usable", kind=Criterion.Kind.BINARY, order=0)
-    CriterionFactory(study=study, key="quality", kind=Criterion.Kind.LIKERT, scale_points=5,
+    CriterionFactory(study=study, key="usable", kind="binary", order=0)
+    CriterionFactory(study=study, key="quality", kind="likert", scale_points=5,
                      order=1)
-    CriterionFactory(study=study, key="preference", kind=Criterion.Kind.PAIRWISE, order=2)
+    CriterionFactory(study=study, key="preference", kind="pairwise", order=2)
     rows = [JudgmentRow(line, rater, item, system, criterion, value, kind, system_b)
             for line, (rater, item, system, criterion, value, kind, system_b)
             in enumerate(ANSWERS, start=2)]

@@ -33,7 +33,7 @@ def wine_study(db):
     binary `drinkable` (rating >= 3) and a free-text `note`; systems carry temp/contact
     metadata, items speaker/severity metadata."""
     from annotation.services import judgments_import
-    from evalstudy.models import Criterion, Output
+    from evalstudy.models import Output
     from evalstudy.spec.files import JudgmentRow
     from tests.factories import CriterionFactory, ItemFactory, StudyFactory, SystemFactory
 
@@ -47,10 +47,10 @@ def wine_study(db):
                          metadata={"speaker": "s2", "severity": "severe"})]
     Output.objects.bulk_create(Output(item=item, system=system, text=f"{item} {system}")
                                for item in items for system in systems)
-    CriterionFactory(study=study, key="bitterness", kind=Criterion.Kind.LIKERT,
+    CriterionFactory(study=study, key="bitterness", kind="likert",
                      scale_points=5, order=0)
-    CriterionFactory(study=study, key="drinkable", kind=Criterion.Kind.BINARY, order=1)
-    CriterionFactory(study=study, key="note", kind=Criterion.Kind.TEXT, order=2,
+    CriterionFactory(study=study, key="drinkable", kind="binary", order=1)
+    CriterionFactory(study=study, key="note", kind="text", order=2,
                      required=False)
     rows, line = [], 1
     for rater, item, system, rating in wine_rows():

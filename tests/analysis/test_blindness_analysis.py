@@ -19,7 +19,7 @@ from analysis.extras import blindness
 from analysis.selectors import judgments_tidy
 from analysis.services import analysis_run_execute, analysis_run_start
 from annotation.services import judgments_import
-from evalstudy.models import Criterion, Output
+from evalstudy.models import Output
 from evalstudy.spec.files import JudgmentRow
 from tests.factories import CriterionFactory, ItemFactory, StudyFactory, SystemFactory
 
@@ -38,10 +38,10 @@ def leaky_study():
             if name == "Zephyrix" and item.external_id in FLAGGED_ITEMS
             else f"Summary number {item.external_id} by {name.lower()[:3]}."))
         for item in items for name, system in systems.items())
-    CriterionFactory(study=study, key="quality", kind=Criterion.Kind.LIKERT, scale_points=5,
+    CriterionFactory(study=study, key="quality", kind="likert", scale_points=5,
                      order=0)
-    CriterionFactory(study=study, key="usable", kind=Criterion.Kind.BINARY, order=1)
-    CriterionFactory(study=study, key="preference", kind=Criterion.Kind.PAIRWISE, order=2)
+    CriterionFactory(study=study, key="usable", kind="binary", order=1)
+    CriterionFactory(study=study, key="preference", kind="pairwise", order=2)
     answers = []
     for rater in RATERS:
         for n in range(1, 7):

@@ -175,3 +175,22 @@ def test_page_passes_separation_and_deployment_group_and_refuses_an_unknown_fiel
         "engine": "auto", "separation": "penalised", "deployment_group": "speaker"}
     form = wine_editor.get(reverse("analysis:page", args=[wine_study.slug])).content.decode()
     assert 'name="separation"' in form and 'name="deployment_group"' in form
+
+
+def test_the_group_by_choices_are_the_study_s_own_fields(wine_editor, wine_study, db):
+    """The deployment table's "group by" lists the fields the study has (the wine items have
+    a speaker and a severity, the systems a temp and a contact) and defaults to the automatic
+    choice, not to a speaker that only ASR studies have."""
+    import re
+
+    page = wine_editor.get(reverse("analysis:page", args=[wine_study.slug])).content.decode()
+    select = re.search(r'<select id="deployment_group" name="deployment_group">(.*?)</select>',
+                       page, re.S)
+    assert select, "the group-by field is a list to choose from"
+    values = re.findall(r'<option value="([^"]*)"', select.group(1))
+    assert values == ["", "system", "item.severity", "item.speaker", "system.contact",
+                      "system.temp"]
+    assert "selected" not in select.group(1)
+    wine_editor.post(reverse("analysis:start", args=[wine_study.slug]),
+                     {"deployment_group": "system.temp"})
+    assert AnalysisRun.objects.get().options["deployment_group"] == "system.temp"

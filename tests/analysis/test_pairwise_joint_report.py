@@ -20,7 +20,7 @@ from analysis.models import AnalysisRun
 from analysis.selectors import judgments_tidy
 from analysis.services import analysis_run_execute, analysis_run_start
 from annotation.services import judgments_import
-from evalstudy.models import Criterion, Output
+from evalstudy.models import Output
 from evalstudy.spec.files import JudgmentRow
 from tests.analysis.test_report_render import NEVER, _render, _visible_text
 from tests.factories import CriterionFactory, ItemFactory, StudyFactory, SystemFactory
@@ -39,7 +39,7 @@ def both_study(*, allow_tie: bool = True, allow_both: bool = True, seed: int = 5
     items = [ItemFactory(study=study, external_id=f"i{n}") for n in range(N_ITEMS)]
     Output.objects.bulk_create(Output(item=item, system=system, text=f"output {k} on {item.pk}")
                                for item in items for k, system in enumerate(systems.values()))
-    CriterionFactory(study=study, key="better", kind=Criterion.Kind.PAIRWISE,
+    CriterionFactory(study=study, key="better", kind="pairwise",
                      allow_tie=allow_tie, allow_both=allow_both, order=0)
     rng = np.random.default_rng(seed)
     rows, line = [], 2
@@ -118,6 +118,6 @@ def test_without_both_answers_the_section_is_davidsons_model():
 
 def test_a_criterion_without_tie_or_both_gets_no_section():
     study = StudyFactory(slug="plain-ab")
-    CriterionFactory(study=study, key="better", kind=Criterion.Kind.PAIRWISE, order=0)
+    CriterionFactory(study=study, key="better", kind="pairwise", order=0)
     assert pairwise_joint.compute(study, judgments_tidy(study), {}, {}) is None
     assert pairwise_joint.section({"criteria": []}, {}) is None

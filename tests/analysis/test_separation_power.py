@@ -28,7 +28,7 @@ def separated_study(db):
     system); every judgment of system C is "yes" (the data of test_models.make_separated).
     A Likert criterion `quality` (1-5) on the same slots, for a Likert pilot."""
     from annotation.services import judgments_import
-    from evalstudy.models import Criterion, Output
+    from evalstudy.models import Output
     from evalstudy.spec.files import JudgmentRow
     from tests.factories import CriterionFactory, ItemFactory, StudyFactory, SystemFactory
 
@@ -37,8 +37,8 @@ def separated_study(db):
     items = {i: ItemFactory(study=study, external_id=f"i{i}") for i in range(1, 21)}
     Output.objects.bulk_create(Output(item=item, system=system, text=f"{item} {system}")
                                for item in items.values() for system in systems.values())
-    CriterionFactory(study=study, key="ok", kind=Criterion.Kind.BINARY, order=0)
-    CriterionFactory(study=study, key="quality", kind=Criterion.Kind.LIKERT, scale_points=5,
+    CriterionFactory(study=study, key="ok", kind="binary", order=0)
+    CriterionFactory(study=study, key="quality", kind="likert", scale_points=5,
                      order=1)
     rows, line = [], 1
     for s_index, system in enumerate("ABC"):

@@ -205,13 +205,12 @@ def test_the_admin_form_edits_identity_terms_one_a_line(typed, stored):
     assert form.is_valid(), form.errors
     form.save()
     assert Study.objects.get(pk=study.pk).identity_terms == stored
-    # Shown again as it was stored, one a line.
+    # Shown again as it was stored, one row a term (admin/row_fields.py).
     shown = modelform_factory(Study, form=StudyAdminForm, fields=["identity_terms"])(
         instance=Study.objects.get(pk=study.pk))
-    lines = shown.fields["identity_terms"].prepare_value(shown["identity_terms"].value())
-    assert lines.splitlines() == [
-        '{"term": "sent from my Nimbus", "phrase": true}' if isinstance(entry, dict) else entry
-        for entry in stored]
+    rows = shown.fields["identity_terms"].prepare_value(shown["identity_terms"].value())
+    assert rows == [{"term": entry["term"], "phrase": True} if isinstance(entry, dict)
+                    else {"term": entry, "phrase": False} for entry in stored]
 
 
 @pytest.mark.parametrize(("typed", "message"), [
@@ -231,5 +230,5 @@ def test_the_admin_change_page_shows_the_field(people):
     client.force_login(people["owner"])
     html = client.get(reverse("admin:evalstudy_study_change",
                               args=[people["study"].pk])).content.decode()
-    assert 'name="identity_terms"' in html and "Nimbus Labs" in html
+    assert 'name="identity_terms-0-term"' in html and "Nimbus Labs" in html
     assert "Blindness audit" in html

@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 
 from evalstudy.criteria import all_kinds
+from kit.params import Param
 from proxies.methods import (
+    LEARNED_KINDS,
     METHOD_CHOICES,
     METHODS,
     VERSIONED_METHOD_CHOICES,
     ProxyMethod,
     all_methods,
+    learned_kind,
     learned_method,
     method_of,
 )
@@ -90,7 +93,7 @@ def test_each_method_spec_is_complete(method: ProxyMethod):
     assert method.label and method.score
     assert method.rater in (LLM_RATER, METRIC_RATER)
     assert callable(method.answer) and inspect.isgeneratorfunction(method.answer)
-    assert all(isinstance(param, str) for param in method.params)
+    assert all(isinstance(param, Param) for param in method.params)
     answered = [kind.name for kind in all_kinds() if method.answers(kind)]
     assert answered, f"{method.name} answers no criterion kind"
     assert method.queue({}) in (LLM_QUEUE, CPU_QUEUE)
@@ -105,7 +108,7 @@ def test_each_method_spec_is_complete(method: ProxyMethod):
         with pytest.raises(ValueError):
             method.check_template("{output}")
     if method.thresholded:
-        assert "threshold" in method.params
+        assert "threshold" in method.param_names
     for kind in all_kinds():
         if method.answers_level(kind):
             assert method.answers(kind) and not method.decides_at_threshold(kind)
@@ -132,3 +135,53 @@ def test_the_kinds_each_method_answers_are_those_it_answered_before():
     }
     rubric = method_of("rubric")
     assert [k.name for k in all_kinds() if rubric.answers_level(k)] == ["severity"]
+
+
+# --- the kinds of learned proxy, declared once -------------------------------------------------
+
+LEARNED_KIND_HOMES = (Path("proxies/methods/learned_kinds.py"), Path("proxies/learned"))
+
+
+def learned_kind_violations(root: Path) -> list[str]:
+    """Each string spelling a learned proxy kind's name outside its declaration
+    (proxies/methods/learned_kinds.py) and the Django-free package whose classes train the
+    kinds (proxies/learned), as 'path:line: why' (tests and migrations aside)."""
+    found = []
+    for path in source_files(root):
+        rel = path.relative_to(root)
+        if any(rel == home or home in rel.parents for home in LEARNED_KIND_HOMES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in LEARNED_KINDS:
+                found.append(f"{rel}:{node.lineno}: names the learned proxy kind "
+                             f"{node.value!r}: ask proxies.methods.learned_kind instead")
+    return sorted(found)
+
+
+def test_no_learned_kind_is_named_outside_its_declaration():
+    assert learned_kind_violations(ROOT) == []
+
+
+def test_the_learned_kind_checker_finds_a_kind_named_elsewhere(tmp_path):
+    root = _tree(tmp_path, {
+        "proxies/training/services.py": "if kind == 'cross_encoder':\n    pass\n",
+        "proxies/methods/learned_kinds.py": "NAME = 'cross_encoder'\n",
+        "proxies/learned/regression.py": "kind = 'wer_bertscore'\n",
+    })
+    assert learned_kind_violations(root) == [
+        "proxies/training/services.py:1: names the learned proxy kind 'cross_encoder': ask "
+        "proxies.methods.learned_kind instead"]
+
+
+def test_each_learned_kind_has_its_trainer_and_the_same_reading():
+    # The Django-free trainers and the declaration name the same kinds, and agree on which
+    # are trained on pairs (the artefact manifests store these names).
+    from proxies.learned import PAIRWISE_KINDS, PROXY_KINDS
+
+    assert set(PROXY_KINDS) == set(LEARNED_KINDS)
+    pairwise = {name for name, kind in LEARNED_KINDS.items() if kind.pairwise}
+    assert pairwise == PAIRWISE_KINDS
+    assert [name for name, kind in LEARNED_KINDS.items() if kind.fine_tuned] == [
+        "cross_encoder"]
+    with pytest.raises(ValueError, match="is not one of"):
+        learned_kind("bert_large")

@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from analysis.stats.models.base import ModelFit, PreparedData
+from analysis.stats.options import SEPARATION_OPTIONS
 
 #: |estimate| (log-odds, or latent logit for ordinal models) or SE from which a coefficient is
 #: taken as a sign of separation. An odds ratio of e^10 (about 22,000) is no effect that human
@@ -137,10 +138,6 @@ def diagnose_separation(prep: PreparedData, fit: ModelFit, *, response_type: str
 
 
 
-#: Values of the analysis option ``separation``: ``"auto"`` (default) fits the penalised model
-#: too when the maximum-likelihood fit shows separation; ``"penalised"`` always fits it;
-#: ``"off"`` only diagnoses (the warnings and flags stay).
-SEPARATION_OPTIONS = ("auto", "penalised", "off")
 
 
 def wants_penalised(fit: ModelFit, option: str = "auto") -> bool:

@@ -17,7 +17,9 @@ before anything is computed, since it is a mistake (or an attack), not a propert
 Modules, by step:
 
 - `sections`: how one section runs (timed, its failure recorded);
-- `formulas`: the user's model formulas and the frame a model is fitted on;
+- `analysis.stats.formulas` (beside the package, so that the web request checking a run's
+  formulas loads no statistics library): the user's model formulas and the frame a model is
+  fitted on;
 - `rater_agreement`: agreement on the declared scale and the human ceiling;
 - `families`: the registry of analysis families; a criterion's kind lists those that
   analyse it (`AnswerKind.analysis`), and `analyse_criterion` runs them;
@@ -29,6 +31,16 @@ The names below are the package's public face: import them from `analysis.stats.
 
 from __future__ import annotations
 
+from ..formulas import (
+    ADDED_COLUMNS,
+    FORMULA_BASE_COLUMNS,
+    check_formulas,
+    criterion_formula,
+    formula_columns,
+    formula_response,
+    metadata_aliases,
+    model_frame,
+)
 from .families import (
     FAMILIES,
     CriterionAnalysis,
@@ -38,16 +50,6 @@ from .families import (
     analyse_validity,
     families_of,
     family,
-)
-from .formulas import (
-    ADDED_COLUMNS,
-    FORMULA_BASE_COLUMNS,
-    check_formulas,
-    criterion_formula,
-    formula_columns,
-    formula_response,
-    metadata_aliases,
-    model_frame,
 )
 from .proxy_validity import (
     DEPLOYMENT_DEFAULT_GROUPS,

@@ -26,8 +26,8 @@ from evalstudy.criteria import KINDS, MQM_DEFAULT_WEIGHTS, PAIR, AnswerKind, bin
 from kit.jsonable import to_jsonable
 
 from .. import descriptives, models, rankings, spans
+from ..formulas import criterion_formula, model_frame
 from ..votes import graded_entry, pairwise_entry, with_counted_votes
-from .formulas import criterion_formula, model_frame
 from .proxy_validity import proxy_validity
 from .rater_agreement import (
     declared_categories,

@@ -13,10 +13,10 @@ from kit.jsonable import to_jsonable
 
 from .. import descriptives
 from ..covariates import with_covariates
+from ..formulas import check_formulas
 from ..rbridge import r_available, r_unavailable_reason, r_versions
 from ..votes import VOTE_COLUMNS, design_with_votes, votes_summary
 from .families import analyse_criterion, analyse_validity
-from .formulas import check_formulas
 from .rater_agreement import declared_categories
 from .sections import Progress, run_section, silent
 

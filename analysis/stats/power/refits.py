@@ -10,10 +10,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as sps
 
-from analysis.stats.descriptives import wilson_ci
-
+# scipy.stats and the descriptives load where they compute: the web request that checks a
+# run's power option imports this package.
 from .designs import (
     DEFAULT_CHUNK_SIZE,
     FAILED_POLICY,
@@ -37,6 +36,8 @@ def _paired_t_pvalues(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n_items = diff.shape[1]
     with np.errstate(divide="ignore", invalid="ignore"):
         t = m / (sd / math.sqrt(n_items))
+    from scipy import stats as sps
+
     p = 2 * sps.t.sf(np.abs(t), df=n_items - 1)
     # zero spread: no evidence when the mean difference is 0, certain otherwise
     p = np.where(sd > 0, p, np.where(m == 0, 1.0, 0.0))
@@ -130,6 +131,8 @@ class SimulatedOutcomes:
 
 def _power_ci(rejections: int, n_sim: int, conf_level: float) -> tuple[float, float]:
     """Wilson CI of the power from ``n_sim`` >= 1 simulations."""
+    from analysis.stats.descriptives import wilson_ci
+
     ci = wilson_ci(rejections, n_sim, conf_level)
     if ci is None:
         raise ValueError("a power estimate needs at least one simulation")

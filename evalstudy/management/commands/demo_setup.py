@@ -112,18 +112,7 @@ class Command(BaseCommand):
         return directory
 
     def _researcher(self):
-        username, password = RESEARCHER
-        user, created = get_user_model().objects.get_or_create(
-            username=username, defaults={"is_staff": True, "first_name": "Demo researcher"}
-        )
-        if created:
-            user.set_password(password)
-            user.save()
-            user.user_permissions.set(
-                Permission.objects.filter(content_type__app_label__in=[
-                    "evalstudy", "annotation", "metrics", "analysis"])
-            )
-        return user
+        return demo_researcher()
 
     def _account(self):
         username, password, name = DEMO_ACCOUNT
@@ -133,6 +122,24 @@ class Command(BaseCommand):
             user.set_password(password)
             user.save()
         return user
+
+
+def demo_researcher():
+    """The demo researcher (RESEARCHER: staff, not a superuser, with the study apps'
+    permissions), created when missing. The tutorial's test signs in with it as make run's
+    user does."""
+    username, password = RESEARCHER
+    user, created = get_user_model().objects.get_or_create(
+        username=username, defaults={"is_staff": True, "first_name": "Demo researcher"}
+    )
+    if created:
+        user.set_password(password)
+        user.save()
+        user.user_permissions.set(
+            Permission.objects.filter(content_type__app_label__in=[
+                "evalstudy", "annotation", "metrics", "analysis"])
+        )
+    return user
 
 
 def _tones(path: Path, words: int, rate: int = 16000) -> None:

@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from evalstudy.audit import COMMAND
 from evalstudy.management.base import get_study, wait_for_run
+from proxies.methods import LEARNED_KINDS, learned_kind
 from proxies.models import LearnedProxy
 from proxies.training import learned_proxy_start, learned_proxy_train
 
@@ -40,7 +41,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--study", required=True, help="study slug")
         parser.add_argument("--criterion", required=True, help="criterion key")
-        parser.add_argument("--kind", required=True, choices=LearnedProxy.Kind.values)
+        parser.add_argument("--kind", required=True, choices=sorted(LEARNED_KINDS))
         parser.add_argument("--name", default="", help="artefact name (default: derived)")
         parser.add_argument("--params", default="{}",
                             help='JSON, e.g. {"epochs": 3, "seed": 0, "target_precision": 0.9}')
@@ -58,7 +59,7 @@ class Command(BaseCommand):
         except ValidationError as error:
             raise CommandError("; ".join(error.messages)) from None
         self.stdout.write(f"learned proxy {proxy.pk} ({proxy.name}, {proxy.kind}): training on "
-                          f"{proxy.total} {'pairs' if kind == 'pairwise_logistic' else 'outputs'}")
+                          f"{proxy.total} {'pairs' if learned_kind(kind).pairwise else 'outputs'}")
         if sync:
             proxy = self._train_here(proxy)
         else:
@@ -67,7 +68,7 @@ class Command(BaseCommand):
             raise CommandError(proxy.error)
         report = proxy.report
         self.stdout.write(f"learned proxy {proxy.pk}: v{proxy.version} at {proxy.artifact_path}")
-        if proxy.kind == LearnedProxy.Kind.PAIRWISE_LOGISTIC:
+        if learned_kind(proxy.kind).pairwise:
             self._pairwise_report(report)
             return
         self.stdout.write("metrics: " + json.dumps(report.get("metrics", {}), default=str))

@@ -50,3 +50,18 @@ def trained_cross_encoder(small_study):
     from proxies.learned import train_proxy
 
     return train_proxy("cross_encoder", small_study, params=CROSS_ENCODER_PARAMS, seed=0)
+
+
+# The trained proxies are session fixtures, so each xdist worker that runs a test needing one
+# trains it again (the cross-encoder: about a minute of both cores). The tests sharing a
+# trained proxy run on one worker (`--dist loadgroup`, scripts/test.sh), which trains it once.
+_SHARED_TRAINING = (("trained_cross_encoder", "learned_cross_encoder"),
+                    ("trained_regressions", "learned_regressions"))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        group = next((name for fixture, name in _SHARED_TRAINING if fixture in fixtures), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -1,7 +1,10 @@
 """A user's model formulas: which columns they may name, which criterion each applies to, and
 the frame a model is fitted on (no Django). A formula outside the grammar of
 `analysis.stats.formula` is refused (FormulaError) before anything is computed, since it is a
-mistake (or an attack), not a property of the data."""
+mistake (or an attack), not a property of the data.
+
+Beside the pipeline rather than in it: the web request that starts an analysis checks its
+formulas here, and the pipeline's package loads scipy.stats and the models."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import pandas as pd
 
 from evalstudy.criteria import KINDS, kind_of
 
-from ..formula import Formula, FormulaError, is_formula_name, parse_formula
+from .formula import Formula, FormulaError, is_formula_name, parse_formula
 
 
 def formula_response(criterion: Mapping[str, Any]) -> str | None:

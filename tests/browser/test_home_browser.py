@@ -80,6 +80,7 @@ def test_open_a_study_from_the_home_see_a_refusal_and_copy_a_link(live_server, n
                       (f"{base}/admin/evalstudy/study/{ready.pk}/change/", "43-study-375"),
                       (f"{base}/admin/evalstudy/study/{ready.pk}/invite/", "42-invite-375")):
         phone.goto(url)
+        _assert_no_serious_violations(phone, f"{name} at 375 px")
         width = phone.evaluate("document.documentElement.scrollWidth")
         shot(phone, name)
         assert width <= 375 + 1, f"{name}: the page is {width} px wide"

@@ -251,6 +251,7 @@ def test_every_researcher_page_passes_axe(live_server, new_page, client, setting
         ("the study list", "/admin/evalstudy/study/"),
         ("the study page", f"{admin}/change/"),
         ("the items grid", f"{admin}/items-grid/"),
+        ("the invite page", f"{admin}/invite/"),
         ("the import of judgments", f"{admin}/import-judgments/"),
         ("the monitor", f"/monitor/{study.slug}/"),
         ("the judgment browser", f"/studies/{study.slug}/judgments/"),

@@ -70,7 +70,7 @@ class AnalysisRunSerializer(serializers.ModelSerializer):
 
 class StartAnalysisSerializer(serializers.Serializer):
     options = serializers.DictField(required=False, help_text="Formula, filters, engine, "
-                                    "thresholds (see the README).")
+                                    "thresholds (docs/guide/analysis.md).")
 
 
 # Never shown in a run's status: read only for a download.

@@ -91,7 +91,7 @@ def _clean_options(options: dict[str, Any], study: Study) -> dict[str, Any]:
             raise ValidationError(str(error)) from None
     _check_formulas(study, options)
     if options.get("deployment_group") is not None:
-        from .stats.pipeline import deployment_group_column
+        from .stats.options import deployment_group_column
 
         group = options["deployment_group"]
         if not isinstance(group, str):

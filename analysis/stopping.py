@@ -7,7 +7,7 @@ model-based SEs), each contrast gets its z and its repeated CI at the look's alp
 boundary (`analysis.stats.sequential`), computed for the information fractions actually
 observed (judgments at each look over the plan's maximum; the last look spends what is left),
 and the look is stored with the strengths the next seats are built from
-(`evalstudy.adaptive.stopping_check_record`), which closes the study when the rule is met.
+(`evalstudy.services.adaptive.stopping_check_record`), which closes the study when the rule is met.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evalstudy.adaptive import plan_contrasts, plan_criterion, stopping_check_record
 from evalstudy.models import Enrollment, Rater, StoppingCheck, Study, StudyPlan
+from evalstudy.services import plan_contrasts, plan_criterion, stopping_check_record
 
 from .stats import sequential
 

@@ -212,7 +212,7 @@ def preview_seat(study: Study) -> PreviewSeat:
     only. `problems` lists what study_validate finds; the seat is built whenever the design
     can be (an empty list when it cannot). The walk itself uses `preview_plan` and
     `planned_slots` for its one slot."""
-    problems = study_validate(study=study)
+    problems: list[str] = list(study_validate(study=study))  # Problems are sentences
     seed = seat_seed(study.seed, 0)
     plan = preview_plan(study)
     if plan.error:
@@ -389,7 +389,7 @@ def preview_page(request: HttpRequest, slug: str) -> HttpResponse:
 
 def _render_start(request: HttpRequest, study: Study) -> HttpResponse:
     plan = preview_plan(study)
-    problems = study_validate(study=study)
+    problems: list[str] = list(study_validate(study=study))  # Problems are sentences
     if plan.error:
         problems.append(plan.error)
     kinds = [row[0] for row in plan.order]

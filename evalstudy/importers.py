@@ -15,7 +15,6 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import ProtectedError
 
-from .adaptive import study_plan_save
 from .audit import SYSTEM, actor_user, audit_export, audit_record
 from .media import media_prepared
 from .media_fetch import MediaSource
@@ -33,7 +32,7 @@ from .models import (
     System,
 )
 from .selectors import study_started
-from .services import spec_limits
+from .services import spec_limits, study_plan_save
 from .spec.errors import SpecError, SpecInvalid
 from .spec.fields import PAIRWISE_DESIGNS, STUDY_FIELDS
 from .spec.files import check_items_against_systems

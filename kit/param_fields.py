@@ -16,13 +16,13 @@ def param_formfield(param: Param, **kwargs: Any) -> forms.Field:
     first entry: the default), rows of inputs (RECORDS) or a line of text; never required
     (blank: the default)."""
     kwargs = {"label": param.title, "help_text": param.help, "required": False, **kwargs}
-    bounds = {key: value for key, value in (("min_value", param.minimum),
+    bounds: dict[str, Any] = {key: value for key, value in (("min_value", param.minimum),
                                             ("max_value", param.maximum)) if value is not None}
     if param.kind == BOOL:
         return forms.BooleanField(initial=param.default, **kwargs)
     if param.kind == INT:
-        return forms.IntegerField(initial=param.default, **{k: int(v) for k, v in
-                                                             bounds.items()}, **kwargs)
+        whole: dict[str, Any] = {k: int(v) for k, v in bounds.items()}
+        return forms.IntegerField(initial=param.default, **whole, **kwargs)
     if param.kind == FLOAT:
         return forms.FloatField(initial=param.default, **bounds, **kwargs)
     if param.kind == RECORDS:

@@ -24,6 +24,7 @@ from typing import Any
 
 from django import forms
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 TEXT, CHOICE, CHECK = "text", "choice", "check"
 #: Empty rows a table ends with, for new entries without JavaScript.
@@ -98,7 +99,7 @@ class RowsTable(forms.Widget):
                            ' size="{}">', field, field, value or "", aria, column.width or 30)
 
     def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None,
-               renderer: Any = None) -> str:
+               renderer: Any = None) -> SafeString:
         rows = [dict(row) for row in (value or [])]
         rows += [{}] * BLANK_ROWS
         head = format_html_join("", '<th scope="col">{}</th>',

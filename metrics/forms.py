@@ -6,7 +6,7 @@ JSON box held: only the parameters set away from their defaults, only for the me
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -31,7 +31,9 @@ class MetricRunForm(forms.Form):
     def __init__(self, *args: Any, metrics: tuple[str, ...] = DEFAULT_METRICS, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.metric_names = metrics
-        self.fields["metrics"].choices = [(name, name) for name in metrics]
+        # `metrics` is a MultipleChoiceField; `fields` is typed as any Field.
+        cast(forms.MultipleChoiceField, self.fields["metrics"]).choices = [
+            (name, name) for name in metrics]
         self.fields["metrics"].initial = list(metrics)
         for name in metrics:
             for param in spec(name).params:

@@ -69,7 +69,7 @@ def start_run(request: HttpRequest, slug: str) -> HttpResponse:
     form = MetricRunForm(request.POST)
     try:
         if not form.is_valid():  # a parameter out of its bounds, a metric not offered
-            raise ValidationError([f"{name.replace('__', ' ')}: {' '.join(errors)}"
+            raise ValidationError([f"{name.replace('__', ' ')}: {' '.join(map(str, errors))}"
                                    for name, errors in form.errors.items()])
         run = metric_run_start(
             study=study, metrics=form.cleaned_data["metrics"] or None, params=form.run_params(),

@@ -41,7 +41,7 @@ def _only_editable_studies(form, user) -> None:
     form.base_fields["study"].queryset = perms.studies_with_role(user, perms.EDITOR)
 
 
-class ProxyRunStartForm(forms.ModelForm):
+class ProxyRunStartFormBase(forms.ModelForm):
     """Starting a proxy run from the admin: the request is checked by the same service as the
     command line and the API, and its errors are shown on the form."""
 
@@ -165,7 +165,7 @@ class ProxyRunAdmin(StudyScopedAdmin):
 
 
 # The run parameters' inputs, declared on the form class (the admin lists them by name).
-ProxyRunStartForm = type("ProxyRunStartForm", (ProxyRunStartForm,), _param_fields())
+ProxyRunStartForm = type("ProxyRunStartForm", (ProxyRunStartFormBase,), _param_fields())
 
 
 class LearnedProxyStartForm(forms.ModelForm):

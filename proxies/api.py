@@ -71,7 +71,7 @@ class StartProxyRunSerializer(serializers.Serializer):
         'E.g. {"base_url": "http://host:8000/v1", "model": "m", "api_key_env": "KEY_VAR"} '
         'or {"backend": "hf", "model_path": "/models/x"}; keys are never accepted here. A key '
         "variable is sent only to the origin EVALSTUDY_JUDGE_KEY_ENVS binds it to; a model_path "
-        "must lie inside EVALSTUDY_MODEL_DIRS; numbers have upper bounds (README)."))
+        "must lie inside EVALSTUDY_MODEL_DIRS; numbers have upper bounds (docs/guide/proxies.md)."))
     template = serializers.CharField(required=False, allow_blank=True, default="")
     params = serializers.DictField(required=False)
     learned_proxy = serializers.IntegerField(required=False, allow_null=True)

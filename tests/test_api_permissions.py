@@ -176,8 +176,8 @@ def _adjudication_of(w: World, role: str, which: str) -> dict:
 
 def adaptive_with_plans(access_world: World) -> None:
     """Both studies in the adaptive design, each with a draft plan and one look made."""
-    from evalstudy.adaptive import study_plan_save
     from evalstudy.models import StoppingCheck
+    from evalstudy.services import study_plan_save
 
     for study in (access_world.a, access_world.b):
         Study.objects.filter(pk=study.pk).update(design=Study.Design.ADAPTIVE)

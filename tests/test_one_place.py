@@ -387,9 +387,6 @@ def test_the_debt_list_refuses_a_new_finding_and_a_paid_one(tmp_path):
 # --- facades -----------------------------------------------------------------------------------
 # A package that stands for one concept is imported through its __init__, which re-exports
 # its public names (`__all__`): what lies in its modules can move without its users knowing.
-# (evalstudy.services and analysis.stats.pipeline are not yet: evalstudy.adaptive and
-# analysis.stats.covariates each import one of their modules lazily, which through the
-# package's __init__ would close a cycle.)
 FACADES = ("evalstudy.criteria", "evalstudy.criteria.kinds", "evalstudy.models",
            "analysis.stats.power", "proxies.methods", "proxies.runs", "proxies.training",
            "proxies.versions", "evalstudy.services", "analysis.stats.pipeline")

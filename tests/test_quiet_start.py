@@ -153,3 +153,26 @@ def test_the_web_server_and_the_worker_start_quietly_and_ctrl_c_exits_0(tmp_path
     assert f"[run] open http://127.0.0.1:{port}/" in output
     assert not [noise for noise in NOISE if noise in output], output
     assert "[run] stopped" in output
+
+
+# --- the constraints that replaced nulls_distinct=False still hold ------------------------------
+@pytest.mark.django_db
+@pytest.mark.parametrize("pair", [False, True])
+def test_a_second_row_for_the_same_unit_is_still_refused(study, pair):
+    from django.db import IntegrityError, transaction
+    from django.utils import timezone
+
+    from analysis.models import Adjudication
+    from annotation.models import VoteCount
+
+    criterion = study.criteria.get(key="usable")
+    first, second = study.items.first().outputs.order_by("pk")[:2]
+    unit = {"criterion": criterion, "output": first, "output_b": second if pair else None}
+    now = timezone.now()
+    VoteCount.objects.create(study=study, value="yes", count=3, imported_at=now, **unit)
+    Adjudication.objects.create(study=study, value="yes", adjudicated_at=now, **unit)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        VoteCount.objects.create(study=study, value="yes", count=1, imported_at=now, **unit)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Adjudication.objects.create(study=study, value="no", adjudicated_at=now, **unit)
+    VoteCount.objects.create(study=study, value="no", count=1, imported_at=now, **unit)

@@ -46,8 +46,8 @@ def compute(study: Any, judgments: pd.DataFrame, result: dict[str, Any],
     from scipy.stats import norm
 
     from analysis.stats import sequential
-    from evalstudy.adaptive import plan_contrasts, plan_criterion
     from evalstudy.models import StudyPlan
+    from evalstudy.services import plan_contrasts, plan_criterion
 
     plan = StudyPlan.objects.filter(study=study).first()
     if plan is None:

@@ -391,8 +391,8 @@ LOGGING = {
 
 # --- Limits on specs, uploads and designs ---------------------------------------------------
 # Every file, request body and study is bounded, so that no upload can take the web process's
-# memory or time, or reach Python's recursion limit (evalstudy.spec.limits.SpecLimits; README,
-# "Limits"). Each refusal names the setting to raise.
+# memory or time, or reach Python's recursion limit (evalstudy.spec.limits.SpecLimits; the
+# manual, docs/guide/configuration.md, "Limits"). Each refusal names the setting to raise.
 # A spec's size, refused before it is parsed: about 2 s and 140 MB to read 5 MiB. Large item
 # sets belong in CSV/JSONL item files (import_items, the items endpoint).
 EVALSTUDY_SPEC_MAX_BYTES = env.int("EVALSTUDY_SPEC_MAX_BYTES", default=5 * 1024 * 1024)
@@ -415,7 +415,7 @@ EVALSTUDY_MAX_LEASE_MINUTES = env.int("EVALSTUDY_MAX_LEASE_MINUTES", default=7 *
 # in the request: about 28,000 slots a second on PostgreSQL here.
 EVALSTUDY_MAX_DESIGN_SLOTS = env.int("EVALSTUDY_MAX_DESIGN_SLOTS", default=500_000)
 
-# --- Media stimuli (evalstudy.media, annotation.media; README, "Media stimuli") -------------
+# --- Media stimuli (evalstudy.media, annotation.media; docs/guide/media.md) ------------------
 # Where stored media files live with the default FileSystemStorage. Never served as static
 # files: raters get them through signed, expiring URLs (annotation.media_views). Several web
 # hosts share it (or use an object storage through STORAGES["default"], e.g. django-storages'

@@ -1,6 +1,6 @@
 """The adaptive design's pre-registered plan, inline on the study's page: edited while the study
 is a draft, read-only from the moment it opens (the plan is registered then; see
-`evalstudy.adaptive`), with the stopping checks made under it listed below it."""
+`evalstudy.services.adaptive`), with the stopping checks made under it listed below it."""
 
 from __future__ import annotations
 

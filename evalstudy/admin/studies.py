@@ -457,7 +457,8 @@ class StudyAdmin(AuditedAdmin):
 
         return self.upload(
             request, SpecUploadForm, title="Import a study spec", run=run,
-            help_text="YAML or JSON; see the README for the format. Re-importing the same "
+            help_text="YAML or JSON; the manual's Study files page (docs/guide/study-spec.md) "
+                      "gives the format. Re-importing the same "
                       "spec changes nothing.",
         )
 

@@ -18,22 +18,23 @@ from django.utils.translation import gettext, ngettext
 
 from .. import services
 from ..models import Study
-from ..services import checks
 from .scoping import ADMIN
 
-# Where each kind of problem (services.checks) is fixed: a page of the study's admin and an
-# anchor on it (Django names an inline's block "<prefix>-group"), with the link's words.
+# Where each kind of problem is fixed, by the place its Problem names (`where`, one of the
+# places of evalstudy.services.checks; tests/evalstudy/test_study_actions_fixes.py checks
+# that every place has a fix): a page of the study's admin and an anchor on it (Django names
+# an inline's block "<prefix>-group"), with the link's words.
 _FIXES = {
-    checks.ITEMS: ("admin:evalstudy_study_items_grid", "", "Edit the items"),
-    checks.SYSTEMS: ("admin:evalstudy_study_change", "#systems-group", "Edit the systems"),
-    checks.CRITERIA: ("admin:evalstudy_study_change", "#criteria-group", "Edit the criteria"),
-    checks.CALIBRATION: ("admin:evalstudy_study_change", "#calibration_items-group",
+    "items": ("admin:evalstudy_study_items_grid", "", "Edit the items"),
+    "systems": ("admin:evalstudy_study_change", "#systems-group", "Edit the systems"),
+    "criteria": ("admin:evalstudy_study_change", "#criteria-group", "Edit the criteria"),
+    "calibration": ("admin:evalstudy_study_change", "#calibration_items-group",
                          "Edit the practice items"),
-    checks.ATTENTION: ("admin:evalstudy_study_change", "#attention_checks-group",
+    "attention": ("admin:evalstudy_study_change", "#attention_checks-group",
                        "Edit the attention checks"),
-    checks.PLAN: ("admin:evalstudy_study_change", "#plan-group", "Edit the adaptive plan"),
-    checks.DESIGN: ("admin:evalstudy_study_change", "", "Edit the design settings"),
-    checks.SETTINGS: ("admin:evalstudy_study_change", "", "Edit the settings"),
+    "plan": ("admin:evalstudy_study_change", "#plan-group", "Edit the adaptive plan"),
+    "design": ("admin:evalstudy_study_change", "", "Edit the design settings"),
+    "settings": ("admin:evalstudy_study_change", "", "Edit the settings"),
 }
 
 
@@ -44,10 +45,10 @@ def study_name(study: Study) -> str:
 
 
 def problem_fix(study: Study, problem: str) -> tuple[str, str]:
-    """(URL, link text) of the page that fixes `problem` (a services.checks.Problem; any other
+    """(URL, link text) of the page that fixes `problem` (a Problem of the open check; any other
     sentence is fixed on the study's page)."""
-    name, anchor, label = _FIXES.get(getattr(problem, "where", checks.SETTINGS),
-                                     _FIXES[checks.SETTINGS])
+    name, anchor, label = _FIXES.get(getattr(problem, "where", "settings"),
+                                     _FIXES["settings"])
     return reverse(name, args=[study.pk]) + anchor, gettext(label)
 
 

@@ -12,10 +12,10 @@ from rest_framework.response import Response
 
 from kit.openapi import READ_ERRORS, WRITE_ERRORS
 
-from ..adaptive import PlanRegistered, study_plan_replace
 from ..audit import API
 from ..models import StoppingCheck, StudyPlan
 from ..permissions import EDITOR, VIEWER
+from ..services import PlanRegistered, study_plan_replace
 from ..spec.plan import MAX_WHOLE, PLAN_KINDS
 from .base import Conflict, StudyScopedView, require_draft
 

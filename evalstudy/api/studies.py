@@ -195,7 +195,8 @@ class StudyImport(APIView):
     text/plain). Nothing is written when the spec has a problem; every problem is listed with
     its line and field. Updating an existing study needs the editor role on it. A spec is at
     most EVALSTUDY_SPEC_MAX_BYTES (refused unread), nested at most EVALSTUDY_SPEC_MAX_DEPTH
-    levels, with at most EVALSTUDY_SPEC_MAX_NODES values (see the README, "Limits").
+    levels, with at most EVALSTUDY_SPEC_MAX_NODES values (the manual,
+    docs/guide/configuration.md, "Limits").
     """
 
     permission_classes = [IsResearcher]

@@ -1,9 +1,10 @@
 """The pre-registered analysis plan of an adaptive study and the stopping checks made under it.
 
 A plan is stated before the study opens and registered when it opens (`registered_at`); from
-then on `evalstudy.adaptive.study_plan_save` refuses any change, and the admin shows it read-only:
-a stopping rule chosen after seeing the data is no rule. Only `allocation` (the current
-Bradley-Terry strengths the seats are built from) changes afterwards; it is state, not plan.
+then on `evalstudy.services.adaptive.study_plan_save` refuses any change, and the admin
+shows it read-only: a stopping rule chosen after seeing the data is no rule. Only
+`allocation` (the current Bradley-Terry strengths the seats are built from) changes
+afterwards; it is state, not plan.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ One module per concept: `studies` (a draft study's configuration, collaborators,
 `assignments` (claiming a seat, serving its slots), `seats` (handing seats on),
 `enrolments` (who may take part: the enrolment gate, admission, invitations), `invites` (the
 entry links of a study, for its invite page and their download), `limits` (the
-configured bounds) and `runs` (background runs whose worker is gone). Import the services
-from here: `from evalstudy.services import study_open`.
+configured bounds), `runs` (background runs whose worker is gone) and `adaptive` (a study's
+adaptive plan: seats built as raters arrive, the stopping looks that may close it).
+Import the services from here: `from evalstudy.services import study_open`.
 
 Concurrency: `assignment_claim` is the only place seats change hands. It locks the rater row
 (so one rater's parallel requests get one seat) and picks a seat with
@@ -17,6 +18,17 @@ each other). On SQLite, which has no row locks, the database-wide write lock ser
 
 from __future__ import annotations
 
+from .adaptive import (
+    PlanRegistered,
+    adaptive_seat_create,
+    plan_contrasts,
+    plan_criterion,
+    plan_problems,
+    plan_register,
+    stopping_check_record,
+    study_plan_replace,
+    study_plan_save,
+)
 from .assignments import (
     LEASE_SLACK,
     AssignmentExpired,
@@ -78,11 +90,13 @@ __all__ = [
     "AssignmentExpired",
     "EntryLink",
     "NotEnrolled",
+    "PlanRegistered",
     "Problem",
     "StudyFull",
     "StudyInvalid",
     "StudyNotDraft",
     "StudyNotOpen",
+    "adaptive_seat_create",
     "assignment_claim",
     "assignment_next",
     "assignment_withdraw",
@@ -102,13 +116,20 @@ __all__ = [
     "hand_on_seat",
     "invitation_answer",
     "lease_renew",
+    "plan_contrasts",
+    "plan_criterion",
+    "plan_problems",
+    "plan_register",
     "rater_invite",
     "runs_fail_stale",
     "spec_limits",
+    "stopping_check_record",
     "study_build_assignments",
     "study_close",
     "study_create",
     "study_open",
+    "study_plan_replace",
+    "study_plan_save",
     "study_update",
     "study_validate",
     "study_warnings",

@@ -93,7 +93,7 @@ def assignment_claim(*, study: Study, rater: Rater, now: dt.datetime | None = No
             .first()
         )
         if seat is None and study.design == Study.Design.ADAPTIVE:
-            from ..adaptive import adaptive_seat_create
+            from .adaptive import adaptive_seat_create
 
             seat = adaptive_seat_create(study=study, now=now)
         if seat is None:

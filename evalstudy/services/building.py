@@ -47,8 +47,8 @@ BUILDERS: dict[str, Callable[[Sequence[str], Sequence[str]], list[list[TargetCel
     Study.Design.LATIN_SQUARE: latin_square,
     Study.Design.CROSSED: crossed,
     Study.Design.PAIRWISE: pairwise,
-    # Adaptive seats are built as raters arrive (evalstudy.adaptive); the preview of one shows
-    # the pairwise design's cells, which look the same to a rater.
+    # Adaptive seats are built as raters arrive (evalstudy.services.adaptive); the preview of
+    # one shows the pairwise design's cells, which look the same to a rater.
     Study.Design.ADAPTIVE: pairwise,
 }
 
@@ -76,7 +76,7 @@ def assignments_build(study: Study) -> int:
     study_raise_if_invalid(study)
     study.assignments.filter(source=Assignment.Source.DESIGN).delete()
     if study.design == Study.Design.ADAPTIVE:
-        return 0  # seats are built as raters arrive (evalstudy.adaptive)
+        return 0  # seats are built as raters arrive (evalstudy.services.adaptive)
 
     items = list(study.items.order_by("id").values_list("id", "external_id"))
     systems = list(study.systems.order_by("id").values_list("id", "name"))
@@ -157,7 +157,7 @@ def study_open(*, study: Study, actor: Any = None, source: str = SYSTEM) -> Stud
         return study
     study_raise_if_invalid(study)
     if study.design == Study.Design.ADAPTIVE:
-        from ..adaptive import plan_register
+        from .adaptive import plan_register
 
         plan_register(study=study, actor=actor, source=source)
     elif not study.assignments.filter(source=Assignment.Source.DESIGN).exists():

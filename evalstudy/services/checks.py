@@ -158,7 +158,7 @@ def study_validate(*, study: Study, limits: SpecLimits | None = None) -> list[Pr
         problems.append(at(ITEMS, "The study has no items."))
     if study.design in (Study.Design.PAIRWISE, Study.Design.ADAPTIVE):
         if study.design == Study.Design.ADAPTIVE:
-            from ..adaptive import plan_problems
+            from .adaptive import plan_problems
 
             problems += [at(PLAN, problem) for problem in plan_problems(study)]
         if len(systems) < 2:

@@ -20,7 +20,7 @@ from .load import LineList, LineMap
 
 DESIGNS = ("latin_square", "crossed", "pairwise", "ranking", "best_worst", "adaptive")
 # Designs whose seats show two outputs side by side (adaptive: pairwise seats built as raters
-# arrive, evalstudy.adaptive).
+# arrive, evalstudy.services.adaptive).
 PAIRWISE_DESIGNS = ("pairwise", "adaptive")
 SLUG_RE = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
 

@@ -1,7 +1,7 @@
 """The `plan:` block of a study file: the pre-registered stopping rule of an adaptive study
 (`evalstudy.models.StudyPlan`), checked field by field and against the file's systems
-and criteria with the rules the admin and `evalstudy.adaptive.plan_problems` apply, so a file
-that parses is a plan the study can open with."""
+and criteria with the rules the admin and `evalstudy.services.adaptive.plan_problems`
+apply, so a file that parses is a plan the study can open with."""
 
 from __future__ import annotations
 

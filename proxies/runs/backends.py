@@ -25,13 +25,13 @@ from evalstudy.models import Study
 from metrics.services import model_dir_check
 from proxies.models import JudgeResponse
 
-# Upper bounds on what an editor may ask of a judge, checked when a run is started (README,
-# "Proxy judges"). Editors choose the endpoint: without them a run could hold a worker for
-# hours against a server that answers slowly or not at all (timeout_s x (max_retries + 1) per
-# prompt, plus the waits), open thousands of connections, or generate without limit at the
-# operator's cost. The Django-free backends and methods keep their own defaults and accept
-# any value (their callers choose their own servers). concurrency may also reach
-# EVALSTUDY_JUDGE_CONCURRENCY when that is higher (the operator's choice).
+# Upper bounds on what an editor may ask of a judge, checked when a run is started (the
+# manual, docs/guide/proxies.md). Editors choose the endpoint: without them a run could hold a
+# worker for hours against a server that answers slowly or not at all (timeout_s x
+# (max_retries + 1) per prompt, plus the waits), open thousands of connections, or generate
+# without limit at the operator's cost. The Django-free backends and methods keep their own
+# defaults and accept any value (their callers choose their own servers). concurrency may
+# also reach EVALSTUDY_JUDGE_CONCURRENCY when that is higher (the operator's choice).
 BACKEND_LIMITS: dict[str, dict[str, int | float]] = {
     "openai": {"concurrency": 64, "timeout_s": 120.0, "max_retries": 8, "backoff_s": 10.0,
                "max_backoff_s": 60.0, "max_retry_after_s": 120.0, "top_logprobs": 20,

@@ -25,8 +25,8 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from analysis.models import AnalysisRun
-from analysis.selectors import judgments_tidy
-from analysis.services import _criteria, analysis_run_execute, analysis_run_start
+from analysis.selectors import criteria_specs, judgments_tidy
+from analysis.services import analysis_run_execute, analysis_run_start
 from analysis.stats import models, pipeline
 from tests.analysis.conftest import wine_rows
 
@@ -175,7 +175,7 @@ def test_pipeline_refuses(wine_study, tmp_path, template, engine):
     judgments = judgments_tidy(wine_study)
     message = None
     try:
-        pipeline.analyse(judgments, _criteria(wine_study), None,
+        pipeline.analyse(judgments, criteria_specs(wine_study), None,
                          {"formula": _formula(template, engine, canary), "engine": engine})
     except ValueError as error:
         message = str(error)

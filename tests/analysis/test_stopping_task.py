@@ -12,9 +12,8 @@ from analysis.extras import stopping as extra
 from analysis.stopping import stopping_check_run, stopping_checks_due
 from analysis.tasks import stopping_checks_task
 from annotation.services import judgment_submit
-from evalstudy.adaptive import study_plan_save
 from evalstudy.models import AuditEvent, StoppingCheck, Study
-from evalstudy.services import StudyNotOpen, assignment_next, study_open
+from evalstudy.services import StudyNotOpen, assignment_next, study_open, study_plan_save
 from tests.factories import invite, make_study
 
 STRENGTH = {"sys-0": 0.0, "sys-1": 0.5, "sys-2": 1.0}

@@ -14,8 +14,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from analysis.selectors import judgments_tidy, metric_scores, vote_counts
-from analysis.services import _criteria
+from analysis.selectors import criteria_specs, judgments_tidy, metric_scores, vote_counts
 from analysis.stats.pairwise_validity import pairwise_validity
 from analysis.stats.pipeline import analyse
 from annotation.models import VoteCount
@@ -83,7 +82,7 @@ def test_pairwise_validity_from_counts_reproduces_the_published_rule(hats_study)
                                              "numbers": "keep", "unicode_form": "none"}}})
     call_command("compute_metrics", "--study", study.slug, "--sync", "--metrics", "wer",
                  "cer", "--params", raw)
-    result = analyse(judgments_tidy(study), _criteria(study), metric_scores(study),
+    result = analyse(judgments_tidy(study), criteria_specs(study), metric_scores(study),
                      {"engine": "statsmodels"}, votes=vote_counts(study))
     assert result["design"]["systems"] == ["hypA", "hypB"]
     assert result["design"]["vote_counts"]["votes"] == sum(

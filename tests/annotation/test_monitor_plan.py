@@ -10,9 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from annotation.plan_monitor import plan_monitor
-from evalstudy.adaptive import stopping_check_record, study_plan_save
 from evalstudy.models import Study
-from evalstudy.services import study_close, study_open
+from evalstudy.services import stopping_check_record, study_close, study_open, study_plan_save
 from tests.factories import make_study
 
 

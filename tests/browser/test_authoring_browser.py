@@ -55,7 +55,8 @@ def test_items_grid_paste_edit_save(live_server, new_page, shot, client):
     expect(page.get_by_label("Row 5, Output: sys-1")).to_have_value("B three")  # a row added
     page.get_by_role("button", name="Add a row").click()
     page.get_by_role("button", name="Save items").click()
-    expect(page.locator(".messagelist")).to_contain_text("Saved: 3 items and 7 outputs written, 0 items removed.")
+    expect(page.locator(".messagelist")).to_contain_text(
+        "Saved: 3 items and 7 outputs written, 0 items removed.")
     expect(page.get_by_label("Row 5, Output: sys-0")).to_have_value("A three")
     assert Output.objects.get(item__external_id="item-000", system__name="sys-1").text == (
         "typed by hand")

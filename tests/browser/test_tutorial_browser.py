@@ -34,6 +34,7 @@ from tests.browser.tutorial_steps import (
 from tests.browser.tutorial_steps import tutorial_steps as read_steps
 from tests.workers import running_worker
 
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_tutorial_runs_as_written(live_server, new_page):

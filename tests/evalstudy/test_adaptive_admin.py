@@ -10,9 +10,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-from evalstudy.adaptive import study_plan_save
 from evalstudy.models import Study
-from evalstudy.services import assignment_claim, study_open
+from evalstudy.services import assignment_claim, study_open, study_plan_save
 from tests.evalstudy.test_authoring import change_form_data
 from tests.factories import UserFactory, invite, make_study
 

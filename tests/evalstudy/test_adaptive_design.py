@@ -6,11 +6,16 @@ from collections import Counter
 import pytest
 from django.core.exceptions import ValidationError
 
-from evalstudy.adaptive import PlanRegistered, study_plan_save
 from evalstudy.design import TargetCell
 from evalstudy.design.adaptive import Tally, Uncertainty, all_pairs, allocate_seat
 from evalstudy.models import AssignmentSlot, AuditEvent, Study
-from evalstudy.services import StudyFull, assignment_claim, study_open
+from evalstudy.services import (
+    PlanRegistered,
+    StudyFull,
+    assignment_claim,
+    study_open,
+    study_plan_save,
+)
 from tests.factories import invite, make_study
 
 SYSTEMS = ["a", "b", "c", "d"]

@@ -52,7 +52,7 @@ def test_only_the_changed_parameters_of_the_ticked_metrics_are_stored():
 def test_an_untouched_form_stores_no_parameter():
     unbound = MetricRunForm()
     posted = {"metrics": list(unbound.metric_names)}
-    for name, fields in unbound.by_metric():
+    for _name, fields in unbound.by_metric():
         for field in fields:
             value = field.value()
             if value is True:

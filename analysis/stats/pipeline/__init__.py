@@ -41,6 +41,7 @@ from ..formulas import (
     metadata_aliases,
     model_frame,
 )
+from ..options import DEPLOYMENT_DEFAULT_GROUPS, deployment_group_column
 from .families import (
     FAMILIES,
     CriterionAnalysis,
@@ -52,8 +53,6 @@ from .families import (
     family,
 )
 from .proxy_validity import (
-    DEPLOYMENT_DEFAULT_GROUPS,
-    deployment_group_column,
     deployment_tables,
     human_majority,
     outputs_evaluated_on,

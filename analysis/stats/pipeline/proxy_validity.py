@@ -5,7 +5,7 @@ correlations, Williams' tests between proxies and LATTE's deployment table."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -18,6 +18,7 @@ from metrics.scorers import registry
 from proxies.quality import auc_with_ci
 
 from .. import validity
+from ..options import deployment_group_column
 from .sections import run_section
 
 
@@ -228,24 +229,6 @@ def proxy_scores(proxy_rows: pd.DataFrame, kind: str, key: str, info: Mapping[st
 
 
 # --- the deployment table (LATTE Table 5) -----------------------------------------------------
-
-DEPLOYMENT_DEFAULT_GROUPS = ("item.speaker",)
-
-
-def deployment_group_column(wanted: str | None, columns: Iterable[str]) -> str:
-    """The column to group by: `deployment_group` as given, or as an item or system field
-    (`speaker` -> `item.speaker`); by default the speaker where items have one, else the
-    system."""
-    columns = list(columns)
-    if wanted:
-        for column in (wanted, f"item.{wanted}", f"system.{wanted}"):
-            if column in columns:
-                return column
-        fields = [c for c in columns if c.startswith(("item.", "system."))] + ["system"]
-        raise ValueError(f"deployment_group {wanted!r} is not a field of the items or systems "
-                         f"(known: {', '.join(fields)})")
-    return next((c for c in DEPLOYMENT_DEFAULT_GROUPS if c in columns), "system")
-
 
 def deployment_tables(table: pd.DataFrame, decisions: pd.DataFrame,
                 deciders: Mapping[str, dict[str, Any]], metric_names: Sequence[str],

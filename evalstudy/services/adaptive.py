@@ -24,12 +24,13 @@ from django.utils import timezone
 
 from kit.audit import instance_changes, model_snapshot
 
-from .audit import SYSTEM, audit_record
-from .design import TargetCell, order_seat, seat_seed
-from .design.adaptive import all_pairs, allocate_seat
-from .design.builders import DesignError
-from .models import Assignment, AssignmentSlot, AuditEvent, Output, StoppingCheck, Study, StudyPlan
-from .spec.plan import PLAN_KINDS
+from ..audit import SYSTEM, audit_record
+from ..design import TargetCell, order_seat, seat_seed
+from ..design.adaptive import all_pairs, allocate_seat
+from ..design.builders import DesignError
+from ..models import Assignment, AssignmentSlot, AuditEvent, Output, StoppingCheck, Study, StudyPlan
+from ..spec.plan import PLAN_KINDS
+from .studies import study_close
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +239,5 @@ def stopping_check_record(*, plan: StudyPlan, fields: dict[str, Any],
         plan.allocation = {"strengths": strengths, "look": check.look}
         plan.save(update_fields=["allocation"])
     if check.met:
-        from .services import study_close  # here: the services import this module
-
         study_close(study=plan.study, actor=None, source=SYSTEM)
     return check

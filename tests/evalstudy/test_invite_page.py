@@ -98,4 +98,4 @@ def test_the_study_page_shows_its_crowd_url_with_a_copy_button(db, settings):
     html = client.get(reverse("admin:evalstudy_study_change", args=[study.pk])).content.decode()
     url = "https://rate.example.org/c/crowded/?PROLIFIC_PID={{%PROLIFIC_PID%}}&amp;STUDY_ID="
     assert f'data-copy="{url}' in html and 'aria-label="Copy the crowd entry URL"' in html
-    assert 'href="/admin/evalstudy/study/%d/invite/"' % study.pk in html
+    assert f'href="/admin/evalstudy/study/{study.pk}/invite/"' in html

@@ -258,7 +258,6 @@ def test_every_researcher_page_passes_axe(live_server, new_page, client, setting
         ("the study list", "/admin/evalstudy/study/"),
         ("the study page", f"{admin}/change/"),
         ("the items grid", f"{admin}/items-grid/"),
-        ("the invite page", f"{admin}/invite/"),
         ("the import of judgments", f"{admin}/import-judgments/"),
         ("the invite page", f"{admin}/invite/"),
         ("the monitor", f"/monitor/{study.slug}/"),

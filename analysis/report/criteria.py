@@ -399,6 +399,11 @@ def _ceiling_block(c: dict) -> Block | None:
         f"({ceiling.get('n_humans', len(ceiling['humans']))} humans); proxies are scored "
         "against the majority of all humans on the same outputs. "
         + (f"CIs: {ceiling['ci_method']}." if ceiling.get("ci_method") else ""))
+    for p in ceiling.get("proxies") or []:
+        if p.get("n_excluded"):
+            table.notes.append(
+                f"{proxy_label(str(p.get('rater')))} is scored on held-out outputs only: "
+                f"{p['n_excluded']} left out ({p.get('excluded_because') or 'excluded'}).")
     table.warnings += [str(w) for w in ceiling.get("warnings") or []]
     block.tables.append(table)
     return block

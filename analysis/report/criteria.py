@@ -54,8 +54,11 @@ def _model_block(title: str, fit: dict) -> Block:
         block.warnings.append(f"Not fitted: {fit['error']}")
         return block
     levels = (fit.get("extra") or {}).get("levels")
+    # The fit's own label (from the optimiser's code and gradient) where it has one.
+    label = (fit.get("extra") or {}).get("convergence") or (
+        "" if fit.get("converged", True) else "did not converge")
     block.engine = (f"{fit.get('formula')} · {fit.get('engine')} · n = {fit.get('n_obs')}"
-                    + ("" if fit.get("converged", True) else " · did not converge"))
+                    + (f" · {label}" if label else ""))
     table = Table(["Term", "Estimate", "SE", "95% CI", "p"], numeric=(1, 2, 3, 4))
     for co in fit.get("coefficients") or []:
         table.rows.append([readable_term(co.get("term"), levels), num(co.get("estimate")),

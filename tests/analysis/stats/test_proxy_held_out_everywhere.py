@@ -83,3 +83,26 @@ def test_the_report_says_the_ceiling_scored_the_judge_on_held_out_outputs():
                            "n_raters": 3, "n_outputs": 20, "ceiling": ceiling})
     notes = [n for b in view["blocks"] for t in b.tables for n in t.notes]
     assert any("held-out outputs only: 6 left out" in n and BECAUSE in n for n in notes)
+
+
+def test_a_pairwise_proxy_is_scored_on_pairs_outside_its_dev_split_only():
+    from analysis.stats.votes import pairwise_entry
+
+    rows = pd.DataFrame([
+        {"rater": rater, "rater_kind": "expert" if rater.startswith("h") else "llm",
+         "is_human": rater.startswith("h"), "value": "A", "output": 2 * pair,
+         "output_b": 2 * pair + 1, "item": f"item-{pair}", "system": "A", "system_b": "B",
+         "criterion": "better", "criterion_kind": "pairwise"}
+        for pair in range(10) for rater in ("h1", "h2", "judge")])
+    criterion = {"key": "better", "kind": "pairwise"}
+    everything = to_jsonable(pairwise_entry(rows, None, None, criterion))
+    held_out = to_jsonable(pairwise_entry(rows, None, None, criterion, INFO))
+    # Dev outputs 0-5 touch pairs 0, 1 and 2.
+    assert held_out["held_out"] == {"rater:judge": {"n_excluded": 3,
+                                                    "excluded_because": BECAUSE}}
+
+    def judged(entry: dict) -> int:
+        (row,) = [r for r in next(iter(entry["tables"].values())) if r["proxy"] == "rater:judge"]
+        return row["all"]["n"]
+
+    assert judged(everything) == 10 and judged(held_out) == 7

@@ -191,8 +191,8 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
             block["warnings"].append(
                 "Joint model not identified: "
                 + "; ".join(str(why) for why in fit.get("not_identified_because") or [])
-                + ". No estimates are given; the answers per pair below are what the data "
-                  "say.")
+                + ". No estimates are given; the answers per pair of systems are what the "
+                  "data say.")
             block["tables"] += [_roles(fit), pairs]
         else:
             block["tables"] += [_roles(fit), _parameters(fit), _contrasts(fit), pairs]

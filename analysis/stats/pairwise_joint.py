@@ -486,12 +486,13 @@ def _not_identified(layout: _Layout, systems: list[str], levels: list[str], x: n
         why.append("the information matrix is singular: some parameters are not determined "
                    "by the answers (a system always or never preferred, or no-preference "
                    "levels that follow the systems' quality perfectly)")
-    runaway = [f"{name} = {value:.4g}" for name, value in zip(names, values, strict=True)
+    # Named, not valued: the values are where the optimiser gave up, not estimates.
+    runaway = [name for name, value in zip(names, values, strict=True)
                if not math.isfinite(value) or abs(value) > MAX_ABS_ESTIMATE]
     if runaway:
-        why.append(f"the fit diverges: |estimate| over {MAX_ABS_ESTIMATE:g} on the log-odds "
-                   f"scale ({', '.join(runaway)}): the answers separate perfectly, so the "
-                   "maximum is at infinity")
+        why.append(f"the fit diverges: {', '.join(runaway)} ran past "
+                   f"{MAX_ABS_ESTIMATE:g} on the log-odds scale: the answers separate "
+                   "perfectly, so the maximum is at infinity")
     unbounded = [f"{name} (SE {error:.3g})" for name, error in zip(names, se, strict=True)
                  if math.isfinite(error) and error > MAX_SE]
     if unbounded and not runaway:

@@ -129,7 +129,15 @@ evalstudy_glmer_summary <- function(fit) {
          ngrps = as.numeric(lme4::ngrps(fit)), ngrps_names = names(lme4::ngrps(fit)),
          nobs = stats::nobs(fit), loglik = as.numeric(stats::logLik(fit)),
          aic = stats::AIC(fit), conv = as.character(fit@optinfo$conv$lme4$messages),
-         singular = lme4::isSingular(fit))
+         singular = lme4::isSingular(fit),
+         # The optimiser's own code and lme4's gradient (the convergence label's inputs).
+         conv_opt = if (is.null(fit@optinfo$conv$opt)) NA_integer_
+                    else as.integer(fit@optinfo$conv$opt),
+         max_gradient = if (is.null(fit@optinfo$derivs)) NA_real_
+                        else max(abs(fit@optinfo$derivs$gradient)),
+         scaled_gradient = if (is.null(fit@optinfo$derivs)) NA_real_
+                           else .evalstudy_scaled_gradient(fit@optinfo$derivs$gradient,
+                                                           fit@optinfo$derivs$Hessian))
   }, acc)
   out$warnings <- unique(acc$warns)
   out

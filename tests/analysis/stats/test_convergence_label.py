@@ -64,3 +64,16 @@ def test_a_clmm_r_reports_as_relative_convergence_is_headed_converged():
     (block,) = [b for b in view["blocks"] if b.title == "Cumulative link mixed model"]
     assert "converged (relative convergence, max |gradient| 0.0013)" in block.engine
     assert "did not converge" not in block.engine
+
+
+@needs_r
+def test_a_glmer_fit_is_labelled_from_lme4s_optimiser_code_and_gradient():
+    from tests.analysis.stats.test_models import make_cbpp
+
+    cbpp = make_cbpp().assign(failures=lambda d: d["size"] - d["incidence"])
+    fit = models.fit_binomial_glmm(cbpp, "cbind(incidence, failures) ~ period + (1 | herd)",
+                                   engine="R")
+    assert fit.converged and fit.extra["convergence_code"] == 0
+    assert fit.extra["max_gradient"] < 2e-3 or fit.extra["scaled_gradient"] < 2e-3
+    assert fit.extra["convergence"] == (
+        f"converged (code 0, max |gradient| {fit.extra['max_gradient']:.2g})")

@@ -15,6 +15,7 @@ from evalstudy.criteria import KINDS, NO_PREFERENCE, PAIR, AnswerKind, kind_of, 
 
 from .. import agreement
 from ..agreement.base import Level
+from ..held_out import held_out_answers
 
 Weighting = Literal["linear", "quadratic"] | None
 
@@ -227,10 +228,16 @@ def cohen_pairs(frame: pd.DataFrame, ordinal: bool, labels: list | None,
             f"seed={AGREEMENT_SEED})"}
 
 
-def human_ceiling(rows: pd.DataFrame, kind_name: str, labels: list | None = None) -> Any:
+def human_ceiling(rows: pd.DataFrame, kind_name: str, labels: list | None = None,
+                  proxy_raters: Mapping[str, Any] | None = None) -> Any:
     """Leave-one-rater-out human ceiling, proxies scored against the same references, on the
     declared scale, with bootstrap CIs over items (see `agreement.human_ceiling`). Raters are
-    listed in the order of their names and shown by name."""
+    listed in the order of their names and shown by name.
+
+    A proxy is scored only on the outputs it may be counted on (`proxy_raters`, the
+    pipeline's option: not its threshold's dev split nor a learned proxy's training outputs,
+    `held_out_answers`); its row says how many units were left out and why."""
+    rows, left_out = held_out_answers(rows, proxy_raters)
     key, names = rater_keys(rows)
     frame = pd.DataFrame({"unit": rows["unit"], "rater": rows[key], "value": rows["value"],
                           "item": rows["item"]})
@@ -248,6 +255,10 @@ def human_ceiling(rows: pd.DataFrame, kind_name: str, labels: list | None = None
     if names is not None:
         for row in [*result.humans, *result.proxies]:
             row.rater = names[row.rater]
+    for row in result.proxies:
+        found = left_out.get(str(row.rater)) or {}
+        row.n_excluded = found.get("n_excluded", 0)
+        row.excluded_because = found.get("excluded_because")
     result.categories_from = source
     result.excluded = {**excluded, **result.excluded}
     result.warnings = notes + result.warnings

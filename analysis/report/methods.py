@@ -162,8 +162,9 @@ def methods_paragraphs(result: dict, options: dict, filters: list[str]) -> list[
             "AUC = 0.5 across slices); Pearson, Spearman and Kendall correlations with the "
             "share of humans judging positive (bootstrap CIs); Williams' test between proxies "
             "after aligning their directions (Holm-adjusted); Bland-Altman for proxy "
-            "probabilities; deployment decisions per speaker within system, each proxy "
-            "deciding at its own threshold."
+            "probabilities; deployment decisions per speaker within system (WordAcc = 100 - "
+            "min(WER, 100) with the speaker's corpus WER, as in LATTE), each proxy deciding "
+            "at its own threshold."
             + (" A trained proxy is scored only on outputs it did not see in training or "
                "threshold choice (each proxy's row says how many were left out)."
                if held_out else ""))

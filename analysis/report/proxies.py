@@ -170,7 +170,10 @@ def _one_deployment(d: dict, title: str) -> Table:
                 + [pct((row.get("proxies") or {}).get(p)) for p in proxies] + [accepted(row)])
 
     for row in d.get("rows") or []:
-        table.rows.append([str(row.get("system", "")), str(row.get("group")), *figures(row)])
+        # Rows grouped by system itself have no system apart from their group.
+        system = row.get("system")
+        table.rows.append(["" if system is None else str(system), str(row.get("group")),
+                           *figures(row)])
     for row in d.get("by_system") or []:
         table.rows.append([str(row.get("system", row.get("group"))), "all", *figures(row)])
     with_wer = [row for row in d.get("rows") or [] if row.get("word_acc") is not None]

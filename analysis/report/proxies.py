@@ -199,11 +199,14 @@ def _one_deployment(d: dict, title: str) -> Table:
         f"(kappa {num(a.get('kappa'), 2)})" for a in d.get("agreement") or [])
     if agreements:
         table.notes.append(agreements + ".")
-    small = [row for row in d.get("rows") or [] if (row.get("n") or 0) < SMALL_GROUP]
+    def fewest(row: dict) -> int:  # the human % may rest on fewer outputs than the row has
+        return min(row.get("n") or 0, row.get("human_n", row.get("n")) or 0)
+
+    small = [row for row in d.get("rows") or [] if fewest(row) < SMALL_GROUP]
     if small:
         table.warnings.append(
             f"{len(small)} of {len(d.get('rows') or [])} rows rest on fewer than {SMALL_GROUP} "
-            f"outputs (as few as {min(row.get('n') or 0 for row in small)}): one output moves "
+            f"outputs (as few as {min(fewest(row) for row in small)}): one output moves "
             "their percentages by 10 points or more, so their accept/reject decisions are "
             "fragile. The per-system rows ('all') rest on more.")
     if d.get("n_excluded"):

@@ -130,8 +130,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     for exception, rows in _FILE_PROBLEMS.items():
         if isinstance(exc, exception):
             errors = rows(exc)
-            return Response(error_body("invalid_file", f"Nothing was written: {len(errors)} "
-                                       "problem(s).", errors=errors), status=400)
+            count = "1 problem" if len(errors) == 1 else f"{len(errors)} problems"
+            return Response(error_body("invalid_file", f"Nothing was written: {count}.",
+                                       errors=errors), status=400)
     if isinstance(exc, DjangoValidationError):
         fields = exc.message_dict if hasattr(exc, "error_dict") else {}
         return Response(error_body("invalid", "; ".join(exc.messages), fields), status=400)

@@ -64,6 +64,7 @@ class RowsTable(forms.Widget):
     def __init__(self, columns: Sequence[Column], attrs: dict[str, Any] | None = None):
         super().__init__(attrs)
         self.columns = tuple(columns)
+        self.caption = ""  # the field's label, in each input's accessible name (RowsField)
 
     def value_from_datadict(self, data: Any, files: Any, name: str) -> Any:
         if name in data:  # the whole value under the field's name (a script, an old form)
@@ -84,10 +85,13 @@ class RowsTable(forms.Widget):
 
     def _input(self, name: str, index: int, column: Column, value: Any) -> str:
         field = f"{name}-{index}-{column.name}"
-        aria = f"{column.label}, row {index + 1}"
+        aria = f"{self.caption or 'Rows'}, row {index + 1}: {column.label}"
         if column.kind == CHECK:
-            return format_html('<input type="checkbox" name="{}" id="id_{}" aria-label="{}"{}>',
-                               field, field, aria, " checked" if value else "")
+            # On a phone the column headings are hidden: the box says what it is beside it.
+            return format_html('<input type="checkbox" name="{}" id="id_{}" aria-label="{}"{}>'
+                               ' <label class="rows-table-narrow" for="id_{}">{}</label>',
+                               field, field, aria, " checked" if value else "", field,
+                               column.label)
         if column.kind == CHOICE:
             options = format_html_join(
                 "", '<option value="{}"{}>{}</option>',
@@ -115,9 +119,9 @@ class RowsTable(forms.Widget):
             '<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>'
             '<input type="hidden" name="{}-rows" value="{}">'
             '<p class="rows-table-more"><button type="button" class="button" data-rows-add '
-            'hidden>Add a row</button><span class="help" data-rows-nojs>More rows: save, and {} '
-            "empty rows come back.</span></p></div>",
-            element, name, head, body, name, len(rows), BLANK_ROWS)
+            'aria-label="Add a row to {}" hidden>Add a row</button><span class="help" '
+            "data-rows-nojs>More rows: save, and {} empty rows come back.</span></p></div>",
+            element, name, head, body, name, len(rows), self.caption or "the table", BLANK_ROWS)
 
 
 class RowsField(forms.Field):
@@ -133,6 +137,8 @@ class RowsField(forms.Field):
         kwargs.setdefault("widget", RowsTable(self.columns))
         kwargs.setdefault("required", False)
         super().__init__(**kwargs)
+        if isinstance(self.widget, RowsTable):
+            self.widget.caption = str(self.label or "")
 
     def _kept(self, rows: list[dict]) -> list[dict]:
         return [row for row in rows if not _blank(row, self.columns)]

@@ -171,8 +171,9 @@ ProxyRunStartForm = type("ProxyRunStartForm", (ProxyRunStartFormBase,), _param_f
 class LearnedProxyStartForm(forms.ModelForm):
     params_config = settings_field(
         label="Parameters", names=("epochs", "target_precision", "model_path", "features"),
-        help_text="One setting a row, e.g. epochs: 3, target_precision: 0.9 (blank: the "
-                  "defaults).")
+        lists=("features",),
+        help_text="One setting a row, e.g. epochs: 3, target_precision: 0.9, features: wer, "
+                  "bleu (metric names separated by commas; blank: the defaults).")
 
     class Meta:
         model = LearnedProxy

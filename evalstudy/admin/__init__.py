@@ -8,6 +8,10 @@ keys offer only rows of such studies (`scoping.StudyRowChoices`).
 - `scoping`: the per-study limits that every app's ModelAdmins build on;
 - `studies`: the study page, its actions and extra pages, and the registries through which the
   other apps add theirs;
+- `study_actions`: the Open and Close buttons of a study's page and monitor, and how study
+  messages read (the study named as typed, a refusal's problems linked to their fix);
+- `invite`: a study's invite page (its entry links with Copy buttons, more links, their CSV);
+- `links`: an entry link as the admin shows it (absolute, with a Copy button);
 - `rows`: systems, items, outputs, criteria, control items, collaborators, seats, the audit trail;
 - `media`: an item's media files (on the item's page), through the media service;
 - `people`: raters and enrollments.

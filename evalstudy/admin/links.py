@@ -15,6 +15,8 @@ def copy_field(url: str, label: str) -> SafeString:
     "Copy", the visible word, so that a voice user's "click Copy" finds it)."""
     return format_html(
         '<span class="copy-field"><code class="copy-text">{}</code> <button type="button" '
-        'class="button copy-button" data-copy="{}" data-copied="{}" aria-label="{}">{}</button>'
+        'class="button copy-button" data-copy="{}" data-copied="{}" data-refused="{}" '
+        'aria-label="{}">{}</button>'
         '<span class="copy-status" role="status" aria-live="polite"></span></span>',
-        url, url, gettext("Copied"), label, gettext("Copy"))
+        url, url, gettext("Copied"), gettext("Select the link and copy it (Ctrl+C)."), label,
+        gettext("Copy"))

@@ -107,7 +107,7 @@ def identity_terms_field(**kwargs: Any) -> RowsField:
 
 
 # --- free settings: {name: value}, each value read as a number, true/false or text -------------
-def _settings_value(rows: list[dict]) -> dict[str, Any]:
+def _settings_value(rows: list[dict], lists: frozenset[str] = frozenset()) -> dict[str, Any]:
     found: dict[str, Any] = {}
     first: dict[str, int] = {}
     errors = []
@@ -119,7 +119,13 @@ def _settings_value(rows: list[dict]) -> dict[str, Any]:
             errors.append(f"row {number}: {name!r} is given twice (first on row {first[name]})")
         else:
             first[name] = number
-            found[name] = text_value(str(row.get("value") or ""))
+            text = str(row.get("value") or "")
+            # A list setting (e.g. a learned proxy's features) is typed as names separated by
+            # commas, as a person writes a list; a JSON list is still read as one.
+            found[name] = (
+                [part.strip() for part in text.split(",") if part.strip()]
+                if name in lists and not text.lstrip().startswith("[")
+                else text_value(text))
     if errors:
         raise forms.ValidationError(errors)
     return found
@@ -136,15 +142,19 @@ def _settings_legacy(text: str) -> Any:
 
 
 def settings_field(*, label: str, help_text: str, names: Sequence[str] = (),
-                   **kwargs: Any) -> RowsField:
+                   lists: Sequence[str] = (), **kwargs: Any) -> RowsField:
     """Named settings of free values (a judge backend's, a learned proxy's parameters): a name
     (`names` are offered as suggestions in the help) and a value, read as a number, true, false
-    or text (a list as it is written in JSON)."""
+    or text; the settings named in `lists` hold a list, typed as names separated by commas."""
+    wanted_lists = frozenset(lists)
     columns = (Column("name", "Setting", width="24"), Column("value", "Value", width="40"))
     if names:
         help_text = f"{help_text} Settings: {', '.join(names)}."
     return RowsField(
-        columns, to_value=_settings_value, empty=dict, legacy=_settings_legacy,
-        to_rows=lambda value: [{"name": name, "value": value_text(item)} for name, item in
-                               (value.items() if isinstance(value, dict) else ())],
+        columns, to_value=lambda rows: _settings_value(rows, wanted_lists), empty=dict,
+        legacy=_settings_legacy,
+        to_rows=lambda value: [
+            {"name": name, "value": ", ".join(map(str, item))
+             if name in wanted_lists and isinstance(item, list) else value_text(item)}
+            for name, item in (value.items() if isinstance(value, dict) else ())],
         label=label, help_text=help_text, **kwargs)

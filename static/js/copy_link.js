@@ -34,7 +34,7 @@
       button.classList.add("copied");
       if (status) { status.textContent = button.dataset.copied || "Copied"; }
     }, function () {
-      if (status) { status.textContent = "Select the link and copy it (Ctrl+C)."; }
+      if (status) { status.textContent = button.dataset.refused || "Select the link and copy it (Ctrl+C)."; }
     });
   });
 }());

@@ -6,12 +6,15 @@
   "use strict";
 
   function renumber(row, index) {
+    row.querySelectorAll("label[for]").forEach(function (label) {
+      label.htmlFor = label.htmlFor.replace(/-\d+-([^-]+)$/, "-" + index + "-$1");
+    });
     row.querySelectorAll("input, select").forEach(function (input) {
       const name = input.name.replace(/-\d+-([^-]+)$/, "-" + index + "-$1");
       input.name = name;
       input.id = "id_" + name;
       const label = input.getAttribute("aria-label") || "";
-      input.setAttribute("aria-label", label.replace(/row \d+$/, "row " + (index + 1)));
+      input.setAttribute("aria-label", label.replace(/row \d+:/, "row " + (index + 1) + ":"));
       if (input.type === "checkbox") {
         input.checked = false;
       } else {

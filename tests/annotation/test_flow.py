@@ -282,3 +282,18 @@ def test_a_study_has_a_crowd_url_only_once_a_platform_is_chosen_and_opens_with_c
     assert study_open(study=crowd).status == Study.Status.OPEN
     no_codes = make_study(n_items=2, n_systems=2, crowd_platform="mturk", crowd_no_codes=True)
     assert study_open(study=no_codes).status == Study.Status.OPEN
+
+
+def test_a_link_rater_told_the_study_is_closed_is_not_sent_to_a_list_of_studies(crowd_study):
+    from evalstudy.services import study_close
+
+    rater = invite(crowd_study, kind="expert")
+    client = Client()
+    client.get(reverse("annotation:enter", args=[rater.access_token]))
+    client.post(reverse("annotation:consent", args=[crowd_study.slug]), {"consent": "yes"})
+    client.post(reverse("annotation:instructions", args=[crowd_study.slug]))
+    study_close(study=crowd_study)
+    page = client.get(reverse("annotation:rate", args=[crowd_study.slug]))
+    html = page.content.decode()
+    assert page.status_code == 409 and "This study is not open." in html
+    assert "Back to your studies" not in html

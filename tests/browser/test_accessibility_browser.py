@@ -2,11 +2,12 @@
 AA rules) in Chromium on a 1366 px desktop and a 375 px phone. The rater's: consent,
 instructions, a practice item and its feedback, the rating page of every answer kind (an
 untouched and a moved slider among them), an item swapped in by htmx, an item with errors, the
-end page, the stopped page. The researcher's: the admin's home, study list and study page, the
-items grid, the monitor, the judgment browser and an item as its rater saw it, the analysis page
-and a report, the metrics page and a metric run, a proxy run, the blindness audit, the
-adjudication queue and the preview. axe finds about half of what a person would; the rest
-(reading order, what a screen reader announces) no test checks (README, "Accessibility")."""
+end page, the stopped page. The researcher's: the admin's home (the studies dashboard), the
+study list and study page, the items grid, the invite page, the monitor, the judgment browser
+and an item as its rater saw it, the analysis page and a report, the metrics page (a run done,
+one queued) and a metric run, a proxy run, the blindness audit, the adjudication queue and the
+preview. axe finds about half of what a person would; the rest (reading order, what a screen
+reader announces) no test checks (docs/guide/raters.md, "Accessibility")."""
 
 from __future__ import annotations
 
@@ -206,8 +207,9 @@ def _serious(page, where: str) -> list[str]:
 
 
 def _researcher_study(owner) -> tuple[Study, dict[str, int]]:
-    """An open study two raters have finished, with a metric run, an analysis and a proxy run
-    (its judge never called): every researcher page has something to show."""
+    """An open study two raters have finished, with a metric run and an analysis done and
+    another of each queued, and a proxy run (its judge never called): every researcher page has
+    something to show."""
     from analysis.services import analysis_run_execute, analysis_run_start
     from metrics.services import metric_batch_score, metric_run_dispatch, metric_run_start
     from proxies.runs import proxy_run_start
@@ -227,6 +229,11 @@ def _researcher_study(owner) -> tuple[Study, dict[str, int]]:
         metric_batch_score(run_id=metric_run.pk, output_ids=output_ids, metrics=names)
     analysis = analysis_run_execute(analysis_run_start(
         study=study, options={"engine": "statsmodels", "pdf": False}, enqueue=False))
+    # Runs still queued, as a Start button leaves them until a worker takes them: their pages
+    # show the queued state and a disabled Start.
+    metric_run_start(study=study, metrics=["wer"], enqueue=False)
+    analysis_run_start(study=study, options={"engine": "statsmodels", "pdf": False},
+                       enqueue=False)
     proxy = proxy_run_start(study=study, method="latte", criteria=["usable"],
                             backend={"base_url": "http://127.0.0.1:9/v1", "model": "judge"},
                             enqueue=False)
@@ -252,6 +259,7 @@ def test_every_researcher_page_passes_axe(live_server, new_page, client, setting
         ("the study page", f"{admin}/change/"),
         ("the items grid", f"{admin}/items-grid/"),
         ("the import of judgments", f"{admin}/import-judgments/"),
+        ("the invite page", f"{admin}/invite/"),
         ("the monitor", f"/monitor/{study.slug}/"),
         ("the judgment browser", f"/studies/{study.slug}/judgments/"),
         ("an item as its rater saw it", f"/studies/{study.slug}/judgments/{ids['judgment']}/"),

@@ -208,3 +208,71 @@ def test_the_criterion_form_shows_only_its_kinds_fields(live_server, new_page, s
         assert _kind_boxes_shown(page, form) == {"allow_tie", "allow_both"}
         assert page.evaluate("document.documentElement.scrollWidth") <= max(width, 1366)
         shot(page, f"36-study-criteria-pairwise-{width}")
+
+
+@pytest.mark.parametrize("javascript", [True, False])
+def test_rater_labels_and_identity_terms_are_rows_with_and_without_javascript(
+        live_server, new_page, shot, client, javascript):
+    """No JSON on the study form: a rater label is a row (a label from a menu, its text), an
+    identity term a row with a phrase box; "Add a row" adds one, and without JavaScript the
+    empty rows at the end take new entries. Saving stores the JSON the spec would."""
+    from evalstudy.models import Study
+
+    study = make_study(n_items=2, n_systems=2, rater_labels={"output": "Transcript"})
+    page = signed_in_page(live_server, new_page, client) if javascript else None
+    if page is None:
+        researcher = UserFactory(username="author", is_staff=True, is_superuser=True)
+        client.force_login(researcher)
+        page = new_page(width=1366, height=768, javascript=False)
+        page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value,
+                                   "url": live_server.url}])
+    page.goto(f"{live_server.url}/admin/evalstudy/study/{study.pk}/change/")
+    expect(page.get_by_label("Rater labels, row 1: What raters see instead")).to_have_value(
+        "Transcript")
+    add = page.get_by_role("button", name="Add a row to Rater labels")
+    if javascript:
+        for _ in range(3):  # past the three empty rows: a fifth row appears
+            add.click()
+        row = 5
+    else:
+        expect(add).to_be_hidden()
+        row = 2
+    page.get_by_label(f"Rater labels, row {row}: Label").select_option("submit")
+    page.get_by_label(f"Rater labels, row {row}: What raters see instead").fill("Next clip")
+    page.get_by_label("Identity terms, row 1: Word or phrase").fill("made by Nimbus")
+    page.get_by_label("Identity terms, row 1: Phrase (matched word by word across "
+                      "punctuation)").check()
+    if javascript:  # (the checks run scripts in the page)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1366
+        assert_accessible(page, "the study form's row tables", within=".rows-table")
+        shot(page, "35-study-form-rows-1366")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    saved = Study.objects.get(pk=study.pk)
+    assert saved.rater_labels == {"output": "Transcript", "submit": "Next clip"}
+    assert saved.identity_terms == [{"term": "made by Nimbus", "phrase": True}]
+
+
+def test_the_study_and_metric_forms_fit_a_phone(live_server, new_page, shot, client):
+    study = make_study(n_items=2, n_systems=2, identity_terms=["Nimbus"])
+    researcher = UserFactory(username="author", is_staff=True, is_superuser=True)
+    study.owner = researcher
+    study.save()
+    client.force_login(researcher)
+    for width in (1366, 375):
+        page = new_page(width=width, height=900)
+        page.context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value,
+                                   "url": live_server.url}])
+        page.goto(f"{live_server.url}/admin/evalstudy/study/{study.pk}/change/")
+        expect(page.get_by_label("Identity terms, row 1: Word or phrase")).to_have_value("Nimbus")
+        shot(page, f"36-study-form-{width}")
+        page.goto(f"{live_server.url}/studies/{study.slug}/metrics/")
+        page.get_by_text("Start a metric run").click()
+        page.get_by_text("Settings of bleu").click()
+        expect(page.get_by_label("tokenize")).to_have_value("13a")
+        # The form fits (the runs tables below scroll in their own boxes on a phone).
+        assert page.evaluate("""() => { const form = document.querySelector("details.card");
+            return form.scrollWidth <= form.clientWidth
+                && form.getBoundingClientRect().right <= window.innerWidth; }""")
+        assert_accessible(page, f"the metric run form at {width} px", within="details.card")
+        shot(page, f"37-metric-form-{width}")

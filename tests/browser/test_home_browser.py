@@ -1,7 +1,7 @@
 """A researcher's home in Chromium: the admin opens on their studies, a study opens from its
 button, a refused open shows each problem in red with a link to its fix, and an entry link is
 copied to the clipboard from the invite page; no Content Security Policy violation on the way.
-Photographed at 1366 and 375 px (the home, the study's page, the invite page)."""
+Photographed at 1366 and 375 px (the home, the study's page, the invite page, the monitor)."""
 
 from __future__ import annotations
 
@@ -78,10 +78,18 @@ def test_open_a_study_from_the_home_see_a_refusal_and_copy_a_link(live_server, n
     phone = _signed_in(new_page, client, live_server, owner, 375)
     for url, name in ((f"{base}/admin/", "40-home-375"),
                       (f"{base}/admin/evalstudy/study/{ready.pk}/change/", "43-study-375"),
-                      (f"{base}/admin/evalstudy/study/{ready.pk}/invite/", "42-invite-375")):
+                      (f"{base}/admin/evalstudy/study/{ready.pk}/invite/", "42-invite-375"),
+                      (f"{base}/monitor/{ready.slug}/", "44-monitor-375")):
         phone.goto(url)
+        _assert_no_serious_violations(phone, f"{name} at 375 px")
         width = phone.evaluate("document.documentElement.scrollWidth")
         shot(phone, name)
         assert width <= 375 + 1, f"{name}: the page is {width} px wide"
     page.goto(f"{base}/admin/evalstudy/study/{ready.pk}/change/")
     shot(page, "43-study-1366")
+    # The monitor has the Close button too.
+    page.goto(f"{base}/monitor/{ready.slug}/")
+    page.locator("#close-study").click()
+    expect(page.locator(".messages .success")).to_contain_text("“Ready to go”: closed")
+    expect(page.locator("#open-study")).to_have_text("Reopen study")
+    shot(page, "44-monitor-1366")

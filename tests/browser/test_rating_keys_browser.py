@@ -29,7 +29,8 @@ def _first_item(page, live_server, study) -> None:
     """Through the practice item (answered with the mouse) to the study's first item."""
     page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
     _answer_item_with_mouse(page, attention=False)
-    page.get_by_role("link", name=re.compile("Continue")).click()
+    with page.expect_navigation(wait_until="load"):  # "load": the deferred scripts have run
+        page.get_by_role("link", name=re.compile("Continue")).click()
     expect(page.locator("#rate-form")).to_be_visible()
     assert "purple elephant" not in page.content()  # the first check comes after 2 items
 
@@ -49,12 +50,23 @@ def _hold_submissions(page) -> list:
     return held
 
 
-def _until_held(page, held: list, count: int) -> None:
-    for _ in range(200):
-        if len(held) >= count:
+def _send_and_hold(page, held: list, press) -> None:
+    """`press()` submits the form; returns once its request is held by the route."""
+    try:
+        with page.expect_request(lambda r: r.method == "POST" and SLOTS.search(r.url) is not None,
+                                 timeout=30_000):  # a loaded machine may take a while
+            press()
+    except Exception as error:
+        state = page.evaluate("""() => ({url: location.href, focus: document.activeElement &&
+            document.activeElement.outerHTML.slice(0, 120), busy: (document.getElementById(
+            "rate-form") || {getAttribute: () => "no form"}).getAttribute("aria-busy"),
+            checked: Array.from(document.querySelectorAll("input:checked"), (i) => i.name)})""")
+        raise AssertionError(f"the form was not submitted: {state}") from error
+    for _ in range(400):
+        if held:
             return
         page.wait_for_timeout(25)  # lets Playwright run the route handler; not a timing check
-    raise AssertionError("the submission never left the page")
+    raise AssertionError("the submission left the page but the route never held it")
 
 
 def test_keys_typed_while_the_next_item_loads_answer_that_item(live_server, new_page):
@@ -65,8 +77,7 @@ def test_keys_typed_while_the_next_item_loads_answer_that_item(live_server, new_
         page.keyboard.press(key)
     first_action = page.locator("#rate-form").get_attribute("action")
     held = _hold_submissions(page)
-    page.keyboard.press("Enter")
-    _until_held(page, held, 1)
+    _send_and_hold(page, held, lambda: page.keyboard.press("Enter"))
     # The next item is on its way: the rater goes on typing, then presses Enter.
     for key in ("1", "n", "5", "2"):  # severity 1, usable no, fluency 5, error type "word"
         page.keyboard.press(key)
@@ -122,7 +133,8 @@ def test_an_untouched_slider_looks_untouched_and_is_no_answer_until_moved(live_s
     page = new_page(width=1366, height=900)
     page.goto(f"{live_server.url}/c/{study.slug}/?PROLIFIC_PID={PID}")
     page.get_by_role("button", name="I agree and want to take part").click()
-    page.get_by_role("button", name=re.compile("Start")).click()
+    with page.expect_navigation(wait_until="load"):  # "load": the deferred scripts have run
+        page.get_by_role("button", name=re.compile("Start")).click()
     slider = page.locator('input[type="range"]')
     number = page.locator('input[name="quality"]')
     not_set = page.locator("[data-slider-unset]")

@@ -68,8 +68,9 @@ def test_the_tutorial_runs_as_written(live_server, new_page):
     assert CalibrationItem.objects.get(study=study).expected == {"meaning": 5, "usable": "yes"}
     assert AttentionCheck.objects.get(study=study).expected == {"usable": "no"}
     seats = Assignment.objects.filter(study=study)
-    assert seats.count() == 2 and {seat.rater.display_name for seat in seats} == {
-        "Rater one", "Rater two"}
+    # Two personal-link raters added on the invite page, one seat each.
+    assert seats.count() == 2 and len({seat.rater_id for seat in seats}) == 2
+    assert {seat.rater.origin for seat in seats} == {"invited"}
     # Two raters x (4 items + 1 practice item + 1 attention check) x 2 criteria.
     assert Judgment.objects.filter(slot__assignment__study=study).count() == 24
     assert MetricResult.objects.filter(output__item__study=study).count() == 16  # wer, cer

@@ -284,7 +284,7 @@ def paste_items(tutor: Tutor) -> None:
     assert "\t" in table, "the items table of docs/tutorial.md lost its tabs"
     page.get_by_label(tutor.name("Or paste a table")).fill(tutor.given(table))
     tutor.click("Save items")
-    tutor.see("Saved: 4 item(s) and 8 output(s) written")
+    tutor.see("Saved: 4 items and 8 outputs written")
     expect(page.get_by_label("Row 4, Output: asr-b")).to_have_value("what is whether to day")
     tutor.shot()
     with page.expect_navigation():
@@ -361,41 +361,27 @@ def _expected(tutor: Tutor, inline: Locator, answers: list[tuple[str, str]]) -> 
 
 
 def open_study(tutor: Tutor) -> None:
-    """Today the study list's bulk action opens a study. TODO(home helper): once the study
-    page has an Open button, the tutorial says "click **Open**" and this step clicks it."""
-    page = tutor.page
-    with page.expect_navigation():
-        # The second "Studies" of "Home > Studies > Studies > my-first-study": the list.
-        page.locator(".breadcrumbs").get_by_role("link", name=tutor.name("Studies")).last.click()
-    row = page.locator("#result_list tr", has=page.get_by_role("link", name=SLUG, exact=True))
-    tutor.name(SLUG)
-    row.locator("input.action-select").check()
-    # The select sits inside its label ("Action: [...]"): found by its name.
-    tutor.name("Action")
-    page.locator('select[name="action"]').select_option(
-        label=tutor.name("Open selected studies for raters"))
-    tutor.click("Go")
-    tutor.see(f"{SLUG}: opened")
+    """The study page's Open button (evalstudy.admin.study_actions)."""
+    tutor.click("Open study")
+    tutor.see("“My first study”: opened; raters can start.")
+    tutor.see("Status: Open")
     tutor.shot()
 
 
 def invite_raters(tutor: Tutor) -> None:
-    """TODO(home helper): an invite page that lists every entry link replaces this walk."""
+    """The study's invite page: two personal links added at once, each shown in full with a
+    Copy button (its text is what a person copies)."""
     page = tutor.page
-    links = []
-    for name in ("Rater one", "Rater two"):
-        with page.expect_navigation():
-            page.locator(".breadcrumbs").get_by_role("link", name=tutor.name("Home")).click()
-        tutor.name("Raters")
-        tutor.click("Add", role="link", within=page.locator("tr.model-rater"))
-        study = field_labelled(page, tutor.name("Study"))
-        study.select_option(label=tutor.name(SLUG))
-        tutor.fill("Display name", name)
-        tutor.click("Save and continue editing", exact=True)
-        tutor.see("personal entry link")
-        link = page.locator(".field-entry_link a").first
-        links.append(link.get_attribute("href"))
-    tutor.memory["links"] = links
+    tutor.click("Invite raters (entry links)", role="link")
+    tutor.fill("How many", "2")
+    tutor.click("Add links")
+    tutor.see("Added 2 personal links.")
+    tutor.name("Copy")
+    copies = page.locator("table.invite-links button.copy-button")
+    expect(copies).to_have_count(2)
+    links = [copies.nth(k).get_attribute("data-copy") or "" for k in range(2)]
+    assert all(link.startswith(f"{tutor.base_url}/enter/") for link in links), links
+    tutor.memory["links"] = [link.removeprefix(tutor.base_url) for link in links]
     tutor.shot()
 
 

@@ -124,3 +124,23 @@ def test_a_refused_row_comes_back_as_typed_with_its_error(boss_client):
     html = response.content.decode()
     assert "row 1: choose which label" in html and 'value="Orphan text"' in html
     assert Study.objects.get(pk=study.pk).rater_labels == {}
+
+
+def test_a_list_setting_is_typed_as_names_separated_by_commas():
+    """A learned proxy's features are metric names: typed `wer, bleu`, not as a JSON list
+    (a JSON list is still read); other settings keep their numbers."""
+    from django import forms
+
+    from evalstudy.admin.row_fields import settings_field
+
+    class Settings(forms.Form):
+        params = settings_field(label="Parameters", help_text="", lists=("features",))
+
+    form = Settings(data=_rows("params", [{"name": "features", "value": "wer, bleu ,"},
+                                          {"name": "epochs", "value": "3"}]))
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["params"] == {"features": ["wer", "bleu"], "epochs": 3}
+    legacy = Settings(data=_rows("params", [{"name": "features", "value": '["wer"]'}]))
+    assert legacy.is_valid() and legacy.cleaned_data["params"] == {"features": ["wer"]}
+    shown = Settings(initial={"params": {"features": ["wer", "bleu"]}}).as_p()
+    assert 'value="wer, bleu"' in shown

@@ -56,6 +56,7 @@ def test_bulk_outputs_json_lists_every_bad_row_and_writes_nothing(api, draft):
     assert response.status_code == 400
     body = response.json()
     assert body["code"] == "invalid_file" and body["field_errors"] == {}
+    assert body["message"] == "Nothing was written: 2 problems."  # not "2 problem(s)"
     problems = {(e["row"], e["field"]) for e in body["errors"]}
     assert problems == {(2, "item"), (3, "system")}, body["errors"]
     # The same pair twice.
@@ -64,6 +65,7 @@ def test_bulk_outputs_json_lists_every_bad_row_and_writes_nothing(api, draft):
         {"item": "item-000", "system": "sys-0", "text": "b"},
     ])
     assert [(e["row"], e["field"]) for e in response.json()["errors"]] == [(2, "system")]
+    assert response.json()["message"] == "Nothing was written: 1 problem."
     assert "first at row 1" in response.json()["errors"][0]["message"]
     assert outputs_snapshot(draft) == before
 

@@ -89,3 +89,13 @@ def test_the_rater_admin_shows_an_absolute_entry_link_with_a_copy_button(db, set
     html = client.get(reverse("admin:evalstudy_rater_changelist")).content.decode()
     link = f"https://rate.example.org/enter/{rater.access_token}/"
     assert f'data-copy="{link}"' in html and "js/copy_link.js" in html
+
+
+def test_the_study_page_shows_its_crowd_url_with_a_copy_button(db, settings):
+    settings.SITE_URL = "https://rate.example.org/"
+    owner, client = _researcher("crowd-owner")
+    study = make_study(owner=owner, slug="crowded")
+    html = client.get(reverse("admin:evalstudy_study_change", args=[study.pk])).content.decode()
+    url = "https://rate.example.org/c/crowded/?PROLIFIC_PID={{%PROLIFIC_PID%}}&amp;STUDY_ID="
+    assert f'data-copy="{url}' in html and 'aria-label="Copy the crowd entry URL"' in html
+    assert f'href="/admin/evalstudy/study/{study.pk}/invite/"' in html

@@ -646,7 +646,7 @@ def test_monitor_section_and_sync_now(world, fake):
     editor = api(world["editor"])
     assert "Sync from Prolific now" in editor.get(monitor).content.decode()
     done = editor.post(sync, follow=True)
-    assert done.status_code == 200 and "1 submissions" in done.content.decode()
+    assert done.status_code == 200 and "Prolific: 1 submission," in done.content.decode()
     assert "RETURNED" in done.content.decode()
     assert AuditEvent.objects.filter(action="import", source="web").exists()
 

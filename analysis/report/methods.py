@@ -129,7 +129,9 @@ def methods_paragraphs(result: dict, options: dict, filters: list[str]) -> list[
             "frequency weights with model-based standard errors, without the position term "
             "when the import declared the position unknown. Metrics and proxies are compared "
             "with the majority of each pair under two tie rules, beside the leave-one-vote-out "
-            "agreement of one person with the others (the table's note says how).")
+            "agreement of one person with the others (the table's note says how). For rater "
+            "agreement a pair is one unit whichever way round it was shown, each answer read "
+            "in one orientation (A and B swapped where the pair was shown reversed).")
     boots = set()
     for c in result.get("criteria") or []:
         agreement = c.get("agreement")

@@ -306,7 +306,7 @@ def pair_sides(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int, np.ndar
     codes, uniques = pd.factorize(both, use_na_sentinel=False)
     codes = codes.astype(np.int64)
     first, second = codes[:len(rows)], codes[len(rows):]
-    if pd.api.types.is_integer_dtype(both.dtype):
+    if pd.api.types.is_integer_dtype(both.dtype) and not both.isna().any():
         swapped = rows["output"].to_numpy() > rows["output_b"].to_numpy()
     else:
         swapped = first > second

@@ -5,7 +5,8 @@
 - `compute`: per such criterion, the fit (qualities per system with Wald intervals, their
   contrasts, the position term, nu, beta and the cut points), how each answer entered the
   model, and the answer counts per pair of systems; an error sentence where the model cannot
-  be fitted (fewer than two systems, systems not connected by comparisons).
+  be fitted (fewer than two systems, systems not connected by comparisons); status "not
+  identified" and the reasons, without estimates, where the answers do not identify it.
 - `section`: those as tables, and a note that the rest of the report (preference shares, the
   Bradley-Terry model, agreement with metrics and proxies) counts "both good" and "both bad"
   as ties.
@@ -183,9 +184,18 @@ def section(data: Any, result: dict[str, Any]) -> dict[str, Any] | None:
             + " Elsewhere in this report (preference shares, the Bradley-Terry model, agreement "
               "with metrics and proxies) every no-preference answer counts as a tie.")
         block["paragraphs"] += [str(note) for note in entry.get("notes") or []]
-        block["tables"] += [_roles(fit), _parameters(fit), _contrasts(fit),
-                            _pairs(fit, bool(entry.get("allow_tie")),
-                                   bool(entry.get("allow_both")))]
+        pairs = _pairs(fit, bool(entry.get("allow_tie")), bool(entry.get("allow_both")))
+        if fit.get("status") == "not identified":
+            # The reason instead of the parameters: numbers of a model the answers do not
+            # identify are where the optimiser stopped, not estimates.
+            block["warnings"].append(
+                "Joint model not identified: "
+                + "; ".join(str(why) for why in fit.get("not_identified_because") or [])
+                + ". No estimates are given; the answers per pair of systems are what the "
+                  "data say.")
+            block["tables"] += [_roles(fit), pairs]
+        else:
+            block["tables"] += [_roles(fit), _parameters(fit), _contrasts(fit), pairs]
         blocks.append(block)
     if not blocks:
         return None

@@ -54,8 +54,11 @@ def _model_block(title: str, fit: dict) -> Block:
         block.warnings.append(f"Not fitted: {fit['error']}")
         return block
     levels = (fit.get("extra") or {}).get("levels")
+    # The fit's own label (from the optimiser's code and gradient) where it has one.
+    label = (fit.get("extra") or {}).get("convergence") or (
+        "" if fit.get("converged", True) else "did not converge")
     block.engine = (f"{fit.get('formula')} · {fit.get('engine')} · n = {fit.get('n_obs')}"
-                    + ("" if fit.get("converged", True) else " · did not converge"))
+                    + (f" · {label}" if label else ""))
     table = Table(["Term", "Estimate", "SE", "95% CI", "p"], numeric=(1, 2, 3, 4))
     for co in fit.get("coefficients") or []:
         table.rows.append([readable_term(co.get("term"), levels), num(co.get("estimate")),
@@ -399,6 +402,11 @@ def _ceiling_block(c: dict) -> Block | None:
         f"({ceiling.get('n_humans', len(ceiling['humans']))} humans); proxies are scored "
         "against the majority of all humans on the same outputs. "
         + (f"CIs: {ceiling['ci_method']}." if ceiling.get("ci_method") else ""))
+    for p in ceiling.get("proxies") or []:
+        if p.get("n_excluded"):
+            table.notes.append(
+                f"{proxy_label(str(p.get('rater')))} is scored on held-out outputs only: "
+                f"{p['n_excluded']} left out ({p.get('excluded_because') or 'excluded'}).")
     table.warnings += [str(w) for w in ceiling.get("warnings") or []]
     block.tables.append(table)
     return block

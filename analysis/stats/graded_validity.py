@@ -24,6 +24,7 @@ from scipy import stats
 from evalstudy.criteria import KINDS, kind_of
 
 from . import models, validity
+from .held_out import held_out_answers
 
 MIN_OUTPUTS = 5
 
@@ -70,8 +71,11 @@ def ceiling(humans: pd.DataFrame, key: str = "rater") -> dict[str, Any]:
 
 
 def graded_validity(rows: pd.DataFrame, votes: pd.DataFrame | None,
-                    metrics: pd.DataFrame | None, criterion: Mapping[str, Any]
-                    ) -> dict[str, Any]:
+                    metrics: pd.DataFrame | None, criterion: Mapping[str, Any],
+                    proxy_raters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`proxy_raters` (the pipeline's option): a proxy rater is correlated only on the
+    outputs it may be counted on (`held_out_answers`); its entry says how many it lost."""
+    rows, held_out = held_out_answers(rows, proxy_raters)
     kind, key = criterion["kind"], criterion["key"]
     # Ordered points get the ordinal fit of each metric too (a slider's scale is continuous).
     ordered = kind in KINDS and kind_of(kind).level == "ordinal"
@@ -97,6 +101,10 @@ def graded_validity(rows: pd.DataFrame, votes: pd.DataFrame | None,
         both = pd.DataFrame({"metric": scores[name], "human": human["mean"]}).dropna()
         entry: dict[str, Any] = {"proxy": name, "higher_is_better": higher,
                                  "n_outputs": int(len(both))}
+        if name.startswith("rater:"):
+            found = held_out.get(name.removeprefix("rater:")) or {}
+            entry["n_excluded"] = found.get("n_excluded", 0)
+            entry["excluded_because"] = found.get("excluded_because")
         if len(both) < MIN_OUTPUTS or np.ptp(both["metric"]) == 0:
             entry["note"] = "too few outputs with a score, or a constant score"
             out["proxies"].append(entry)

@@ -119,6 +119,11 @@ class JointFit:
     warnings: list[str] = field(default_factory=list)
     pair_shares: list[dict[str, Any]] = field(default_factory=list)
     method: str = ""
+    #: "estimated", or "not identified": the information matrix is singular or the fit
+    #: diverged, and no estimate is given (theta, contrasts, cut points empty; nu, position
+    #: and beta None); `not_identified_because` says why. Counts and pair shares remain.
+    status: str = "estimated"
+    not_identified_because: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -361,23 +366,36 @@ def joint_preference_model(
     grad_norm = float(np.max(np.abs(_negloglik(x, layout, fit_data)[1]))) if len(x) else 0.0
     converged = bool(solution.success) or grad_norm < 1e-4
     hess = _hessian(x, layout, fit_data)
+    singular = _singular(hess)
     try:
-        cov = np.linalg.inv(hess)
+        cov = np.linalg.inv(hess) if not singular else np.full_like(hess, np.nan)
         if not np.all(np.isfinite(cov)) or np.any(np.diag(cov) < 0):
             raise np.linalg.LinAlgError
     except np.linalg.LinAlgError:
         cov = np.full_like(hess, np.nan)
-        warnings.append("the information matrix is singular: no standard errors (a system "
-                        "always or never preferred?)")
-        converged = False
-    if not converged:
-        warnings.append("the fit did not converge: read the estimates with care")
+        singular = True
     se = np.sqrt(np.clip(np.diag(cov), 0, None))
-    if np.any(se[:layout.n_theta] > 1e3):
-        warnings.append("a system's quality is unbounded (it always or never wins): its "
-                        "interval means nothing")
-    z = float(stats.norm.ppf(0.5 + conf_level / 2))
     theta, position_value, log_nu, cuts, beta = layout.split(x)
+    why = _not_identified(layout, systems, levels, x, se, singular, converged, solution)
+    fit = JointFit(
+        systems=systems, reference=systems[0], levels=levels,
+        n=int(round(float(cells["w"].sum()))), counts=counts, theta=[], contrasts=[],
+        nu=None, position=None, beta=None, cuts=[], log_likelihood=-float(solution.fun),
+        converged=converged, conf_level=conf_level,
+        roles=answer_roles(sorted(offered), levels), warnings=warnings,
+        pair_shares=_pair_shares(cells, systems, offered),
+        method=("Davidson's Bradley-Terry model with ties"
+                + (" and a position term" if layout.position else "")
+                + (", with a cumulative logit on the pair's mean quality for the level of "
+                   "no-preference answers" if levels else "")
+                + "; maximum likelihood (BFGS, analytic gradient), Wald intervals from the "
+                  "observed information; answers independent (no rater random effect)"))
+    if why:
+        # Estimates of a model the data do not identify are numbers of the optimiser's
+        # stopping point, not of the data (beta = -83123 on 36 answers): none are given.
+        fit.status, fit.not_identified_because = "not identified", why
+        return fit
+    z = float(stats.norm.ppf(0.5 + conf_level / 2))
     full_theta = np.concatenate([[0.0], theta])
     theta_cov = np.zeros((len(systems), len(systems)))
     theta_cov[1:, 1:] = cov[:layout.n_theta, :layout.n_theta]
@@ -422,21 +440,65 @@ def joint_preference_model(
     elif levels:
         beta_param = Param("beta (level per unit of mean quality)", 0.0, None, None, None,
                            "fixed at 0 (not identifiable here)")
-    return JointFit(
-        systems=systems, reference=systems[0], levels=levels,
-        n=int(round(float(cells["w"].sum()))), counts=counts, theta=theta_params,
-        contrasts=contrasts, nu=nu_param, position=position_param, beta=beta_param,
-        cuts=cut_params, log_likelihood=-float(solution.fun), converged=converged,
-        conf_level=conf_level, roles=answer_roles(sorted(offered), levels),
-        warnings=warnings,
-        pair_shares=_pair_shares(cells, systems, offered),
-        method=("Davidson's Bradley-Terry model with ties"
-                + (" and a position term" if layout.position else "")
-                + (", with a cumulative logit on the pair's mean quality for the level of "
-                   "no-preference answers" if levels else "")
-                + "; maximum likelihood (BFGS, analytic gradient), Wald intervals from the "
-                  "observed information; answers independent (no rater random effect)"),
-    )
+    fit.theta, fit.contrasts, fit.nu, fit.position = (theta_params, contrasts, nu_param,
+                                                      position_param)
+    fit.beta, fit.cuts = beta_param, cut_params
+    return fit
+
+
+#: An estimate beyond this on the log-odds scale (P = 1 - 1e-13), or a standard error beyond
+#: MAX_SE, is the optimiser walking off to infinity (separation), not a finite maximum.
+MAX_ABS_ESTIMATE = 30.0
+MAX_SE = 100.0
+
+
+def _singular(hess: np.ndarray) -> bool:
+    """The observed information is singular (or not positive definite): its smallest
+    eigenvalue is not positive relative to its largest."""
+    if hess.size == 0:
+        return False
+    if not np.all(np.isfinite(hess)):
+        return True
+    eigenvalues = np.linalg.eigvalsh(hess)
+    return bool(eigenvalues[0] <= 1e-10 * max(abs(eigenvalues[-1]), 1e-300))
+
+
+def _parameter_names(layout: _Layout, systems: list[str], levels: list[str]) -> list[str]:
+    names = [f"quality of {s}" for s in systems[1:]]
+    names += ["position"] if layout.position else []
+    names += ["log nu"] if layout.nu else []
+    names += [f"cut point {levels[k]} | {levels[k + 1]}" for k in range(layout.n_cuts)]
+    return names + (["beta"] if layout.beta else [])
+
+
+def _not_identified(layout: _Layout, systems: list[str], levels: list[str], x: np.ndarray,
+                    se: np.ndarray, singular: bool, converged: bool,
+                    solution: Any) -> list[str]:
+    """Why the data do not identify the model (empty: they do)."""
+    names = _parameter_names(layout, systems, levels)
+    theta, position, log_nu, cuts, beta = layout.split(x)
+    values = [*theta, *([position] if layout.position else []),
+              *([log_nu] if layout.nu else []), *cuts, *([beta] if layout.beta else [])]
+    why = []
+    if not converged:
+        why.append(f"the fit did not converge ({solution.message})")
+    if singular:
+        why.append("the information matrix is singular: some parameters are not determined "
+                   "by the answers (a system always or never preferred, or no-preference "
+                   "levels that follow the systems' quality perfectly)")
+    # Named, not valued: the values are where the optimiser gave up, not estimates.
+    runaway = [name for name, value in zip(names, values, strict=True)
+               if not math.isfinite(value) or abs(value) > MAX_ABS_ESTIMATE]
+    if runaway:
+        why.append(f"the fit diverges: {', '.join(runaway)} ran past "
+                   f"{MAX_ABS_ESTIMATE:g} on the log-odds scale: the answers separate "
+                   "perfectly, so the maximum is at infinity")
+    unbounded = [f"{name} (SE {error:.3g})" for name, error in zip(names, se, strict=True)
+                 if math.isfinite(error) and error > MAX_SE]
+    if unbounded and not runaway:
+        why.append(f"standard errors over {MAX_SE:g}: {', '.join(unbounded)}: the answers "
+                   "do not bound these parameters")
+    return why
 
 
 def _pair_shares(cells: pd.DataFrame, systems: list[str], offered: set[str]

@@ -29,6 +29,7 @@ from evalstudy.criteria import KINDS, PAIR, kind_of
 
 from . import agreement, models
 from .agreement.base import Level
+from .held_out import held_out_answers
 from .pairwise_validity import LOO_RULES, RULES, as_table, pairwise_validity, picks_of_answers
 from .validity import metric_directions
 
@@ -107,12 +108,14 @@ def expand(votes: pd.DataFrame) -> pd.DataFrame:
 
 
 def pairwise_entry(rows: pd.DataFrame, votes: pd.DataFrame | None,
-                   metrics: pd.DataFrame | None, criterion: Mapping[str, Any]
-                   ) -> dict[str, Any]:
+                   metrics: pd.DataFrame | None, criterion: Mapping[str, Any],
+                   proxy_raters: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The validity entry of a pairwise criterion: every metric (scores per output, their
     direction as their scorers declare it: `validity.metric_directions`) and every proxy rater
     against the human majority of each pair, with the one-person ceiling
-    (`pairwise_validity`)."""
+    (`pairwise_validity`). A proxy rater is scored only on the pairs it may be counted on
+    (`held_out_answers`: `held_out` says how many pairs of each were left out, and why)."""
+    rows, held_out = held_out_answers(rows, proxy_raters)
     humans = rows[rows["is_human"]]
     parts = []
     if not humans.empty:
@@ -141,15 +144,19 @@ def pairwise_entry(rows: pd.DataFrame, votes: pd.DataFrame | None,
         "sources": {"named raters": int(len(humans)),
                     "counted votes": int(votes["count"].sum()) if votes is not None
                     and not votes.empty else 0},
+        "held_out": {f"rater:{name}": found for name, found in held_out.items()},
     }
 
 
 def graded_entry(rows: pd.DataFrame, votes: pd.DataFrame | None, metrics: pd.DataFrame | None,
-                 criterion: Mapping[str, Any]) -> dict[str, Any]:
-    """The validity entry of a Likert or slider criterion (`graded_validity`)."""
+                 criterion: Mapping[str, Any], options: Mapping[str, Any] | None = None
+                 ) -> dict[str, Any]:
+    """The validity entry of a Likert or slider criterion (`graded_validity`), each proxy
+    rater scored on the outputs it may be counted on (`options["proxy_raters"]`)."""
     from .graded_validity import graded_validity
 
-    return graded_validity(rows, votes, metrics, criterion)
+    return graded_validity(rows, votes, metrics, criterion,
+                           (options or {}).get("proxy_raters"))
 
 
 def with_counted_votes(judgments: pd.DataFrame, votes: pd.DataFrame, key: str) -> pd.DataFrame:

@@ -121,3 +121,34 @@ def test_a_criterion_without_tie_or_both_gets_no_section():
     CriterionFactory(study=study, key="better", kind="pairwise", order=0)
     assert pairwise_joint.compute(study, judgments_tidy(study), {}, {}) is None
     assert pairwise_joint.section({"criteria": []}, {}) is None
+
+
+def test_a_model_the_answers_do_not_identify_shows_why_and_no_estimates():
+    """36 answers whose no-preference levels follow the systems' quality perfectly (issue 30:
+    beta -83123 and cut points 5153 / 5154 were printed as estimates): the section says the
+    model is not identified and why, with the answers per pair and no parameter table."""
+    study = StudyFactory(slug="both-separated", design="pairwise")
+    systems = {name: SystemFactory(study=study, name=name) for name in ("hi", "mid", "lo")}
+    items = [ItemFactory(study=study, external_id=f"i{n}") for n in range(36)]
+    Output.objects.bulk_create(Output(item=item, system=system, text=f"{system.name} {item.pk}")
+                               for item in items for system in systems.values())
+    CriterionFactory(study=study, key="better", kind="pairwise", allow_tie=True,
+                     allow_both=True, order=0)
+    answers = [("hi", "mid", "A", 4), ("mid", "hi", "B", 3), ("hi", "mid", "both_good", 3),
+               ("mid", "lo", "A", 4), ("lo", "mid", "B", 3), ("mid", "lo", "both_bad", 3),
+               ("hi", "lo", "A", 4), ("lo", "hi", "B", 3), ("hi", "lo", "tie", 3),
+               ("mid", "hi", "A", 2), ("lo", "mid", "A", 2), ("lo", "hi", "A", 2)]
+    flat = [(a, b, v) for a, b, v, n in answers for _ in range(n)]
+    rows = [JudgmentRow(line + 2, f"r{line % 6}", f"i{line}", a, "better", v, "", b)
+            for line, (a, b, v) in enumerate(flat)]
+    judgments_import(study=study, rows=rows, file_name="separated.csv")
+    run = _render(study, "pairwise-joint-not-identified", {"pdf": True})
+    fit = run.result["extras"]["pairwise_joint"]["criteria"][0]["fit"]
+    assert fit["status"] == "not identified" and fit["beta"] is None and fit["cuts"] == []
+    text = html.unescape(_visible_text(run.report_html))
+    joint = text[text.rindex("Pairwise answers: preference and level"):]  # not the contents
+    joint = joint[:joint.index("Blindness audit")]
+    assert "Joint model not identified: " in joint and "the fit diverges" in joint
+    assert "Answers per pair of systems" in joint
+    assert "Quality contrasts" not in joint and "Estimate" not in joint
+    assert "1693" not in text  # beta's runaway value, once printed as its estimate

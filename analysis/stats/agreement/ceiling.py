@@ -39,7 +39,9 @@ class RaterAgreement:
     than h, on the units h rated (the same references the humans faced). `n_units` counts
     units compared (for a proxy, summed over held-out humans). `extra` is the optional custom
     statistic. For proxies with a bootstrap: `kappa_ci`, `percent_agreement_ci` and the gap to
-    the human ceiling (`kappa_minus_ceiling`, its CI from the same replicates).
+    the human ceiling (`kappa_minus_ceiling`, its CI from the same replicates). `n_excluded`
+    and `excluded_because`: for a proxy, the units of its answers left out before it was
+    scored (the dev split its threshold was chosen on; set by the caller that knows them).
     """
 
     rater: object
@@ -51,6 +53,8 @@ class RaterAgreement:
     percent_agreement_ci: tuple[float | None, float | None] | None = None
     kappa_minus_ceiling: float | None = None
     kappa_minus_ceiling_ci: tuple[float | None, float | None] | None = None
+    n_excluded: int = 0
+    excluded_because: str | None = None
 
 
 @dataclass

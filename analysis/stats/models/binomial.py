@@ -34,6 +34,7 @@ from analysis.stats.models.base import (
     use_r,
     vcov_extra,
 )
+from analysis.stats.models.convergence import judge_convergence
 from analysis.stats.models.separation import diagnose_separation
 
 # The optional pymer4 engine's R side: analysis/stats/r/models.R, sourced into pymer4's
@@ -53,6 +54,11 @@ NON_CONVERGENCE = re.compile(
     r"Hessian is numerically singular|very large eigenvalue|not positive definite",
     re.IGNORECASE,
 )
+#: lme4's messages about the Hessian at the estimate, which its optimiser code and gradient do
+#: not cover (the gradient's "failed to converge with max|grad|" message is their test).
+HESSIAN_TROUBLE = re.compile(
+    r"unable to evaluate|degenerate|Hessian is numerically singular|very large eigenvalue|"
+    r"not positive definite", re.IGNORECASE)
 
 
 def fit_binomial_glmm(
@@ -220,13 +226,30 @@ def _glmm_common_extra(prep: PreparedData, conf_level: float) -> dict[str, Any]:
 
 
 def _finish_glmm(prep, engine, names, est, se, p, vc, random_effects, n_groups,
-                 n_obs, conv_msgs, other_warnings, singular, conf_level, elapsed, extra):
+                 n_obs, conv_msgs, other_warnings, singular, conf_level, elapsed, extra,
+                 optimiser=None):
     coefs = [coefficient_of(n, e, s, conf_level, pv) for n, e, s, pv in zip(names, est, se, p,
                                                                     strict=True)]
     warnings = list(prep.warnings) + [w for w in other_warnings if w not in conv_msgs]
     warnings += conv_msgs
-    converged = not any(NON_CONVERGENCE.search(m) for m in conv_msgs + other_warnings)
-    converged = converged and all(math.isfinite(c.se) for c in coefs)
+    finite = all(math.isfinite(c.se) for c in coefs)
+    messages = conv_msgs + other_warnings
+    if optimiser is not None and optimiser["code"] is not None:
+        # lme4's optimiser code and gradient decide (its gradient message is the same test,
+        # worded); what else lme4 says of the Hessian still marks the fit.
+        found = judge_convergence(code=optimiser["code"], message="",
+                                  max_gradient=optimiser["max_gradient"],
+                                  scaled_gradient=optimiser["scaled_gradient"],
+                                  finite_se=finite)
+        trouble = [m for m in messages if HESSIAN_TROUBLE.search(m)]
+        converged = found.converged and not trouble
+        extra = {**extra, "convergence": found.label if converged or not found.converged
+                 else f"did not converge (lme4: {trouble[0]})",
+                 "convergence_code": optimiser["code"],
+                 "max_gradient": optimiser["max_gradient"],
+                 "scaled_gradient": optimiser["scaled_gradient"]}
+    else:
+        converged = not any(NON_CONVERGENCE.search(m) for m in messages) and finite
     if singular and not any("singular" in w for w in warnings):
         warnings.append("boundary (singular) fit: a random-effect variance is ~0")
     extra = {
@@ -273,7 +296,21 @@ def _fit_glmm_r(prep: PreparedData, conf_level: float, *, r_function: str = "eva
         extra["r_blme"] = out["blme"]
     return _finish_glmm(prep, r_engine("lme4::glmer", "lme4"), names, est, se, p,
                         vc, random_effects, n_groups, n_obs, conv, warns, singular,
-                        conf_level, time.perf_counter() - t0, extra)
+                        conf_level, time.perf_counter() - t0, extra, _optimiser(out))
+
+
+def _optimiser(out: dict[str, Any]) -> dict[str, Any] | None:
+    """lme4's optimiser code (`optinfo$conv$opt`) and gradients (`optinfo$derivs`) from an R
+    reply; None where R gave none (a reply without them, or no derivatives computed)."""
+    def first(key: str) -> float | None:
+        values = np.atleast_1d(r_floats(out.get(key)))
+        return float(values[0]) if len(values) and math.isfinite(values[0]) else None
+
+    code, gradient = first("conv_opt"), first("max_gradient")
+    if code is None or gradient is None:
+        return None
+    return {"code": int(code), "max_gradient": gradient,
+            "scaled_gradient": first("scaled_gradient")}
 
 
 def _pymer4_lmer() -> Any:

@@ -30,6 +30,7 @@ from analysis.stats.models.base import (
     use_r,
     vcov_extra,
 )
+from analysis.stats.models.convergence import judge_convergence
 from analysis.stats.models.separation import diagnose_separation
 
 
@@ -176,11 +177,14 @@ def _fit_ordinal_r(prep: PreparedData, link: str, conf_level: float, *,
     conv_code = int(r_floats(out["conv_code"])[0])
     conv_msg = " ".join(r_strings(out["conv_msg"]))
     maxgrad = float(r_floats(out["maxgrad"])[0])
+    scaled = np.atleast_1d(r_floats(out.get("scaled_gradient")))
+    scaled_gradient = float(scaled[0]) if len(scaled) and math.isfinite(scaled[0]) else None
     cond_h = float(r_floats(out["cond_h"])[0])
     extra: dict[str, Any] = {
         "loglik": float(r_floats(out["loglik"])[0]),
         "aic": float(r_floats(out["aic"])[0]),
         "max_gradient": maxgrad,
+        "scaled_gradient": scaled_gradient,
         "cond_hessian": cond_h,
         "convergence_code": conv_code,
         "convergence_message": conv_msg,
@@ -222,12 +226,14 @@ def _fit_ordinal_r(prep: PreparedData, link: str, conf_level: float, *,
     vc = vcov[np.ix_(idx, idx)] if idx else np.zeros((0, 0))
     warnings = list(prep.warnings) + r_warn
     finite = all(math.isfinite(c.se) for c in coefs + thresholds)
-    converged = conv_code == 0 and maxgrad < 1e-3 and finite
+    # From the optimiser's code and gradients, not its words ("relative convergence (4)" is
+    # nlminb's success).
+    convergence = judge_convergence(code=conv_code, message=conv_msg, max_gradient=maxgrad,
+                                    scaled_gradient=scaled_gradient, finite_se=finite)
+    converged = convergence.converged
+    extra["convergence"] = convergence.label
     if not converged:
-        warnings.append(
-            f"model did not converge cleanly (code {conv_code}: {conv_msg}; "
-            f"max |gradient| {maxgrad:.2g}; finite SEs: {finite})"
-        )
+        warnings.append(f"model {convergence.label}")
     if math.isfinite(cond_h) and cond_h > 1e5:
         warnings.append(f"Hessian condition number {cond_h:.3g} is large: model may be "
                         "ill-defined (e.g. a level with only one rating category)")

@@ -266,7 +266,8 @@ def agreement_on_scale(a: CriterionAnalysis) -> None:
 def ceiling(a: CriterionAnalysis) -> None:
     """The leave-one-rater-out human ceiling, proxies scored against the same references."""
     scale = declared_categories(a.criterion)
-    a.section("ceiling", lambda: human_ceiling(a.rows, a.criterion["kind"], scale))
+    a.section("ceiling", lambda: human_ceiling(a.rows, a.criterion["kind"], scale,
+                                               a.options.get("proxy_raters")))
 
 
 @family("slider", "criterion")
@@ -346,14 +347,15 @@ def _entry(a: ValidityAnalysis, step: str, compute: Callable[[], Any]) -> Any:
 def pairwise_validity(a: ValidityAnalysis) -> Any:
     """Metrics and proxy raters against the majority of everyone on a choice of two outputs."""
     return _entry(a, "metrics and proxies vs humans", partial(
-        pairwise_entry, a.rows(), a.counted(), a.metrics, a.criterion))
+        pairwise_entry, a.rows(), a.counted(), a.metrics, a.criterion,
+        a.options.get("proxy_raters")))
 
 
 @family("graded_validity", "validity")
 def graded_validity(a: ValidityAnalysis) -> Any:
     """Metrics and proxy raters against the humans' graded scores."""
     return _entry(a, "metrics and proxies vs humans", partial(
-        graded_entry, a.rows(), a.counted(), a.metrics, a.criterion))
+        graded_entry, a.rows(), a.counted(), a.metrics, a.criterion, a.options))
 
 
 @family("binary_validity", "validity")

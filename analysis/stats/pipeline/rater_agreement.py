@@ -23,6 +23,7 @@ from evalstudy.criteria import (
 
 from .. import agreement
 from ..agreement.base import Level
+from ..held_out import held_out_answers
 
 Weighting = Literal["linear", "quadratic"] | None
 
@@ -235,10 +236,17 @@ def cohen_pairs(frame: pd.DataFrame, ordinal: bool, labels: list | None,
             f"seed={AGREEMENT_SEED})"}
 
 
-def human_ceiling(rows: pd.DataFrame, kind_name: str, labels: list | None = None) -> Any:
+def human_ceiling(rows: pd.DataFrame, kind_name: str, labels: list | None = None,
+                  proxy_raters: Mapping[str, Any] | None = None) -> Any:
     """Leave-one-rater-out human ceiling, proxies scored against the same references, on the
     declared scale, with bootstrap CIs over items (see `agreement.human_ceiling`). Raters are
-    listed in the order of their names and shown by name."""
+    listed in the order of their names and shown by name.
+
+    A proxy is scored only on the outputs it may be counted on (`proxy_raters`, the
+    pipeline's option: not its threshold's dev split nor a learned proxy's training outputs,
+    `held_out_answers`); its row says how many units were left out and why. A pairwise
+    criterion's answers are read in their unit's orientation (`in_unit_orientation`)."""
+    rows, left_out = held_out_answers(rows, proxy_raters)
     rows = in_unit_orientation(rows, _kind(kind_name))
     key, names = rater_keys(rows)
     frame = pd.DataFrame({"unit": rows["unit"], "rater": rows[key], "value": rows["value"],
@@ -257,6 +265,10 @@ def human_ceiling(rows: pd.DataFrame, kind_name: str, labels: list | None = None
     if names is not None:
         for row in [*result.humans, *result.proxies]:
             row.rater = names[row.rater]
+    for row in result.proxies:
+        found = left_out.get(str(row.rater)) or {}
+        row.n_excluded = found.get("n_excluded", 0)
+        row.excluded_because = found.get("excluded_because")
     result.categories_from = source
     result.excluded = {**excluded, **result.excluded}
     result.warnings = notes + result.warnings

@@ -17,6 +17,14 @@
     })
 }
 
+# lme4's scaled gradient (its check.conv.grad): max of min(|solve(chol(H), g)|, |g|), NA
+# where the Hessian cannot be factored. The convergence label reads it beside the code.
+.evalstudy_scaled_gradient <- function(gradient, hessian) {
+  if (is.null(hessian) || is.null(gradient)) return(NA_real_)
+  tryCatch(max(pmin(abs(solve(chol(hessian), gradient)), abs(gradient))),
+           error = function(e) NA_real_)
+}
+
 # ordinal::clmm (mixed = TRUE) or ordinal::clm, plus nominal_test for clm when asked.
 # `seconds`: the fit, summaries and test, timed in R.
 # `data`'s response is an ordered factor whose levels Python chose (rbridge.make_factors).
@@ -39,7 +47,8 @@ evalstudy_ordinal <- function(formula, data, link, mixed, nominal) {
       vcov = unname(vc), vcov_names = rownames(vc),
       nobs = length(fit$fitted.values),
       loglik = as.numeric(stats::logLik(fit)), aic = stats::AIC(fit),
-      maxgrad = max(abs(fit$gradient))
+      maxgrad = max(abs(fit$gradient)),
+      scaled_gradient = .evalstudy_scaled_gradient(fit$gradient, fit$Hessian)
     )
     if (mixed) {
       vcr <- ordinal::VarCorr(fit)
@@ -120,7 +129,15 @@ evalstudy_glmer_summary <- function(fit) {
          ngrps = as.numeric(lme4::ngrps(fit)), ngrps_names = names(lme4::ngrps(fit)),
          nobs = stats::nobs(fit), loglik = as.numeric(stats::logLik(fit)),
          aic = stats::AIC(fit), conv = as.character(fit@optinfo$conv$lme4$messages),
-         singular = lme4::isSingular(fit))
+         singular = lme4::isSingular(fit),
+         # The optimiser's own code and lme4's gradient (the convergence label's inputs).
+         conv_opt = if (is.null(fit@optinfo$conv$opt)) NA_integer_
+                    else as.integer(fit@optinfo$conv$opt),
+         max_gradient = if (is.null(fit@optinfo$derivs)) NA_real_
+                        else max(abs(fit@optinfo$derivs$gradient)),
+         scaled_gradient = if (is.null(fit@optinfo$derivs)) NA_real_
+                           else .evalstudy_scaled_gradient(fit@optinfo$derivs$gradient,
+                                                           fit@optinfo$derivs$Hessian))
   }, acc)
   out$warnings <- unique(acc$warns)
   out

@@ -69,6 +69,11 @@ def pair_of(values: Any) -> tuple[Any, Any]:
 
 
 # --- the report's building blocks -------------------------------------------------------------
+# An interval's dash glued to both bounds: no-break spaces, and word joiners because a line
+# may break after a dash even before a no-break space (Unicode line breaking, UAX 14).
+NO_BREAK_RANGE = "\u00a0\u2060–\u2060\u00a0"
+
+
 @dataclass
 class Table:
     columns: list[str]
@@ -83,7 +88,10 @@ class Table:
 
     @property
     def body(self) -> list[list[tuple[str, str]]]:
-        return [[(cell, self.cell_class(i)) for i, cell in enumerate(row)] for row in self.rows]
+        # A number's interval stays on one line ("(0.657 – 0.891)"): a narrow printed column
+        # wraps between the estimate and its CI, never inside the CI.
+        return [[(cell.replace(" – ", NO_BREAK_RANGE) if i in self.numeric else cell,
+                  self.cell_class(i)) for i, cell in enumerate(row)] for row in self.rows]
 
     @property
     def head(self) -> list[tuple[str, str]]:

@@ -129,7 +129,9 @@ def methods_paragraphs(result: dict, options: dict, filters: list[str]) -> list[
             "frequency weights with model-based standard errors, without the position term "
             "when the import declared the position unknown. Metrics and proxies are compared "
             "with the majority of each pair under two tie rules, beside the leave-one-vote-out "
-            "agreement of one person with the others (the table's note says how).")
+            "agreement of one person with the others (the table's note says how). For rater "
+            "agreement a pair is one unit whichever way round it was shown, each answer read "
+            "in one orientation (A and B swapped where the pair was shown reversed).")
     boots = set()
     for c in result.get("criteria") or []:
         agreement = c.get("agreement")
@@ -162,8 +164,9 @@ def methods_paragraphs(result: dict, options: dict, filters: list[str]) -> list[
             "AUC = 0.5 across slices); Pearson, Spearman and Kendall correlations with the "
             "share of humans judging positive (bootstrap CIs); Williams' test between proxies "
             "after aligning their directions (Holm-adjusted); Bland-Altman for proxy "
-            "probabilities; deployment decisions per speaker within system, each proxy "
-            "deciding at its own threshold."
+            "probabilities; deployment decisions per speaker within system (WordAcc = 100 - "
+            "min(WER, 100) with the speaker's corpus WER, as in LATTE), each proxy deciding "
+            "at its own threshold."
             + (" A trained proxy is scored only on outputs it did not see in training or "
                "threshold choice (each proxy's row says how many were left out)."
                if held_out else ""))

@@ -106,20 +106,31 @@ def severity_plot(rows: Any, title: str) -> str | None:
 
 
 def roc_plot(validity: dict[str, Any]) -> str | None:
+    fig = roc_figure(validity)
+    return None if fig is None else _png(fig)
+
+
+ROC_LINESTYLES = ("-", "--", "-.")  # a new style for each round of the 10 default colours
+
+
+def roc_figure(validity: dict[str, Any]):
+    """The ROC curves of a criterion's proxies, the legend below the axes (in them it covered
+    the curves once a study had a few metrics), two columns of it."""
     curves = [(p["proxy"], p["auc"]) for p in validity.get("proxies", [])
               if isinstance(p.get("auc"), dict) and p["auc"].get("fpr")]
     if not curves:
         return None
     fig, ax = plt.subplots(figsize=(4.8, 4.8))
-    for name, auc in curves:
-        ax.plot(auc["fpr"], auc["tpr"], label=f"{proxy_label(name)} (AUC "
-                f"{num((auc.get('auc') or {}).get('value'), 2)})")
+    for index, (name, auc) in enumerate(curves):
+        ax.plot(auc["fpr"], auc["tpr"], linestyle=ROC_LINESTYLES[index // 10 % 3],
+                label=f"{proxy_label(name)} (AUC {num((auc.get('auc') or {}).get('value'), 2)})")
     ax.plot([0, 1], [0, 1], color="grey", linestyle=":")
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate")
     ax.set_title(f"ROC vs human majority: {validity['criterion']}")
-    ax.legend(fontsize=7, loc="lower right")
-    return _png(fig)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15),
+              ncol=2 if len(curves) > 3 else 1, frameon=False)
+    return fig
 
 
 def forest_plot(column: str, proxies: list[tuple[str, list[dict]]]) -> str | None:

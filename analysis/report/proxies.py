@@ -155,25 +155,34 @@ def _deployment_tables(v: dict) -> list[Table]:
 def _one_deployment(d: dict, title: str) -> Table:
     proxies = d.get("proxies") or []
     group = field_name(str(d.get("group_by") or d.get("group_col") or "group"))
-    columns = ["System", group, "n", "WordAcc", "Human MP %"]
+    columns = ["System", group, "n", "WordAcc", "Human n", "Human MP %"]
     columns += [f"{proxy_label(str(p))} %" for p in proxies] + ["Accepted by"]
-    table = Table(columns, numeric=tuple(range(2, 5 + len(proxies))), title=title)
+    table = Table(columns, numeric=tuple(range(2, 6 + len(proxies))), title=title)
 
     def accepted(row: dict) -> str:
         who = [proxy_label(str(k)).replace("word_acc", "WordAcc") for k, ok in
                (row.get("accept") or {}).items() if ok]
         return ", ".join(who) or "nobody"
 
+    def figures(row: dict) -> list[str]:
+        return ([str(row.get("n")), pct(row.get("word_acc")), str(row.get("human_n", DASH)),
+                 pct(row.get("human_mp"))]
+                + [pct((row.get("proxies") or {}).get(p)) for p in proxies] + [accepted(row)])
+
     for row in d.get("rows") or []:
-        table.rows.append([str(row.get("system", "")), str(row.get("group")), str(row.get("n")),
-                           pct(row.get("word_acc")), pct(row.get("human_mp"))]
-                          + [pct((row.get("proxies") or {}).get(p)) for p in proxies]
-                          + [accepted(row)])
+        # Rows grouped by system itself have no system apart from their group.
+        system = row.get("system")
+        table.rows.append(["" if system is None else str(system), str(row.get("group")),
+                           *figures(row)])
     for row in d.get("by_system") or []:
-        table.rows.append([str(row.get("system", row.get("group"))), "all", str(row.get("n")),
-                           pct(row.get("word_acc")), pct(row.get("human_mp"))]
-                          + [pct((row.get("proxies") or {}).get(p)) for p in proxies]
-                          + [accepted(row)])
+        table.rows.append([str(row.get("system", row.get("group"))), "all", *figures(row)])
+    with_wer = [row for row in d.get("rows") or [] if row.get("word_acc") is not None]
+    short = [row for row in with_wer if row.get("word_acc_n") != row.get("n")]
+    word_acc = ("" if not with_wer else "WordAcc uses those with a WER" + (
+        f" ({len(short)} rows have outputs without one); " if short else " (all of them); "))
+    table.notes.append(f"n: the row's outputs. {word_acc}Human MP % uses those with a human "
+                       "majority label (Human n: a tied majority has none); each proxy % "
+                       "those it decided.")
     deciders = d.get("deciders") or []
     rules = "; ".join(f"{proxy_label(str(x.get('decider')))}: {x.get('rule')}" for x in deciders
                       if x.get("rule"))
@@ -190,11 +199,14 @@ def _one_deployment(d: dict, title: str) -> Table:
         f"(kappa {num(a.get('kappa'), 2)})" for a in d.get("agreement") or [])
     if agreements:
         table.notes.append(agreements + ".")
-    small = [row for row in d.get("rows") or [] if (row.get("n") or 0) < SMALL_GROUP]
+    def fewest(row: dict) -> int:  # the human % may rest on fewer outputs than the row has
+        return min(row.get("n") or 0, row.get("human_n", row.get("n")) or 0)
+
+    small = [row for row in d.get("rows") or [] if fewest(row) < SMALL_GROUP]
     if small:
         table.warnings.append(
             f"{len(small)} of {len(d.get('rows') or [])} rows rest on fewer than {SMALL_GROUP} "
-            f"outputs (as few as {min(row.get('n') or 0 for row in small)}): one output moves "
+            f"outputs (as few as {min(fewest(row) for row in small)}): one output moves "
             "their percentages by 10 points or more, so their accept/reject decisions are "
             "fragile. The per-system rows ('all') rest on more.")
     if d.get("n_excluded"):

@@ -417,10 +417,13 @@ class DeploymentRow:
     """One group (a speaker's model): WordAcc, human MP%, each proxy's LATTEScore, decisions.
 
     `system` is the system the group's outputs come from when the table groups within
-    systems (`system_col`), else None. `word_acc` is None without a WER column. `proxies`
-    maps each proxy to its LATTEScore (% of the group's outputs it predicts preserved) and
-    `proxy_n` to the number of outputs that score counts (a proxy may lack some answers).
-    `accept` maps "word_acc" (when there is a WER), "human" and each proxy to the decision.
+    systems (`system_col`), else None. `n` counts the row's outputs; each figure rests on
+    those it has a value for, and says how many: `word_acc_n` (outputs with a WER, or with the
+    WER counts for a corpus WordAcc) and `human_n` (outputs with a human label: a tied
+    majority is none). `word_acc` is None without a WER column. `proxies` maps each proxy to
+    its LATTEScore (% of the group's outputs it predicts preserved) and `proxy_n` to the
+    number of outputs that score counts (a proxy may lack some answers). `accept` maps
+    "word_acc" (when there is a WER), "human" and each proxy to the decision.
     """
 
     group: object
@@ -431,6 +434,8 @@ class DeploymentRow:
     accept: dict[str, bool]
     system: object = None
     proxy_n: dict[str, int] = field(default_factory=dict)
+    word_acc_n: int | None = None
+    human_n: int = 0
 
 
 @dataclass
@@ -499,17 +504,21 @@ def deployment_table(
     different models. With `system_col` each row is one (system, group) and `by_system` adds
     one row per system over all its outputs.
 
-    WordAcc = 100 - min(WER%, 100). `word_acc="mean"` (default): the mean over the group's
-    outputs of each output's WordAcc (as `metrics` stores `word_acc` per output); WER is a
-    fraction (jiwer, our scorers) unless `wer_unit="percent"`. `word_acc="corpus"`: one
-    corpus WER per group, sum(errors_col) / sum(ref_words_col), which weighs long references
-    more. The paper does not say which it used. `wer_col=None`: no WordAcc (None) and no
-    WordAcc decision.
+    WordAcc = 100 - min(WER%, 100) with the group's WER. `word_acc="corpus"`: LATTE's
+    per-speaker WordAcc, the WER of the group being one corpus WER, sum(errors_col) /
+    sum(ref_words_col) (errors S + D + I over reference words N), which weighs each output
+    by its reference length as a speaker's WER does (it is not the mean of per-sentence
+    WERs); the analysis uses it whenever the WER counts are stored. `word_acc="mean"`
+    (default here, for tables that hold only a WER per output): the mean over the group's
+    outputs of each output's WordAcc; WER is a fraction (jiwer, our scorers) unless
+    `wer_unit="percent"`. `wer_col=None`: no WordAcc (None) and no WordAcc decision.
     Human MP% = 100 * mean(human_col); proxy % = `latte_score`. Missing values are left out
-    of each mean. Accept when WordAcc >= `word_acc_min` (80), MP >= `mp_min` (70), proxy % >=
-    `proxy_min` (70), compared with a 1e-9 tolerance. `agreement` compares each decider's
-    decisions (WordAcc and every proxy) with the human decisions over the rows: accuracy and
-    Cohen's kappa (NaN when a side never varies).
+    of each figure, so a WER-only figure does not move with the human labels (an output with
+    a tied majority, NaN in `human_col`, still counts for WordAcc). Accept when WordAcc >=
+    `word_acc_min` (80), MP >= `mp_min` (70), proxy % >= `proxy_min` (70), compared with a
+    1e-9 tolerance. `agreement` compares each decider's decisions (WordAcc and every proxy)
+    with the human decisions over the rows: accuracy and Cohen's kappa (NaN when a side never
+    varies).
     """
     from analysis.stats.agreement import cohen_kappa
 
@@ -530,13 +539,22 @@ def deployment_table(
 
     def row_for(part: pd.DataFrame, group: object, system: object) -> DeploymentRow:
         acc: float | None = None
+        acc_n: int | None = None
         if wer_col is not None and word_acc == "mean":
             wer_pct = pd.to_numeric(part[wer_col], errors="raise").astype(float) * scale
             acc = float((100.0 - wer_pct.clip(upper=100.0)).mean())
+            acc_n = int(wer_pct.notna().sum())
         elif wer_col is not None:
-            words = pd.to_numeric(part[ref_words_col]).sum()
-            errors = pd.to_numeric(part[errors_col]).sum()
-            acc = 100.0 - min(100.0 * errors / words, 100.0) if words > 0 else float("nan")
+            counts = pd.DataFrame({"errors": pd.to_numeric(part[errors_col]),
+                                   "words": pd.to_numeric(part[ref_words_col])}).dropna()
+            words, errors = float(counts["words"].sum()), float(counts["errors"].sum())
+            acc_n = len(counts)
+            if not acc_n:
+                acc = float("nan")
+            else:
+                # No reference word at all: only empty references matched by empty
+                # hypotheses (a perfect match, as `metrics.scorers.text.corpus_rate` says).
+                acc = 100.0 - min(100.0 * errors / words, 100.0) if words > 0 else 100.0
         human = pd.to_numeric(part[human_col].astype(object), errors="raise").dropna()
         if not human.isin([0, 1]).all():
             raise ValueError(f"{human_col!r} must hold booleans or 0/1 (meaning preserved)")
@@ -550,7 +568,8 @@ def deployment_table(
             accept = {"word_acc": _passes(acc, word_acc_min), **accept}
         accept.update({col: _passes(pct, proxy_min) for col, pct in predicted.items()})
         return DeploymentRow(_plain(group), len(part), acc, mp, predicted, accept,
-                             system=_plain(system), proxy_n=counted)
+                             system=_plain(system), proxy_n=counted, word_acc_n=acc_n,
+                             human_n=len(human))
 
     rows: list[DeploymentRow] = []
     by_system: list[DeploymentRow] = []
@@ -586,7 +605,9 @@ def deployment_table(
         )
     rules = [f"human MP >= {mp_min}", f"proxy >= {proxy_min}"]
     if wer_col is not None:
-        rules.insert(0, f"WordAcc ({word_acc} over outputs) >= {word_acc_min}")
+        how = ("100 - min(corpus WER %, 100) per row" if word_acc == "corpus"
+               else "mean of per-output WordAcc")
+        rules.insert(0, f"WordAcc ({how}) >= {word_acc_min}")
     within = f"; rows per {group_col} within {system_col}" if system_col else ""
     return DeploymentTable(
         rows=rows,

@@ -70,6 +70,12 @@ def _edit_counts(prefix: str) -> tuple[MetricValue, ...]:
 
 _SD = _lower("sd", headline=True)
 
+# The stored WER counts a corpus WER sums (errors over reference words), read by
+# `metrics.scorers.text.corpus_wer` and by the analysis' per-speaker WordAcc, which must
+# not import the scorer's module (jiwer) to know them.
+WER_ERROR_COUNTS = ("substitutions", "deletions", "insertions")
+WER_REFERENCE_WORDS = "ref_words"
+
 # The parameters a researcher sets on the metrics page (their inputs are built from these).
 _NORMALISER = Param(
     "normaliser", CHOICE, choices=("default", "raw", "fr"),

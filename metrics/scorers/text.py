@@ -272,7 +272,7 @@ def corpus_wer(scores: Iterable[Score]) -> float:
     counted. Returns 0.0 when every used reference is empty. Raises ValueError if no score is
     usable or a score lacks the WER counts.
     """
-    return corpus_rate(scores, ("substitutions", "deletions", "insertions"), "ref_words", "WER")
+    return corpus_rate(scores, specs.WER_ERROR_COUNTS, specs.WER_REFERENCE_WORDS, "WER")
 
 
 def corpus_cer(scores: Iterable[Score]) -> float:

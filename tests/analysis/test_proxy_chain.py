@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 from django.utils import timezone
 
@@ -116,11 +115,16 @@ def test_llm_proxy_deployment_table_per_speaker_within_system_at_the_runs_thresh
     assert rows[("sys-0", "s2")]["human_mp"] == pytest.approx(500 / 6)
     assert rows[("sys-1", "s1")]["human_mp"] == pytest.approx(100 / 6)
     assert rows[("sys-1", "s2")]["human_mp"] == 0.0
-    wer = metric_scores(study).set_index("output")["wer"]
-    s1_sys1 = Output.objects.filter(item__study=study, system__name="sys-1",
-                                    item__metadata__speaker="s1").values_list("pk", flat=True)
-    assert rows[("sys-1", "s1")]["word_acc"] == pytest.approx(
-        np.mean([100 - min(100 * wer[pk], 100) for pk in s1_sys1]))
+    # LATTE's per-speaker WordAcc: one corpus WER over the speaker's outputs, from the
+    # stored counts (not the mean of per-output WordAcc).
+    counts = metric_scores(study).set_index("output")
+    s1_sys1 = list(Output.objects.filter(item__study=study, system__name="sys-1",
+                                         item__metadata__speaker="s1")
+                   .values_list("pk", flat=True))
+    errors = counts.loc[s1_sys1, ["substitutions", "deletions", "insertions"]].to_numpy().sum()
+    corpus_wer = errors / counts.loc[s1_sys1, "ref_words"].sum()
+    assert rows[("sys-1", "s1")]["word_acc"] == pytest.approx(100 - min(100 * corpus_wer, 100))
+    assert rows[("sys-1", "s1")]["word_acc_n"] == 6
     assert [r["group"] for r in deployment["by_system"]] == ["sys-0", "sys-1", "sys-2"]
     decider = next(d for d in deployment["deciders"] if d["decider"] == name)
     assert decider["threshold"] == 0.7 and decider["threshold_source"] == "run parameter"

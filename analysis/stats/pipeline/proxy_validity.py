@@ -14,7 +14,7 @@ import pandas as pd
 
 from evalstudy.criteria import binary_label
 from kit.jsonable import to_jsonable
-from metrics.scorers import registry
+from metrics.scorers import registry, specs
 from proxies.quality import auc_with_ci
 
 from .. import validity
@@ -77,6 +77,8 @@ def proxy_validity(judgments: pd.DataFrame, criterion: dict[str, Any],
     slice_columns = [c for c in rows.columns if c.startswith("item.")] + ["system"]
     group_columns = [c for c in rows.columns if c.startswith("system.")]
     table = scores.join(majority).join(items[slice_columns + group_columns])
+    if metrics is not None and "wer" in table.columns:
+        table = table.join(wer_counts(metrics.set_index("output"), table.index))
     # Every human rating as a case (LATTE reports AUC against single ratings too).
     per_rating = rows[rows["is_human"]].assign(
         label=rows["value"].map(lambda v: binary_label(kind, str(v))))[["output", "label"]]
@@ -230,14 +232,34 @@ def proxy_scores(proxy_rows: pd.DataFrame, kind: str, key: str, info: Mapping[st
 
 # --- the deployment table (LATTE Table 5) -----------------------------------------------------
 
+WER_ERRORS, WER_WORDS = "wer_errors", "wer_ref_words"
+
+
+def wer_counts(metrics: pd.DataFrame, index: pd.Index) -> pd.DataFrame:
+    """Per output, the WER's errors (S + D + I) and reference words, as the WER scorer stores
+    them: a group's corpus WER sums them (`deployment_tables`). Empty where not stored."""
+    columns = [*specs.WER_ERROR_COUNTS, specs.WER_REFERENCE_WORDS]
+    if not set(columns) <= set(metrics.columns):
+        return pd.DataFrame(index=index)
+    counts = metrics[columns].apply(pd.to_numeric, errors="coerce").reindex(index)
+    errors = counts[list(specs.WER_ERROR_COUNTS)].sum(axis=1, min_count=len(
+        specs.WER_ERROR_COUNTS))
+    return pd.DataFrame({WER_ERRORS: errors, WER_WORDS: counts[specs.WER_REFERENCE_WORDS]})
+
 def deployment_tables(table: pd.DataFrame, decisions: pd.DataFrame,
                 deciders: Mapping[str, dict[str, Any]], metric_names: Sequence[str],
                 wanted_group: str | None) -> dict[str, Any]:
     """LATTE's Table 5 per group within system: WordAcc, the human meaning-preservation %
     and each proxy's LATTEScore on the same outputs, and who would accept each model.
 
-    The main table holds every output with a human majority label (and a WER where the study
-    has one) and the proxies that may be counted on all of them. A proxy whose decisions may
+    WordAcc is LATTE's per speaker: 100 - min(WER, 100) with the group's corpus WER (its
+    errors over its reference words, from the WER scorer's stored counts; the mean of the
+    per-output WordAcc only where a WER is stored without its counts, and the rule says so).
+    The main table holds every output of the criterion and the proxies that may be counted
+    on all of them; each figure uses the outputs it has a value for and counts them
+    (`word_acc_n`, `human_n`, `proxy_n`): WordAcc every output with a WER and a proxy every
+    output it decided, whatever the humans said, so a tied human majority (no label) moves
+    only the human %. A proxy whose decisions may
     not count on some outputs (trained or tuned on them) gets a table of its own on the
     outputs it may count on, WordAcc and human % recomputed there: comparing its LATTEScore
     with a human % taken over other outputs would mean nothing. Proxies sharing the same
@@ -245,12 +267,17 @@ def deployment_tables(table: pd.DataFrame, decisions: pd.DataFrame,
     group = deployment_group_column(wanted_group, table.columns)
     system = None if group == "system" else "system"
     has_wer = "wer" in table.columns
-    base = table.dropna(subset=["majority", *(["wer"] if has_wer else [])])
-    frame = base.rename(columns={"majority": "meaning_preserved"})
-    frame = frame[[c for c in dict.fromkeys(("meaning_preserved", "wer", "system", group))
-                   if c in frame.columns]].copy()
-    outputs = ("every output with a human majority label"
-               + (" and a WER" if has_wer else ""))
+    with_wer = table["wer"].notna() if has_wer else None
+    corpus = (has_wer and WER_WORDS in table.columns
+              and bool(table.loc[with_wer, [WER_ERRORS, WER_WORDS]].notna().all(axis=None)))
+    frame = table.rename(columns={"majority": "meaning_preserved"})
+    frame = frame[[c for c in dict.fromkeys((
+        "meaning_preserved", "wer", *((WER_ERRORS, WER_WORDS) if corpus else ()), "system",
+        group)) if c in frame.columns]].copy()
+    outputs = ("every output of the criterion: WordAcc on those with a WER, the human % on "
+               "those with a human majority label (a tie has none)" if has_wer else
+               "every output of the criterion: the human % on those with a human majority "
+               "label (a tie has none)")
     sets: dict[frozenset, list[str]] = {}
     for name, decider in deciders.items():
         frame[name] = decisions[name].reindex(frame.index)
@@ -261,14 +288,21 @@ def deployment_tables(table: pd.DataFrame, decisions: pd.DataFrame,
         part = frame.drop(index=list(excluded))
         computed = validity.deployment_table(
             part, group, system_col=system, wer_col="wer" if has_wer else None,
-            proxy_cols=names)
+            proxy_cols=names, word_acc="corpus" if corpus else "mean",
+            errors_col=WER_ERRORS if corpus else None,
+            ref_words_col=WER_WORDS if corpus else None)
         rules = [{"decider": "human",
                   "rule": "the majority of human raters says the meaning is preserved; "
-                          "accept when at least 70% of the group's outputs are"}]
+                          "accept when at least 70% of the group's outputs with a majority "
+                          "are"}]
         if has_wer:
-            rules.insert(0, {"decider": "word_acc",
-                             "rule": "WordAcc = 100 - min(WER%, 100), mean over the group's "
-                                     "outputs; accept at 80 or more"})
+            rules.insert(0, {"decider": "word_acc", "rule": (
+                "WordAcc = 100 - min(WER %, 100) with the group's corpus WER (its errors "
+                "S + D + I over its reference words), on every output with a WER; accept at "
+                "80 or more" if corpus else
+                "WordAcc = 100 - min(WER %, 100), the mean over the group's outputs with a "
+                "WER (the WER counts a corpus WER needs are not stored); accept at 80 or "
+                "more")})
         for name in names:
             decider = deciders[name]
             rules.append({"decider": name, "rule": decider["rule"] + "; LATTEScore = % of "

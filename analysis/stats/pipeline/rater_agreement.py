@@ -11,7 +11,15 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from evalstudy.criteria import KINDS, NO_PREFERENCE, PAIR, AnswerKind, kind_of, rule_of
+from evalstudy.criteria import (
+    KINDS,
+    NO_PREFERENCE,
+    PAIR,
+    AnswerKind,
+    kind_of,
+    pair_oriented,
+    rule_of,
+)
 
 from .. import agreement
 from ..agreement.base import Level
@@ -120,7 +128,7 @@ def rater_agreement(rows: pd.DataFrame, kind_name: str, labels: list | None) -> 
     any unit: {"note", ...}.
     """
     kind = _kind(kind_name)
-    humans = rows[rows["is_human"]]
+    humans = in_unit_orientation(rows[rows["is_human"]], kind)
     key, names = rater_keys(humans)
     frame = pd.DataFrame({"unit": humans["unit"], "rater": humans[key],
                           "value": humans["value"], "item": humans["item"]})
@@ -236,8 +244,10 @@ def human_ceiling(rows: pd.DataFrame, kind_name: str, labels: list | None = None
 
     A proxy is scored only on the outputs it may be counted on (`proxy_raters`, the
     pipeline's option: not its threshold's dev split nor a learned proxy's training outputs,
-    `held_out_answers`); its row says how many units were left out and why."""
+    `held_out_answers`); its row says how many units were left out and why. A pairwise
+    criterion's answers are read in their unit's orientation (`in_unit_orientation`)."""
     rows, left_out = held_out_answers(rows, proxy_raters)
+    rows = in_unit_orientation(rows, _kind(kind_name))
     key, names = rater_keys(rows)
     frame = pd.DataFrame({"unit": rows["unit"], "rater": rows[key], "value": rows["value"],
                           "item": rows["item"]})
@@ -284,15 +294,54 @@ def unit_keys(rows: pd.DataFrame, pairwise: bool) -> pd.Series:
     criteria). Integer ids are used as they are; other ids (and a pair's two) are coded by
     first appearance, a missing id being a value of its own. Units are never shown, so no
     text is built for them (`astype(str)` cost 0.2 s per million judgments, and every
-    agreement statistic then factorised the text again)."""
+    agreement statistic then factorised the text again).
+
+    A pair is one unit whichever way round it was shown: (A, B) and (B, A) of a
+    counterbalanced design share a key, so their answers must be read in one orientation
+    before they are compared (`in_unit_orientation`)."""
     output = rows["output"]
     if not pairwise and pd.api.types.is_integer_dtype(output.dtype):
         return output
-    first, _ = pd.factorize(output, use_na_sentinel=False)
     if not pairwise:
+        first, _ = pd.factorize(output, use_na_sentinel=False)
         return pd.Series(first.astype(np.int64), index=rows.index)
-    second, seconds = pd.factorize(rows["output_b"], use_na_sentinel=False)
-    return pd.Series(first.astype(np.int64) * max(len(seconds), 1) + second, index=rows.index)
+    low, high, n_codes, _ = pair_sides(rows)
+    return pd.Series(low * max(n_codes, 1) + high, index=rows.index)
+
+
+def pair_sides(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    """Each row's pair as (first, second) codes of one unit, the number of codes, and
+    whether the row showed the pair the other way round. Both outputs are coded together;
+    the pair's order is `evalstudy.criteria.pair_oriented`'s (the lower output id first,
+    the lower code for ids that are not integers)."""
+    both = pd.concat([rows["output"], rows["output_b"]], ignore_index=True)
+    codes, uniques = pd.factorize(both, use_na_sentinel=False)
+    codes = codes.astype(np.int64)
+    first, second = codes[:len(rows)], codes[len(rows):]
+    if pd.api.types.is_integer_dtype(both.dtype) and not both.isna().any():
+        swapped = rows["output"].to_numpy() > rows["output_b"].to_numpy()
+    else:
+        swapped = first > second
+    low = np.where(swapped, second, first)
+    high = np.where(swapped, first, second)
+    return low, high, len(uniques), swapped
+
+
+def in_unit_orientation(rows: pd.DataFrame, kind: AnswerKind | None) -> pd.DataFrame:
+    """A pairwise criterion's answers read in their unit's orientation (`unit_keys`): a row
+    that showed the pair the other way round has "A" and "B" swapped (a tie stays a tie), so
+    two raters who saw (A, B) and (B, A) and preferred the same output agree. Other kinds'
+    rows are returned as they are. Only agreement reads answers this way: the preference
+    model needs the side each answer was given on (its position effect)."""
+    if kind is None or kind.shows != PAIR or rows.empty or "output_b" not in rows:
+        return rows
+    *_, swapped = pair_sides(rows)
+    if not swapped.any():
+        return rows
+    values = rows["value"]
+    flipped = {value: pair_oriented(1, 0, value)[1]
+               for value in pd.unique(values[swapped])}
+    return rows.assign(value=values.where(~swapped, values.map(flipped)))
 
 
 def interval_agreement(frame: pd.DataFrame) -> dict[str, Any]:

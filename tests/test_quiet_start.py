@@ -71,10 +71,15 @@ def _supervise(*children: tuple[float, int, str, str]) -> subprocess.Popen:
 
 
 def _children_up(process: subprocess.Popen, count: int) -> list[int]:
-    pids = []
+    pids, lines = [], []
     while len(pids) < count:
         line = process.stdout.readline()
-        assert line, "supervise.sh ended before its children started"
+        if not line:
+            # What the pipe held and how supervise.sh ended, to tell a child that never ran
+            # from one that was stopped before it said so.
+            raise AssertionError(f"supervise.sh ended (status {process.wait(timeout=30)}) "
+                                 f"before its children started; it printed {lines!r}")
+        lines.append(line)
         if line.startswith("up "):
             pids.append(int(line.split()[1]))
     return pids

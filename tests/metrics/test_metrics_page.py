@@ -70,7 +70,7 @@ def test_the_page_shows_the_summary_and_wer_first(asr_study):  # noqa: F811
     client.force_login(user)
     page = client.get(reverse("metrics:page", args=[asr_study.slug])).content.decode()
     assert "Per system" in page
-    headers = re.findall(r'<th scope="col">(\w+)', page.split("Results per output")[1])
+    headers = re.findall(r'<th scope="col">(\w+)', page.split("<h2>Results per output</h2>")[1])
     assert headers[3:5] == ["wer", "bleu"]
     assert 'aria-label="lower is better"' in page and 'aria-label="higher is better"' in page
     assert page.count('aria-label="best"') == 2  # sys-0 on both metrics

@@ -99,3 +99,27 @@ def test_the_study_page_shows_its_crowd_url_with_a_copy_button(db, settings):
     url = "https://rate.example.org/c/crowded/?PROLIFIC_PID={{%PROLIFIC_PID%}}&amp;STUDY_ID="
     assert f'data-copy="{url}' in html and 'aria-label="Copy the crowd entry URL"' in html
     assert f'href="/admin/evalstudy/study/{study.pk}/invite/"' in html
+
+
+def test_another_owners_study_is_out_of_reach_and_a_huge_or_odd_count_adds_nothing(db):
+    """Attacks on the invite page: a researcher with no role on the study cannot read its
+    links or its CSV, nor add links (404: the study is not theirs to know of); a viewer cannot
+    add links; a count that is huge, negative or not a number adds nobody."""
+    owner, owner_client = _researcher("victim-owner")
+    _, stranger = _researcher("prowler")
+    viewer, viewer_client = _researcher("peeker")
+    study = make_study(owner=owner, slug="private-one", status="open")
+    StudyCollaborator.objects.create(study=study, user=viewer, role="viewer")
+    secret = invite(study, kind="expert").access_token
+    page = reverse("admin:evalstudy_study_invite", args=[study.pk])
+    download = reverse("admin:evalstudy_study_invite_csv", args=[study.pk])
+    before = Rater.objects.filter(study=study).count()
+    for response in (stranger.get(page), stranger.get(download),
+                     stranger.post(page, {"count": "3", "kind": "expert"})):
+        assert response.status_code == 404
+        assert secret not in response.content.decode()
+    assert viewer_client.post(page, {"count": "3", "kind": "expert"}).status_code == 403
+    for count in ("100000000", "-5", "3; DROP TABLE evalstudy_rater", "<script>"):
+        owner_client.post(page, {"count": count, "kind": "expert"})
+    assert Rater.objects.filter(study=study).count() == before
+    assert not AuditEvent.objects.filter(study=study, action="export").exists()

@@ -134,3 +134,19 @@ def test_study_messages_count_in_plurals(db):
         "1 submission on Prolific not from this study's participants was ignored. "
         "1 with an id that is not Prolific's was skipped.")
     assert "2 seats freed" in sync_summary({**counts, "seats_freed": 2})
+
+
+def test_a_stranger_cannot_close_another_owners_open_study_and_no_next_leaves_the_site(db):
+    owner, client = _researcher("keeper")
+    _, stranger = _researcher("closer")
+    study = make_study(owner=owner, status="open")
+    close = reverse("admin:evalstudy_study_close", args=[study.pk])
+    assert stranger.post(close).status_code == 404
+    study.refresh_from_db()
+    assert study.status == "open"
+    assert not AuditEvent.objects.filter(study=study, action="close").exists()
+    for target in ("//evil.example/x", "https:evil.example", "javascript:alert(1)",
+                   "/\\evil.example"):
+        response = client.post(close, {"next": target})
+        assert response["Location"] == reverse("admin:evalstudy_study_change",
+                                               args=[study.pk]), target

@@ -41,6 +41,7 @@ def axe_violations(page, within: str | None = None) -> list[dict]:
     matching the CSS selector `within` (our additions to a page we do not own, e.g. the
     admin's). The script is evaluated through the browser's debugging protocol: the page's
     Content Security Policy stays on."""
+    page.wait_for_load_state()  # a page still arriving has no document for axe to read
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         page.evaluate(AXE.read_text(encoding="utf-8"))
     return page.evaluate("""async ([tags, within]) => {
@@ -82,7 +83,9 @@ def test_every_rater_page_passes_axe(live_server, new_page, width):
     assert_accessible(page, "practice item")
     _answer_item_with_mouse(page, attention=False)
     assert_accessible(page, "practice feedback")
-    page.get_by_role("link", name=re.compile("Continue")).click()
+    # A link that loads a new page: axe reads the page once it has arrived, not the one leaving.
+    with page.expect_navigation():
+        page.get_by_role("link", name=re.compile("Continue")).click()
     assert_accessible(page, "first item, loaded as a page")
     # An item with errors: the conditional note is required and left empty.
     page.locator('input[name="severity"][value="2"]').check()

@@ -2,6 +2,7 @@
 
 The output ends with one line per target, in this form (ratio = our time / the reference's):
 
+    target large_analysis_vs_60s: ratio R (goal <= 1.0)
     target glmm_vs_r: ratio R (goal <= 1.1)
     target crowd_analysis_vs_60s: ratio R (goal <= 1.0)
     target alpha_vs_pivot_package: ratio R (goal <= 0.5)
@@ -13,10 +14,11 @@ must be available (as for the app).
 
 What is measured
 ----------------
-1. **The whole analysis of a rated study** (informational, no target; ``--skip-pipeline``
-   leaves it out): ``analysis.stats.pipeline.analyse(judgments, criteria)`` on a simulated
-   study of ``--raters`` x ``--items`` (200 x 1,000) with two systems and two criteria,
-   ``meaning`` (binary yes/no) and ``fluency`` (Likert 1-5), every judgment answering both.
+1. **The whole analysis of a large rated study** (target ``large_analysis_vs_60s`` <= 1.0,
+   seconds / 60; ``--skip-pipeline`` leaves it out):
+   ``analysis.stats.pipeline.analyse(judgments, criteria, metrics)`` on a simulated
+   study of ``--raters`` x ``--items`` (200 x 1,000) with two systems and three criteria,
+   ``meaning`` (binary yes/no), ``fluency`` (Likert 1-5) and ``preference`` (pairwise).
    Item ``i`` is rated by the ``--ratings-per-item`` (50) consecutive raters (mod raters)
    starting at ``i * raters // items`` (a connected, balanced overlap: each rater rates 250
    items) and a rater sees item ``i`` from system ``(i + rater) % 2``: 50,000 binary + 50,000
@@ -24,6 +26,10 @@ What is measured
    integer ``rater_id``, integer output ids). Simulation (seeded): ``logit P(yes) = 1.0 - 0.5
    [system B] + u_rater + v_item``, SDs 0.8 and 1.2; Likert from a cumulative logit, latent
    ``-0.4 [system B] + u' + v' + logistic noise`` cut at (-2.5, -1, 0.5, 2), SDs 0.7 and 1.0.
+   Beside them: ``--pairwise-per-item`` (10) raters compare each item's two outputs (10,000
+   judgments, the side at random, ties allowed), one LLM judge answers yes/no on all 2,000
+   outputs, and three headline metrics (WER, CER, BERTScore F1) score every output, so the
+   "metrics and proxies vs humans" steps run as in a real study (112,000 judgments in all).
    Printed: the total and each section's own seconds (``_seconds``). ``--no-clmm`` fits the
    Likert criterion with ``ordinal::clm`` (formula ``rating ~ system``) instead of the CLMM.
 2. **GLMM through the R bridge vs glmer in R** (target ``glmm_vs_r`` <= 1.1, the worst of
@@ -72,7 +78,8 @@ minute): ``--skip-pipeline --glmm-sizes 2000,5000 --crowd-raters 2000 --crowd-it
 --alpha-judgments 100000 --alpha-raters 200 --alpha-units 625``.
 
 Options: ``--raters``, ``--items``, ``--ratings-per-item`` (section 1's study);
-``--no-clmm``; ``--skip-pipeline``; ``--glmm-sizes`` (comma-separated judgment counts) and
+``--pairwise-per-item``; ``--no-clmm``; ``--skip-pipeline``; ``--glmm-sizes``
+(comma-separated judgment counts) and
 ``--glmm-raters`` (200), ``--glmm-repeat N`` (5: best of N rounds); ``--crowd-raters``,
 ``--crowd-items``, ``--crowd-kind``; ``--alpha-judgments``, ``--alpha-raters``,
 ``--alpha-units``; ``--repeat N`` (3: best of N for section 4); ``--seed``; ``--profile``
@@ -120,6 +127,10 @@ CRITERIA = [
     {"key": "meaning", "kind": "binary", "scale_points": None, "options": ["yes", "no"]},
     {"key": "fluency", "kind": "likert", "scale_points": 5, "options": []},
 ]
+PREFERENCE = {"key": "preference", "kind": "pairwise", "scale_points": None, "options": [],
+              "allow_tie": True}
+# Section 1's headline metrics, one value per output (lower WER/CER, higher BERTScore is better).
+LARGE_METRICS = ("wer", "cer", "bertscore_f")
 CROWD_CRITERIA = {
     "pairwise": {"key": "preference", "kind": "pairwise", "scale_points": None,
                  "options": [], "allow_tie": True},
@@ -127,7 +138,8 @@ CROWD_CRITERIA = {
     "likert": CRITERIA[1],
 }
 # The goals of the targets (the issue's), as the last lines print them.
-GOALS = {"glmm_vs_r": "1.1", "crowd_analysis_vs_60s": "1.0", "alpha_vs_pivot_package": "0.5"}
+GOALS = {"large_analysis_vs_60s": "1.0", "glmm_vs_r": "1.1", "crowd_analysis_vs_60s": "1.0",
+         "alpha_vs_pivot_package": "0.5"}
 ALPHA_TOLERANCE = 1e-12
 
 
@@ -247,6 +259,54 @@ def simulate(raters: int, items: int, per_item: int, seed: int) -> pd.DataFrame:
                            "value": rating.astype(str).astype(object),
                            "numeric": rating.astype(float), "seconds": seconds})
     return pd.concat([binary, likert], ignore_index=True)
+
+
+def simulate_large(raters: int, items: int, per_item: int, pairwise_per_item: int,
+                   seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Section 1's study: `simulate`'s yes/no and Likert judgments, a pairwise criterion on
+    each item's two outputs by `pairwise_per_item` raters (the side at random, P(tie) 0.1),
+    one LLM judge answering yes/no on every output (from the outputs' true quality, with its
+    own noise), and the metrics table (one row per output, `LARGE_METRICS`, each a noisy
+    function of the same quality)."""
+    judgments = simulate(raters, items, per_item, seed)
+    rng = np.random.default_rng(seed + 1)
+    rater, item = design(raters, items, pairwise_per_item)
+    n = len(rater)
+    left = rng.integers(0, 2, n)  # the system shown as A
+    v = rng.normal(0, PAIRWISE["sd_item"], items)
+    b_wins = rng.random(n) < 1 / (1 + np.exp(-(PAIRWISE["system"] + v[item])))
+    value = np.where(np.where(left == 1, b_wins, ~b_wins), "A", "B").astype(object)
+    value[rng.random(n) < PAIRWISE["tie"]] = "tie"
+    pairwise = pd.DataFrame({
+        "rater": _names("rater", raters, 3)[rater], "rater_id": rater.astype(np.int64) + 1,
+        "rater_kind": "crowd", "is_human": True,
+        "output": item * len(SYSTEMS) + left + 1, "output_b": item * len(SYSTEMS) + 1 - left + 1,
+        "item": _names("item", items, 4)[item],
+        "system": np.array(SYSTEMS, dtype=object)[left],
+        "system_b": np.array(SYSTEMS, dtype=object)[1 - left],
+        "criterion": PREFERENCE["key"], "criterion_kind": "pairwise", "value": value,
+        "numeric": np.nan, "seconds": np.round(rng.lognormal(np.log(12), 0.5, n), 1)})
+    outputs = np.arange(items * len(SYSTEMS))
+    out_item, out_system = outputs // len(SYSTEMS), outputs % len(SYSTEMS)
+    quality = (BINARY["intercept"] + BINARY["system"] * out_system
+               + rng.normal(0, BINARY["sd_item"], items)[out_item])
+    noisy = quality + rng.normal(0, 1, len(outputs))
+    says_yes = rng.random(len(outputs)) < 1 / (1 + np.exp(-noisy))
+    judge = pd.DataFrame({
+        "rater": "judge-1", "rater_id": np.int64(raters + 1), "rater_kind": "llm",
+        "is_human": False, "output": outputs + 1, "output_b": np.nan,
+        "item": _names("item", items, 4)[out_item],
+        "system": np.array(SYSTEMS, dtype=object)[out_system], "system_b": None,
+        "criterion": "meaning", "criterion_kind": "binary",
+        "value": np.where(says_yes, "yes", "no").astype(object),
+        "numeric": says_yes.astype(float), "seconds": np.nan})
+    wer = np.clip(0.3 - 0.1 * quality + rng.normal(0, 0.08, len(outputs)), 0, None)
+    metrics = pd.DataFrame({
+        "output": outputs + 1, "item": _names("item", items, 4)[out_item],
+        "system": np.array(SYSTEMS, dtype=object)[out_system], "wer": wer,
+        "cer": np.clip(wer * 0.6 + rng.normal(0, 0.03, len(outputs)), 0, None),
+        "bertscore_f": np.clip(0.9 - 0.3 * wer + rng.normal(0, 0.02, len(outputs)), 0, 1)})
+    return pd.concat([judgments, pairwise, judge], ignore_index=True), metrics
 
 
 def simulate_crowd(raters: int, items: int, kind: str, seed: int) -> pd.DataFrame:
@@ -377,14 +437,15 @@ def print_sections(result: dict[str, Any], total: float, n: int, title: str) -> 
 # --- 1. the whole analysis ----------------------------------------------------------------
 
 
-def run_pipeline(judgments: pd.DataFrame, no_clmm: bool) -> None:
+def run_pipeline(judgments: pd.DataFrame, metrics: pd.DataFrame, no_clmm: bool) -> float:
     from analysis.stats.pipeline import analyse
 
     options: dict = {}
     if no_clmm:
         options["formulas"] = {"fluency": "rating ~ system"}
     with Load("during the whole analysis"):
-        seconds, result = timed(lambda: analyse(judgments, CRITERIA, None, options))
+        seconds, result = timed(lambda: analyse(judgments, [*CRITERIA, PREFERENCE], metrics,
+                                                options))
     print_sections(result, seconds, len(judgments), "1. the whole analysis "
                    "(analysis.stats.pipeline.analyse; x ref: share of the total)")
     for criterion in result["criteria"]:
@@ -400,6 +461,7 @@ def run_pipeline(judgments: pd.DataFrame, no_clmm: bool) -> None:
     print(f"truth:      binary system B {BINARY['system']}, SDs rater {BINARY['sd_rater']} "
           f"item {BINARY['sd_item']}; Likert system B {LIKERT['system']}, SDs rater "
           f"{LIKERT['sd_rater']} item {LIKERT['sd_item']}")
+    return seconds
 
 
 # --- 2. the GLMM against R ----------------------------------------------------------------
@@ -722,6 +784,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--raters", type=int, default=200)
     parser.add_argument("--items", type=int, default=1000)
     parser.add_argument("--ratings-per-item", type=int, default=50)
+    parser.add_argument("--pairwise-per-item", type=int, default=10,
+                        help="section 1: raters comparing each item's two outputs")
     parser.add_argument("--no-clmm", action="store_true",
                         help="fit the Likert criterion with ordinal::clm instead of the CLMM")
     parser.add_argument("--skip-pipeline", action="store_true",
@@ -749,8 +813,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="no section 1, tiny GLMM, crowd and alpha runs, no goal (make test)")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.skip_pipeline, args.glmm_sizes, args.glmm_raters, args.glmm_repeat = (
-            True, [400], 20, 1)
+        # Section 1 on a tiny study (every section of the analysis still runs).
+        args.raters, args.items, args.ratings_per_item, args.pairwise_per_item = 20, 40, 5, 3
+        args.glmm_sizes, args.glmm_raters, args.glmm_repeat = [400], 20, 1
         args.crowd_raters, args.crowd_items = 300, 40
         args.alpha_judgments, args.alpha_raters, args.alpha_units, args.repeat = 3000, 40, 100, 1
     if min(args.raters, args.items, args.ratings_per_item, args.repeat, args.glmm_raters,
@@ -770,16 +835,21 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"R is not available: {rbridge.r_unavailable_reason()}")
     print_environment(args)
     print(f"R start-up: {time.perf_counter() - started:.2f} s (untimed below)")
+    ratios: dict[str, float] = {"large_analysis_vs_60s": math.nan}
     if not args.skip_pipeline:
-        seconds, judgments = timed(lambda: simulate(args.raters, args.items,
-                                                    args.ratings_per_item, args.seed))
-        binary = judgments[judgments["criterion"] == "meaning"]
-        print(f"study:      {len(judgments):,} judgments ({len(binary):,} binary + "
-              f"{len(judgments) - len(binary):,} Likert), {binary['rater'].nunique()} raters x "
-              f"{binary['item'].nunique()} items x {len(SYSTEMS)} systems; yes "
-              f"{binary['numeric'].mean():.1%}; simulated in {seconds:.2f} s (untimed)")
-        run_pipeline(judgments, args.no_clmm)
-    ratios = {"glmm_vs_r": run_glmm(args)}
+        seconds, (judgments, metrics) = timed(lambda: simulate_large(
+            args.raters, args.items, args.ratings_per_item, args.pairwise_per_item, args.seed))
+        binary = judgments[(judgments["criterion"] == "meaning") & judgments["is_human"]]
+        counts = judgments.groupby("criterion").size()
+        print(f"study:      {len(judgments):,} judgments ({counts['meaning']:,} yes/no, of which "
+              f"{int((~judgments['is_human']).sum()):,} by the LLM judge, "
+              f"{counts['fluency']:,} Likert, {counts['preference']:,} pairwise), "
+              f"{binary['rater'].nunique()} raters x {binary['item'].nunique()} items x "
+              f"{len(SYSTEMS)} systems, {len(LARGE_METRICS)} metrics on {len(metrics):,} "
+              f"outputs; yes {binary['numeric'].mean():.1%}; simulated in {seconds:.2f} s "
+              "(untimed)")
+        ratios["large_analysis_vs_60s"] = run_pipeline(judgments, metrics, args.no_clmm) / 60.0
+    ratios["glmm_vs_r"] = run_glmm(args)
     ratios["crowd_analysis_vs_60s"] = run_crowd(args) / 60.0
     ratios["alpha_vs_pivot_package"] = run_alpha(args)
     print(f"\nload:       at the end: {load_average()}; whole bench "

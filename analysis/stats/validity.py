@@ -19,9 +19,9 @@ returned).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -270,15 +270,22 @@ def correlations(
     draws = rng.integers(0, n, size=(n_boot, n))
     tail = (1 - level) / 2
     out: dict[str, Estimate] = {}
+    # The replicates computed for many resamples at once (the same statistics as scipy's:
+    # one scipy call per resample cost 0.3-1 ms, B x 3 calls per metric and criterion), in
+    # chunks of resamples that keep the arrays small.
+    all_replicates = {name: np.empty(n_boot) for name in _CORRELATIONS}
+    chunk = max(1, 2_000_000 // n)
+    for start in range(0, n_boot, chunk):
+        xr, yr = xs[draws[start:start + chunk]], ys[draws[start:start + chunk]]
+        # A constant resample has no correlation (skipped, as below).
+        constant = (np.ptp(xr, axis=1) == 0) | (np.ptp(yr, axis=1) == 0)
+        for name, func in _CORRELATIONS.items():
+            values = _bootstrap_statistics(name, xr, yr, func)
+            values[constant] = np.nan
+            all_replicates[name][start:start + chunk] = values
     for name, func in _CORRELATIONS.items():
         point = func(xs, ys)
-        replicates = np.empty(n_boot)
-        for b, draw in enumerate(draws):
-            xb, yb = xs[draw], ys[draw]
-            if np.ptp(xb) == 0 or np.ptp(yb) == 0:
-                replicates[b] = np.nan
-            else:
-                replicates[b] = func(xb, yb).statistic
+        replicates = all_replicates[name]
         valid = replicates[np.isfinite(replicates)]
         low, high = (
             (float(v) for v in np.quantile(valid, [tail, 1 - tail]))
@@ -299,6 +306,53 @@ def correlations(
             details={"dropped": float(dropped), "n_invalid": float(n_boot - valid.size)},
         )
     return out
+
+
+def _pearson_rows(xr: np.ndarray, yr: np.ndarray) -> np.ndarray:
+    """Pearson's r of each row pair (rows without spread give nan)."""
+    xc = xr - xr.mean(axis=1, keepdims=True)
+    yc = yr - yr.mean(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (xc * yc).sum(axis=1) / np.sqrt((xc * xc).sum(axis=1) * (yc * yc).sum(axis=1))
+    return np.clip(r, -1.0, 1.0)
+
+
+#: Kendall's tau-b is vectorised over resamples through n x n sign matrices (in chunks of this
+#: many cells) for samples up to `_KENDALL_VECTOR_N`; longer ones go through scipy one resample
+#: at a time, where its O(n log n) work outweighs the per-call overhead (measured: at n = 300
+#: the sign matrices took 0.8 s for B = 1,000, scipy 0.5 s).
+_KENDALL_VECTOR_N = 120
+_KENDALL_CHUNK_CELLS = 4_000_000
+
+
+def _kendall_rows(xr: np.ndarray, yr: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of each row pair: sum(sx sy) / sqrt(sum(sx^2) sum(sy^2)) over pairs,
+    sx = sign(x_i - x_j) (ties give 0, the tau-b correction)."""
+    n = xr.shape[1]
+    out = np.empty(xr.shape[0])
+    step = max(1, _KENDALL_CHUNK_CELLS // (n * n))
+    for start in range(0, xr.shape[0], step):
+        x, y = xr[start:start + step], yr[start:start + step]
+        sx = np.sign(x[:, :, None] - x[:, None, :])
+        sy = np.sign(y[:, :, None] - y[:, None, :])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:start + step] = ((sx * sy).sum(axis=(1, 2))
+                                       / np.sqrt((sx * sx).sum(axis=(1, 2))
+                                                 * (sy * sy).sum(axis=(1, 2))))
+    return out
+
+
+def _bootstrap_statistics(name: str, xr: np.ndarray, yr: np.ndarray,
+                          func: Callable[..., Any]) -> np.ndarray:
+    """The coefficient `name` for each resample (row) of xr and yr."""
+    if name == "pearson":
+        return _pearson_rows(xr, yr)
+    if name == "spearman":
+        return _pearson_rows(stats.rankdata(xr, axis=1), stats.rankdata(yr, axis=1))
+    if xr.shape[1] <= _KENDALL_VECTOR_N:
+        return _kendall_rows(xr, yr)
+    return np.array([func(x, y).statistic if np.ptp(x) and np.ptp(y) else np.nan
+                     for x, y in zip(xr, yr, strict=True)])
 
 
 def williams_test(

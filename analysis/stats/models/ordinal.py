@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ def fit_clmm(
     link: str = "logit",
     engine: str = "auto",
     conf_level: float = 0.95,
+    progress: Callable[[int], None] | None = None,
 ) -> ModelFit:
     """Cumulative link mixed model (R ``ordinal::clmm``, Laplace approximation).
 
@@ -52,10 +53,13 @@ def fit_clmm(
     (R when available, else statsmodels), ``"R"`` (required), ``"statsmodels"`` (forced
     fallback: fixed effects only, see the package docstring).
     Example: ``fit_clmm(wine, "rating ~ temp + contact + (1|judge)")``. A formula without
-    random-effect terms is fitted with ``ordinal::clm``.
+    random-effect terms is fitted with ``ordinal::clm``. From ``LAPLACE_FROM_ROWS`` ratings
+    (``engine="auto"``, or ``engine="laplace"`` at any size) a random-intercept model is
+    fitted in this process by the same likelihood (:mod:`.clmm_laplace`); `progress` hears
+    its iterations.
     """
     return _fit_ordinal(df, formula, reference, levels, link, engine, conf_level,
-                        mixed=True, nominal=False)
+                        mixed=True, nominal=False, progress=progress)
 
 
 def fit_clm(
@@ -164,7 +168,8 @@ def _group_codes(prep: PreparedData, group: Sequence[str]) -> tuple[np.ndarray, 
     return np.asarray(codes, dtype=np.int64), len(uniques)
 
 
-def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mixed, nominal):
+def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mixed, nominal,
+                 progress=None):
     prep = prepare_model_data(df, parse_model_formula(df, formula), response_type="ordinal",
                               reference=reference, levels=levels)
     has_random = bool(prep.formula.random)
@@ -174,7 +179,7 @@ def _fit_ordinal(df, formula, reference, levels, link, engine, conf_level, *, mi
             raise ValueError(f"engine='laplace' cannot fit {declined}; use engine='R'")
         if not declined and (engine.lower() == "laplace" or (
                 rbridge.r_available() and len(prep.data) >= LAPLACE_FROM_ROWS)):
-            fit = _fit_ordinal_laplace(prep, conf_level)
+            fit = _fit_ordinal_laplace(prep, conf_level, progress)
             diagnose_separation(prep, fit, response_type="ordinal")
             return fit
     if use_r(engine):
@@ -302,7 +307,8 @@ def _fit_ordinal_r(prep: PreparedData, link: str, conf_level: float, *,
     )
 
 
-def _fit_ordinal_laplace(prep: PreparedData, conf_level: float) -> ModelFit:
+def _fit_ordinal_laplace(prep: PreparedData, conf_level: float,
+                         progress: Callable[[int], None] | None = None) -> ModelFit:
     """A random-intercept CLMM fitted in this process (see :mod:`.clmm_laplace`), read into
     the same :class:`ModelFit` as ``ordinal::clmm``'s."""
     import scipy
@@ -319,7 +325,7 @@ def _fit_ordinal_laplace(prep: PreparedData, conf_level: float) -> ModelFit:
     data = LaplaceData(y=np.asarray(y.codes, dtype=np.int64), n_categories=len(categories),
                        X=X.to_numpy(dtype=float), groups=tuple(g[0] for g in groups),
                        group_sizes=tuple(g[1] for g in groups))
-    result = fit_laplace(data)
+    result = fit_laplace(data, progress)
     n_alpha, p = len(result.alpha), len(result.beta)
     se = np.sqrt(np.where(np.diag(result.vcov) >= 0, np.diag(result.vcov), np.nan))
     alpha_names = [f"{categories[j]}|{categories[j + 1]}" for j in range(n_alpha)]

@@ -37,7 +37,7 @@ from .rater_agreement import (
     rater_keys,
     unit_keys,
 )
-from .sections import Progress, run_section
+from .sections import Progress, news, run_section, silent
 
 Step = Literal["criterion", "validity"]
 
@@ -57,6 +57,7 @@ class CriterionAnalysis:
     warnings: list[str]
     formula: str | None
     fits: dict[str, Any] = field(default_factory=dict)  # fitted models, for their contrasts
+    progress: Progress = silent
 
     @property
     def key(self) -> str:
@@ -67,7 +68,13 @@ class CriterionAnalysis:
         return self.options.get("engine", "auto")
 
     def section(self, name: str, compute: Callable[[], Any]) -> None:
+        news(self.progress, f"criterion {self.key}: {name}")
         run_section(self.result, name, self.warnings, compute)
+
+    def fit_news(self, model: str) -> Callable[[int], None]:
+        """A fit's per-iteration callback, heard as news of this criterion's step."""
+        return lambda iteration: news(self.progress,
+                                      f"criterion {self.key}: {model}, iteration {iteration}")
 
 
 @dataclass
@@ -133,7 +140,7 @@ def kind_or_none(name: str) -> AnswerKind | None:
 # --- one criterion ---------------------------------------------------------------------------
 
 def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: dict[str, Any],
-                      warnings: list[str]) -> dict[str, Any]:
+                      warnings: list[str], progress: Progress = silent) -> dict[str, Any]:
     """One criterion's statistics: the `criterion` families of its kind, in order. A user
     formula (see `criterion_formula`) is parsed here against the rows' columns and only its
     rebuilt text reaches the models; a bad one raises FormulaError (`analyse` checks every
@@ -156,7 +163,7 @@ def analyse_criterion(rows: pd.DataFrame, criterion: dict[str, Any], options: di
         warnings.append(f"{key}: one system only: the default models have no system term "
                         "(intercept and random effects), describing that system alone")
     analysis = CriterionAnalysis(criterion, kind, rows, humans, result, options, warnings,
-                                 formula)
+                                 formula, progress=progress)
     for found in families_of(kind, "criterion"):
         found.run(analysis)
     return result
@@ -176,7 +183,7 @@ def ordered_points(a: CriterionAnalysis) -> None:
               lambda: frame.groupby(["system", "rating"]).size().rename("n").reset_index())
     a.section("clmm", lambda: fits.setdefault("clmm", models.fit_clmm(
         frame, a.formula or models.for_frame(models.DEFAULT_CLMM_FORMULA, frame), levels=levels,
-        engine=a.engine)))
+        engine=a.engine, progress=a.fit_news("CLMM"))))
     a.section("clm", lambda: models.fit_clm(
         frame, models.for_frame(models.DEFAULT_CLM_FORMULA, frame), levels=levels,
         engine=a.engine))

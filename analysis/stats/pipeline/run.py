@@ -61,7 +61,7 @@ def analyse(judgments: pd.DataFrame, criteria: list[dict[str, Any]],
     for criterion in criteria:
         progress(f"criterion {criterion['key']}")
         rows = judgments[judgments["criterion"] == criterion["key"]]
-        analysed = analyse_criterion(rows, criterion, options, warnings)
+        analysed = analyse_criterion(rows, criterion, options, warnings, progress)
         counted = votes[votes["criterion"] == criterion["key"]]
         if not counted.empty:
             run_section(analysed, "votes", warnings, partial(

@@ -30,5 +30,24 @@ def run_section(result: dict, name: str, warnings: list[str],
     result.setdefault("_seconds", {})[name] = round(time.perf_counter() - started, 3)
 
 
+def news(progress: Progress, text: str) -> None:
+    """News within a step (which section runs, a fit's iteration): the analysis run's callback
+    moves its step text and heartbeat without counting a step; a callback that takes no
+    `advance` (a plain `progress(step)`) hears nothing."""
+    if _takes_advance(progress):
+        progress(text, advance=False)
+
+
+def _takes_advance(progress: Progress) -> bool:
+    import inspect
+
+    try:
+        parameters = inspect.signature(progress).parameters
+    except (TypeError, ValueError):
+        return False
+    return "advance" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
 def silent(step: str, **_: Any) -> None:
     """The progress callback of a caller that wants none."""
